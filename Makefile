@@ -1,0 +1,28 @@
+# The two commands of README: `make run` (main job) and `make test` (test suite). Both set up first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ARGS ?=
+
+.PHONY: setup run test lint ablations tables clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(PY) -m synapse_pt.run $(ARGS)
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+ablations: setup
+	$(PY) -m synapse_pt.run -m experiment=paper_main,no_gate,beta0,no_fan,no_decay,no_activation,no_graph,vectors_only $(ARGS)
+
+tables: setup
+	$(PY) scripts/make_tables.py $(ARGS)
+
+clean:
+	rm -rf outputs multirun .pytest_cache .ruff_cache

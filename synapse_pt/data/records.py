@@ -1,0 +1,145 @@
+"""Typed records for a LoCoMo-style dataset: conversation -> sessions -> turns, and questions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn (an episodic node of the memory graph).
+
+    ``timestamp`` is the session's ``date_time`` plus ``turn_index`` times the loader's per-turn
+    offset, so turns inside a session keep their order (SPEC §1.1).
+    """
+
+    sample_id: str
+    dia_id: str
+    speaker: str
+    text: str
+    session_index: int
+    turn_index: int
+    timestamp: datetime
+    blip_caption: str | None = None
+    img_url: tuple[str, ...] = ()
+
+    @property
+    def content(self) -> str:
+        """The text a memory stores for this turn: the utterance plus the image caption, if any."""
+        if self.blip_caption:
+            return f"{self.text} [shares an image: {self.blip_caption}]"
+        return self.text
+
+
+@dataclass(frozen=True)
+class Session:
+    index: int
+    date_time: datetime
+    date_time_raw: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One QA item.
+
+    ``answer`` is the gold answer as a string (integers in the release are converted, ``None`` for
+    the adversarial items that only carry ``adversarial_answer``). ``evidence`` holds canonical ids of
+    existing turns; ``evidence_raw`` the release's strings; ``evidence_unresolved`` every raw piece
+    that could not be resolved.
+    """
+
+    sample_id: str
+    qa_index: int
+    question: str
+    answer: str | None
+    category: int
+    evidence: tuple[str, ...]
+    evidence_raw: tuple[str, ...]
+    evidence_unresolved: tuple[str, ...] = ()
+    adversarial_answer: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable identifier: ``"<sample_id>/<qa_index>"``."""
+        return f"{self.sample_id}/{self.qa_index}"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...]
+
+    def turns(self) -> Iterator[Turn]:
+        for session in self.sessions:
+            yield from session.turns
+
+    @property
+    def num_turns(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset: its conversations and where it came from."""
+
+    conversations: list[Conversation]
+    path: str
+    name: str = "locomo"
+    sha256: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.conversations)
+
+    def __iter__(self) -> Iterator[Conversation]:
+        return iter(self.conversations)
+
+    def questions(self) -> Iterator[Question]:
+        for conv in self.conversations:
+            yield from conv.questions
+
+    def turns(self) -> Iterator[Turn]:
+        for conv in self.conversations:
+            yield from conv.turns()
+
+    @property
+    def num_turns(self) -> int:
+        return sum(c.num_turns for c in self.conversations)
+
+    @property
+    def num_questions(self) -> int:
+        return sum(len(c.questions) for c in self.conversations)
+
+    def unresolved_evidence(self) -> list[tuple[str, int, str]]:
+        """``(sample_id, qa_index, raw piece)`` for every evidence piece that could not be resolved."""
+        return [
+            (q.sample_id, q.qa_index, piece)
+            for q in self.questions()
+            for piece in q.evidence_unresolved
+        ]
+
+    def subset(self, sample_ids: list[str] | None = None, max_conversations: int | None = None,
+               max_questions: int | None = None) -> Dataset:
+        """A smaller dataset (for smoke runs): chosen conversations and/or the first questions."""
+        convs = self.conversations
+        if sample_ids is not None:
+            known = {c.sample_id for c in convs}
+            missing = [s for s in sample_ids if s not in known]
+            if missing:
+                raise KeyError(f"{self.path}: no conversation with sample_id {missing}")
+            convs = [c for c in convs if c.sample_id in set(sample_ids)]
+        if max_conversations is not None:
+            convs = convs[:max_conversations]
+        if max_questions is not None:
+            convs = [
+                Conversation(c.sample_id, c.speaker_a, c.speaker_b, c.sessions,
+                             c.questions[:max_questions])
+                for c in convs
+            ]
+        return Dataset(list(convs), self.path, self.name, self.sha256, list(self.notes))

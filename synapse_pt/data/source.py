@@ -1,0 +1,135 @@
+"""Where the dataset comes from.
+
+Resolution order (first hit wins):
+
+1. an explicit path (config ``dataset.path``);
+2. the ``SYNAPSE_DATA`` environment variable;
+3. candidate paths from config (e.g. ``../shared/data/locomo10.json`` beside the repo);
+4. the cache folder (``~/.cache/synapse_pt/locomo10.json`` unless configured);
+5. a download of the upstream file into the cache folder (progress bar, sha256 recorded beside it);
+6. if allowed, the small sample conversation shipped in the package, with a warning that says so.
+
+With every step failing and no fallback allowed, one :class:`DatasetNotFoundError` explains how to
+provide the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .errors import DatasetNotFoundError
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "SYNAPSE_DATA"
+LOCOMO_URL = "https://raw.githubusercontent.com/snap-research/locomo/main/data/locomo10.json"
+LOCOMO_FILENAME = "locomo10.json"
+# sha256 of the LoCoMo-10 release file as distributed with this project's shared data.
+LOCOMO_SHA256 = "9c4cc1faaf97963e577094d3558a690762f3324bf58e41aaa0fd9b8f9a08cdb4"
+DEFAULT_CACHE_DIR = Path(os.environ.get("SYNAPSE_CACHE", Path.home() / ".cache" / "synapse_pt"))
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    path: Path
+    origin: str  # "path", "env", "candidate", "cache", "download", "sample"
+
+    @property
+    def is_sample(self) -> bool:
+        return self.origin == "sample"
+
+
+def sample_path() -> Path:
+    """The small conversation shipped with the package (for smoke runs and tests)."""
+    return Path(str(resources.files("synapse_pt.data").joinpath("sample/sample_conversation.json")))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download(url: str, dest: Path, *, timeout_s: float = 60.0,
+             expected_sha256: str | None = None) -> Path:
+    """Download ``url`` to ``dest`` with a progress bar; write ``dest.sha256`` beside it.
+
+    The file is written to a temporary name and renamed only when complete. A checksum different
+    from ``expected_sha256`` is logged as a warning (upstream may re-serialise the same data) and
+    recorded, never hidden.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True,
+                                          desc=f"download {dest.name}") as bar:
+            for chunk in iter(lambda: response.read(1 << 16), b""):
+                out.write(chunk)
+                bar.update(len(chunk))
+    tmp.replace(dest)
+    digest = sha256_file(dest)
+    dest.with_suffix(dest.suffix + ".sha256").write_text(f"{digest}  {dest.name}\n{url}\n")
+    if expected_sha256 and digest != expected_sha256:
+        log.warning("%s: sha256 %s differs from the expected %s (recorded in %s.sha256)",
+                    dest, digest, expected_sha256, dest.name)
+    return dest
+
+
+def resolve_dataset_path(path: str | os.PathLike | None = None, *,
+                         candidates: Sequence[str | os.PathLike] = (),
+                         cache_dir: str | os.PathLike | None = None,
+                         url: str | None = LOCOMO_URL,
+                         filename: str = LOCOMO_FILENAME,
+                         expected_sha256: str | None = LOCOMO_SHA256,
+                         allow_download: bool = True,
+                         allow_sample: bool = False) -> ResolvedSource:
+    """Find the dataset file (see the module docstring for the order)."""
+    if path is not None and str(path) != "":
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise DatasetNotFoundError(f"dataset.path={str(path)!r}: no such file")
+        return ResolvedSource(p, "path")
+    env = os.environ.get(ENV_VAR)
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise DatasetNotFoundError(f"{ENV_VAR}={env!r}: no such file")
+        return ResolvedSource(p, "env")
+    for cand in candidates:
+        p = Path(cand).expanduser()
+        if p.is_file():
+            return ResolvedSource(p, "candidate")
+    cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE_DIR
+    cached = cache / filename
+    if cached.is_file():
+        return ResolvedSource(cached, "cache")
+    problem = "downloads are disabled (dataset.allow_download=false)"
+    if allow_download and url:
+        try:
+            return ResolvedSource(download(url, cached, expected_sha256=expected_sha256),
+                                  "download")
+        except (urllib.error.URLError, OSError, TimeoutError) as err:
+            problem = f"downloading {url} failed: {err}"
+    if allow_sample:
+        log.warning("No LoCoMo file found (%s); using the small sample conversation shipped with "
+                    "synapse_pt (%s). Results on it are smoke tests, not benchmark numbers.",
+                    problem, sample_path())
+        return ResolvedSource(sample_path(), "sample")
+    raise DatasetNotFoundError(
+        f"No dataset file found and {problem}. Provide LoCoMo-10 in one of these ways: "
+        f"pass dataset.path=/path/to/{filename}; set {ENV_VAR}=/path/to/{filename}; or copy the "
+        f"file to {cached} (upstream: {url})."
+    )

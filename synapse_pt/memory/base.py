@@ -1,0 +1,81 @@
+"""The MemorySystem interface shared by SYNAPSE, the related systems and the baselines.
+
+A memory system ingests whole conversations, then retrieves for a batch of questions at once. The
+evaluation harness only talks to this interface, so every system is scored on equal terms.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import torch
+
+from synapse_pt.data.records import Conversation, Question
+
+EPISODIC = "episodic"
+SEMANTIC = "semantic"
+
+
+@dataclass(frozen=True)
+class RetrievedItem:
+    """One retrieved memory item, as it goes into the answer prompt.
+
+    ``node_id`` is the LoCoMo ``dia_id`` (``"D3:14"``) for an episodic node and a prefixed id that
+    cannot collide with a dia_id for any other node (``"S:17"`` for a semantic node).
+    """
+
+    node_id: str
+    text: str
+    kind: str  # EPISODIC, SEMANTIC, or a system-specific kind
+    score: float
+    timestamp: datetime | None = None
+    speaker: str | None = None
+
+
+@dataclass
+class RetrievalResult:
+    """Retrieval output for a batch of B questions.
+
+    Attributes:
+        items: per question, the retrieved items in rank order (at most k).
+        c_ret: ``[B]`` retrieval confidence (SYNAPSE: activation of the top node, SPEC §1.2 step 7).
+        gated: ``[B]`` bool, True where the system refuses to answer (no LLM call is made).
+    """
+
+    items: list[list[RetrievedItem]]
+    c_ret: torch.Tensor
+    gated: torch.Tensor
+
+    def __post_init__(self) -> None:
+        b = len(self.items)
+        if self.c_ret.shape != (b,) or self.gated.shape != (b,):
+            raise ValueError(f"RetrievalResult: c_ret {tuple(self.c_ret.shape)} and gated "
+                             f"{tuple(self.gated.shape)} must both be [{b}]")
+
+    def node_ids(self) -> list[list[str]]:
+        return [[it.node_id for it in row] for row in self.items]
+
+
+class MemorySystem(ABC):
+    """A conversational memory: ``ingest`` conversations, then ``retrieve`` for many questions.
+
+    Retrieval must not read a question's category or gold data (no label leakage, SPEC §3): only
+    ``Question.sample_id`` (which conversation's memory to search) and ``Question.question``.
+    """
+
+    name: str = "memory"
+
+    @abstractmethod
+    def ingest(self, conversations: Sequence[Conversation]) -> None:
+        """Build the memory of each conversation (a later call adds more conversations)."""
+
+    @abstractmethod
+    def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
+        """Retrieve for all questions in one batched call, each within its own conversation."""
+
+    def describe(self) -> dict[str, object]:
+        """Identity and settings recorded in every result row (e.g. ``llm_free_extractor``)."""
+        return {"memory": self.name}

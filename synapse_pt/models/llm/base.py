@@ -1,0 +1,64 @@
+"""The LLM interface: a batch of chat requests in, texts with usage and latency out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class LLMError(RuntimeError):
+    """A backend failed for good (after its retries), or was asked for something it cannot do."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request. Temperature 0 and a fixed seed by default (reproducible runs)."""
+
+    messages: tuple[tuple[str, str], ...]  # ((role, content), ...); a tuple so requests hash
+    max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    extra: tuple[tuple[str, Any], ...] = ()  # further backend parameters, sorted (key, value)
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[dict[str, str]], **params: Any) -> ChatRequest:
+        extra = params.pop("extra", {}) or {}
+        return cls(tuple((m["role"], m["content"]) for m in messages),
+                   extra=tuple(sorted(extra.items())), **params)
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class ChatResponse:
+    """A completion with its accounting. ``cached`` is True when served from the response cache."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    model: str
+    cached: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class LLM(ABC):
+    """A chat model backend.
+
+    ``generate`` answers every request of the batch, in order. Backends raise :class:`LLMError` for a
+    request that fails after their retries; they never return an empty string in place of an answer.
+    """
+
+    backend: str = "base"
+    model: str = ""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+    @abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under this model's tokenizer (an estimate where none is available)."""

@@ -1,0 +1,54 @@
+"""Shared fixtures: the real LoCoMo file, the shipped sample, devices to parametrise over."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOCOMO_CANDIDATES = [
+    os.environ.get("SYNAPSE_DATA", ""),
+    str(REPO_ROOT.parent / "shared" / "data" / "locomo10.json"),
+]
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def locomo_path_or_none() -> Path | None:
+    for cand in LOCOMO_CANDIDATES:
+        if cand and Path(cand).is_file():
+            return Path(cand)
+    return None
+
+
+@pytest.fixture(scope="session")
+def locomo_path() -> Path:
+    path = locomo_path_or_none()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must see the real LoCoMo file (../shared/data/locomo10.json or "
+                        "SYNAPSE_DATA)")
+        pytest.skip("LoCoMo file not available (set SYNAPSE_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def locomo(locomo_path):
+    from synapse_pt.data import load_locomo
+
+    return load_locomo(locomo_path)
+
+
+@pytest.fixture(scope="session")
+def sample_dataset():
+    from synapse_pt.data import load_locomo, sample_path
+
+    return load_locomo(sample_path(), name="sample")
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
