@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+#: Called with (index in the batch, response) as soon as one answer of a batch is ready.
+OnResponse = Callable[[int, "ChatResponse"], None]
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count estimate where no tokenizer is at hand: about 4 characters per token
+    (OpenAI's rule of thumb for English under its BPE tokenizers); 0 for an empty text."""
+    return math.ceil(len(text) / 4)
 
 
 class LLMError(RuntimeError):
@@ -14,7 +24,8 @@ class LLMError(RuntimeError):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion request. Temperature 0 and a fixed seed by default (reproducible runs)."""
+    """One chat completion request. Temperature 0 and a fixed seed by default (reproducible
+    runs)."""
 
     messages: tuple[tuple[str, str], ...]  # ((role, content), ...); a tuple so requests hash
     max_tokens: int = 64
@@ -49,15 +60,35 @@ class ChatResponse:
 class LLM(ABC):
     """A chat model backend.
 
-    ``generate`` answers every request of the batch, in order. Backends raise :class:`LLMError` for a
-    request that fails after their retries; they never return an empty string in place of an answer.
+    ``generate`` answers every request of the batch, in order. Backends raise :class:`LLMError` for
+    a request that fails after their retries; they never return an empty string in place of an
+    answer.
     """
 
     backend: str = "base"
     model: str = ""
 
+    @property
+    def cache_identity(self) -> str:
+        """What the response cache keys on besides ``backend``: ``model`` by default; backends
+        whose answers also depend on local weights or precision add a fingerprint of those."""
+        return self.model
+
     @abstractmethod
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+    def generate_incremental(self, requests: Sequence[ChatRequest],
+                             on_response: OnResponse) -> list[ChatResponse]:
+        """Like :meth:`generate`, and calls ``on_response(i, response)`` as each answer is ready.
+
+        A caller that stores answers in ``on_response`` keeps those that arrived before a failure
+        (the response cache resumes a crashed run this way). This default reports the answers once
+        the whole batch is done; backends that answer piecewise override it.
+        """
+        responses = self.generate(requests)
+        for i, response in enumerate(responses):
+            on_response(i, response)
+        return responses
 
     @abstractmethod
     def count_tokens(self, text: str) -> int:

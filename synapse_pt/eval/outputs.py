@@ -1,0 +1,130 @@
+"""Run outputs: ``predictions.parquet``, ``metrics.json`` and ``tables/`` in the run's own folder.
+
+Files hold only what the configuration and data determine (no wall-clock times), so a resumed run
+writes byte-identical files; timings go to ``timing.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PREDICTION_COLUMNS = [
+    "sample_id", "qa_index", "category", "question", "gold", "adversarial_answer", "evidence",
+    "prediction", "retrieved", "c_ret", "gated", "context_tokens", "prompt_tokens",
+    "completion_tokens", "latency_s",
+]
+
+#: Arrow types of the fixed columns: the same schema whether or not an LLM ran (an all-null
+#: ``prediction`` column is still a string column).
+PREDICTION_SCHEMA: dict[str, pa.DataType] = {
+    "sample_id": pa.string(), "qa_index": pa.int64(), "category": pa.int64(),
+    "question": pa.string(), "gold": pa.string(), "adversarial_answer": pa.string(),
+    "evidence": pa.list_(pa.string()), "prediction": pa.string(),
+    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gated": pa.bool_(),
+    "context_tokens": pa.int64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
+    "latency_s": pa.float64(),
+}
+
+#: Metric columns in the order they are written (others follow, sorted); all float64 but the
+#: per-question count of unreadable judge replies.
+METRIC_ORDER = ["f1_official", "f1_amem", "bleu1", "judge", "judge_std", "n_judge_failures"]
+COUNT_METRICS = {"n_judge_failures": pa.int64()}
+
+
+def git_commit(root: str | Path | None = None) -> str:
+    """The checkout's commit, ``-dirty`` appended when tracked files have changes; ``unknown``
+    outside a git checkout."""
+    try:
+        cwd = str(root) if root else None
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=cwd, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=cwd, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def config_hash(resolved: Mapping[str, Any]) -> str:
+    """sha256 (first 16 hex digits) of the resolved config as canonical JSON."""
+    blob = json.dumps(resolved, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _clean(obj: Any) -> Any:
+    """NaN -> ``None`` (``json`` would write the invalid token NaN), tuples -> lists."""
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Canonical JSON (sorted keys, NaN as null), written atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _metric_key(col: str) -> tuple[int, int, str]:
+    if col in METRIC_ORDER:
+        return (0, METRIC_ORDER.index(col), col)
+    if col.startswith("recall@") and col[7:].isdigit():
+        return (1, int(col[7:]), col)
+    return (2, 0, col)
+
+
+def predictions_table(df: pd.DataFrame) -> pa.Table:
+    """The predictions frame as an Arrow table with a fixed schema: the columns of
+    :data:`PREDICTION_COLUMNS`, then the metric columns (:data:`METRIC_ORDER`, recall@k by k,
+    anything else sorted)."""
+    missing = [c for c in PREDICTION_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"predictions frame lacks columns {missing}; has {list(df.columns)}")
+    metric_cols = sorted((c for c in df.columns if c not in PREDICTION_COLUMNS), key=_metric_key)
+    fields = [pa.field(c, PREDICTION_SCHEMA[c]) for c in PREDICTION_COLUMNS]
+    fields += [pa.field(c, COUNT_METRICS.get(c, pa.float64())) for c in metric_cols]
+    schema = pa.schema(fields)
+    frame = df[PREDICTION_COLUMNS + metric_cols].reset_index(drop=True)
+    # pandas metadata is left out: it records the frame's index and pandas version, not data
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    return table.replace_schema_metadata()
+
+
+def write_predictions(path: Path, df: pd.DataFrame) -> None:
+    """``predictions.parquet``: one row per question, fixed schema (see :func:`predictions_table`).
+
+    Written to a temporary file and moved into place, so an interrupted write leaves no torn file;
+    the bytes depend only on the rows (no timestamps or library metadata beyond the writer name).
+    """
+    table = predictions_table(df)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
+
+
+def write_tables(folder: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex`` in ``folder``."""
+    from .tables import to_latex, to_markdown
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, table in tables.items():
+        for suffix, text in ((".md", to_markdown(table)), (".tex", to_latex(table))):
+            p = folder / f"{name}{suffix}"
+            p.write_text(text)
+            written.append(p)
+    return written

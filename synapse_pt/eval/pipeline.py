@@ -1,0 +1,337 @@
+"""The QA pipeline: retrieve -> gate -> answer prompt -> LLM -> scorers (SPEC §1.2 step 7, §3).
+
+One pipeline serves every :class:`~synapse_pt.memory.base.MemorySystem`. Retrieval runs batched
+over all questions; gated questions get the no-record reply and cost no LLM call; the other answer
+prompts go out as batches through the (cached) LLM interface. In ``mode="retrieval"`` no answer
+model is used and only retrieval-level metrics are filled: the fast loop for sweeps.
+
+No label leakage (SPEC §3): the memory only ever sees *blind* copies of the questions (sample id,
+index and text; category, gold answer and evidence blanked), and the answer prompt reads a
+question's category only through :func:`wants_date_instruction`, i.e. only when the documented
+``category_date_instruction`` flag is on. Gold answers and evidence are read by the scorers alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
+from synapse_pt.data.records import Dataset, Question
+from synapse_pt.memory.base import MemorySystem, RetrievalResult
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+
+from .prompts import NO_RECORD_REPLY, answer_messages, format_context
+from .scorers.amem import score_amem
+from .scorers.judge import JudgeResult, judge_answers
+from .scorers.official import score_official
+from .scorers.retrieval import evidence_recall_at_k, rejection_auc, rejection_metrics
+from .tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+TEMPORAL = 2  # raw LoCoMo category of temporal questions (the date instruction's target)
+BLIND_CATEGORY = 0  # the category a memory system sees: none
+
+
+@dataclass
+class EvalSettings:
+    """How a run is evaluated (the ``eval`` config group).
+
+    Attributes:
+        mode: ``"retrieval"`` (no answer model, retrieval-level metrics only) or ``"qa"``.
+        recall_ks: cut-offs of evidence recall@k.
+        strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
+        category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
+            one place the pipeline reads a category before scoring. Off in the strict setting.
+        max_answer_tokens: generation budget of an answer.
+        answer_batch_size: answer requests per ``llm.generate`` call.
+        retrieval_batch_size: questions per ``memory.retrieve`` call (0: all at once).
+        seed: seed of the answer requests (judge runs use ``seed + r``).
+        judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
+        judge_max_tokens: generation budget of a judge reply (it explains, then labels).
+    """
+
+    mode: str = "retrieval"  # "retrieval" | "qa"
+    recall_ks: tuple[int, ...] = (5, 10, 30)
+    strict_evidence: bool = True
+    category_date_instruction: bool = False  # the one label-reading exception; off when strict
+    max_answer_tokens: int = 32
+    answer_batch_size: int = 64
+    retrieval_batch_size: int = 0  # 0: all questions in one batched call
+    seed: int = 0
+    judge_runs: int = 0  # LLM-judge runs (0: no judge)
+    judge_max_tokens: int = 128
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("retrieval", "qa"):
+            raise ValueError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
+        self.recall_ks = tuple(int(k) for k in self.recall_ks)
+        for name in ("max_answer_tokens", "answer_batch_size", "retrieval_batch_size", "seed",
+                     "judge_runs", "judge_max_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.startswith("${"):
+                # an eval config converted without resolve=True keeps "${seed}" as a string
+                msg = (f"eval.{name} is the unresolved interpolation {value!r}; build "
+                       "EvalSettings from OmegaConf.to_container(cfg.eval, resolve=True)")
+                if self.mode == "qa":
+                    raise ValueError(msg)
+                log.warning("%s (unused in retrieval mode)", msg)
+                continue
+            setattr(self, name, int(value))
+        if self.judge_runs < 0:
+            raise ValueError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+
+
+def blind(question: Question) -> Question:
+    """The question as a memory system may see it: sample id, index and text only."""
+    return dataclasses.replace(question, answer=None, category=BLIND_CATEGORY, evidence=(),
+                               evidence_raw=(), evidence_unresolved=(), adversarial_answer=None)
+
+
+def wants_date_instruction(question: Question, settings: EvalSettings) -> bool:
+    """Whether the answer prompt carries the date instruction: only a temporal question, and only
+    when ``category_date_instruction`` is on (the documented protocol exception, SPEC §3)."""
+    return settings.category_date_instruction and question.category == TEMPORAL
+
+
+def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
+                 batch_size: int = 0) -> tuple[RetrievalResult, float]:
+    """Retrieve for every question (one call, or chunks of ``batch_size``); returns seconds too.
+
+    The memory receives :func:`blind` copies of the questions.
+    """
+    queries = [blind(q) for q in questions]
+    start = time.perf_counter()
+    if batch_size <= 0 or batch_size >= len(queries):
+        result = memory.retrieve(queries)
+    else:
+        parts = [memory.retrieve(queries[i:i + batch_size])
+                 for i in tqdm(range(0, len(queries), batch_size), desc="retrieve")]
+        result = RetrievalResult([row for p in parts for row in p.items],
+                                 torch.cat([p.c_ret for p in parts]),
+                                 torch.cat([p.gated for p in parts]))
+    seconds = time.perf_counter() - start
+    if len(result.items) != len(questions):
+        raise RuntimeError(f"{type(memory).__name__}.retrieve returned {len(result.items)} rows "
+                           f"for {len(questions)} questions")
+    return result, seconds
+
+
+def answer_requests(dataset: Dataset, questions: Sequence[Question], result: RetrievalResult,
+                    settings: EvalSettings) -> dict[int, ChatRequest]:
+    """``{question position: answer request}`` for every question the gate let through."""
+    speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
+    requests: dict[int, ChatRequest] = {}
+    for i, gated in enumerate(result.gated.tolist()):
+        if gated:
+            continue  # the no-record reply; no LLM call (SPEC §1.2 step 7)
+        q = questions[i]
+        messages = answer_messages(q.question, result.items[i], speakers[q.sample_id],
+                                   strict_evidence=settings.strict_evidence,
+                                   date_instruction=wants_date_instruction(q, settings))
+        requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
+                                                temperature=0.0, seed=settings.seed)
+    return requests
+
+
+def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
+                     result: RetrievalResult, settings: EvalSettings
+                     ) -> list[ChatResponse | None]:
+    """LLM answers for the questions that were not gated (``None`` where gated).
+
+    Requests go out in batches of ``settings.answer_batch_size``; behind a
+    :class:`~synapse_pt.models.llm.cache.CachedLLM` every answer is stored as it arrives, so an
+    interrupted run restarted with the same config re-asks nothing.
+    """
+    requests = answer_requests(dataset, questions, result, settings)
+    todo = list(requests)
+    responses: list[ChatResponse | None] = [None] * len(questions)
+    bs = max(1, settings.answer_batch_size)
+    n_cached = 0
+    for start in tqdm(range(0, len(todo), bs), desc="answer", disable=len(todo) <= bs):
+        chunk = todo[start:start + bs]
+        batch = llm.generate([requests[i] for i in chunk])
+        if len(batch) != len(chunk):
+            raise RuntimeError(f"{type(llm).__name__}.generate answered {len(batch)} of "
+                               f"{len(chunk)} requests")
+        for i, resp in zip(chunk, batch, strict=True):
+            responses[i] = resp
+            n_cached += bool(resp.cached)
+    log.info("answered %d questions (%d from the response cache), %d gated", len(todo), n_cached,
+             len(questions) - len(todo))
+    return responses
+
+
+def predictions_text(questions: Sequence[Question], result: RetrievalResult,
+                     responses: Sequence[ChatResponse | None]) -> list[str]:
+    """The final answer of each question: the no-record reply where gated, else the LLM's text."""
+    out = []
+    for i, q in enumerate(questions):
+        if bool(result.gated[i]):
+            out.append(NO_RECORD_REPLY)
+        elif responses[i] is None:
+            raise RuntimeError(f"question {q.key}: no answer returned for an ungated question")
+        else:
+            out.append(responses[i].text.strip())
+    return out
+
+
+def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
+                      settings: EvalSettings) -> JudgeResult:
+    """The mem0-style CORRECT/WRONG judge over ``settings.judge_runs`` runs (category 5 skipped:
+    it is scored by the official phrase rule). Gated questions are judged too: their answer is the
+    no-record reply."""
+    return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
+                         list(predictions), categories=[q.category for q in questions],
+                         n_runs=settings.judge_runs, base_seed=settings.seed,
+                         max_tokens=settings.judge_max_tokens)
+
+
+def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
+                     context_tokens: list[int], responses: list[ChatResponse | None] | None,
+                     settings: EvalSettings, judge: JudgeResult | None = None) -> pd.DataFrame:
+    """One row per question with the retrieval output, the answer and every metric.
+
+    Only what the config and data determine goes in (no cache flags, no wall-clock stamps beyond
+    the LLM's reported latency, which the response cache replays), so a resumed run writes the
+    same rows. ``prediction`` is ``None`` in retrieval mode.
+    """
+    ids = result.node_ids()
+    evidence = [list(q.evidence) for q in questions]
+    recall = evidence_recall_at_k(ids, evidence, ks=settings.recall_ks)
+    gated = result.gated.tolist()
+    qa = settings.mode == "qa"
+    if qa and responses is None:
+        raise ValueError("prediction_frame: qa mode needs the LLM responses")
+    predictions = predictions_text(questions, result, responses) if qa else [None] * len(questions)
+    rows = []
+    for i, q in enumerate(questions):
+        resp = responses[i] if qa else None
+        row = {
+            "sample_id": q.sample_id,
+            "qa_index": q.qa_index,
+            "category": q.category,
+            "question": q.question,
+            "gold": q.answer,
+            "adversarial_answer": q.adversarial_answer,
+            "evidence": evidence[i],
+            "prediction": predictions[i],
+            "retrieved": ids[i],
+            "c_ret": float(result.c_ret[i]),
+            "gated": bool(gated[i]),
+            "context_tokens": int(context_tokens[i]),
+            "prompt_tokens": int(resp.prompt_tokens) if resp is not None else 0,
+            "completion_tokens": int(resp.completion_tokens) if resp is not None else 0,
+            "latency_s": float(resp.latency_s) if resp is not None else 0.0,
+        }
+        if qa:
+            row["f1_official"] = score_official(predictions[i], q.answer, q.category)
+            row.update(score_amem(predictions[i], q.answer, q.category))
+        if judge is not None:
+            row["judge"] = _nan_to_none(judge.mean[i])
+            row["judge_std"] = _nan_to_none(judge.std[i])
+            row["n_judge_failures"] = int(judge.n_failures[i])
+        for k, values in recall.items():
+            row[f"recall@{k}"] = _nan_to_none(values[i])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    float_cols = [f"recall@{k}" for k in settings.recall_ks]
+    if judge is not None:
+        float_cols += ["judge", "judge_std"]
+    for col in float_cols:
+        df[col] = df[col].astype("float64")
+    return df
+
+
+def _nan_to_none(x: float | torch.Tensor | np.floating) -> float | None:
+    v = float(x)
+    return None if math.isnan(v) else v
+
+
+def retrieval_summary(df: pd.DataFrame) -> dict[str, float]:
+    """Rejection rates and the ROC AUC of C_ret for separating category 5 from the rest."""
+    gated = torch.tensor(df["gated"].to_numpy(dtype=bool))
+    category = torch.tensor(df["category"].to_numpy(dtype="int64"))
+    out = {k: float(v) for k, v in rejection_metrics(gated, category).items()}
+    c_ret = torch.tensor(df["c_ret"].to_numpy(dtype="float64"))
+    out["c_ret_auc_adversarial"] = rejection_auc(c_ret, category, adversarial=ADVERSARIAL)
+    answerable = df["category"].isin(ANSWERABLE)
+    out["context_tokens_mean"] = float(df["context_tokens"].mean())
+    out["context_tokens_mean_answerable"] = float(df.loc[answerable, "context_tokens"].mean())
+    return out
+
+
+def judge_summary(judge: JudgeResult) -> dict[str, float]:
+    """Judge figures for the run summary: runs, failures (never counted as WRONG), the accuracy of
+    each run and its spread over runs (the spread mem0 reports)."""
+    acc = judge.run_accuracy()
+    judged = int((~judge.skipped).sum())
+    out = {"judge_runs": float(len(judge.seeds)), "judge_questions": float(judged),
+           "judge_failures": float(judge.total_failures),
+           "judge_failure_rate": (judge.total_failures / (judged * len(judge.seeds))
+                                  if judged else float("nan")),
+           "judge_questions_unjudged": float(int(np.sum(~judge.skipped & np.isnan(judge.mean)))),
+           "judge_accuracy_std_over_runs": float(np.nanstd(acc)) if judged else float("nan")}
+    for r, a in enumerate(acc):
+        out[f"judge_accuracy_run{r}"] = float(a)
+    return out
+
+
+def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
+             token_counter: TokenCounter, llm: LLM | None = None,
+             judge_llm: LLM | None = None) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Run retrieval (and, in qa mode, answering and the optional judge) for every question.
+
+    Args:
+        memory: a memory system that has already ingested ``dataset``'s conversations.
+        dataset: the questions to evaluate, grouped by conversation.
+        settings: the ``eval`` config.
+        token_counter: counts the context tokens of each question's retrieved items.
+        llm: the answer model (needed in qa mode).
+        judge_llm: the judge model; defaults to ``llm``.
+
+    Returns:
+        The per-question frame and the run summary (rejection, context tokens, judge figures and
+        the timing keys ``retrieve_seconds``, ``retrieve_ms_per_query``, ``answer_seconds``).
+    """
+    questions = list(dataset.questions())
+    if not questions:
+        raise ValueError(f"{dataset.path}: no questions to evaluate")
+    result, retrieve_s = retrieve_all(memory, questions, settings.retrieval_batch_size)
+    context_tokens = token_counter.count_many([format_context(items) for items in result.items])
+    responses = None
+    judge = None
+    answer_s = 0.0
+    if settings.mode == "qa":
+        if llm is None:
+            raise ValueError("eval.mode=qa needs an answer model (llm=...), got none")
+        start = time.perf_counter()
+        responses = answer_questions(llm, dataset, questions, result, settings)
+        if settings.judge_runs > 0:
+            judge = judge_predictions(judge_llm or llm, questions,
+                                      predictions_text(questions, result, responses), settings)
+            if judge.total_failures:
+                log.warning("LLM judge: %d of %d replies unreadable (left out, not WRONG)",
+                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs)
+        answer_s = time.perf_counter() - start
+    elif settings.judge_runs > 0:
+        log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",
+                    settings.judge_runs)
+    df = prediction_frame(questions, result, context_tokens, responses, settings, judge)
+    summary = retrieval_summary(df)
+    if judge is not None:
+        summary.update(judge_summary(judge))
+    summary.update(retrieve_seconds=retrieve_s, retrieve_ms_per_query=1e3 * retrieve_s / len(df),
+                   answer_seconds=answer_s, num_questions=float(len(df)))
+    return df, summary

@@ -1,0 +1,225 @@
+"""Optional LLM judge: the mem0-style CORRECT/WRONG grading (SPEC §3).
+
+The prompt is mem0's ``ACCURACY_PROMPT`` (mem0ai/mem0 ``evaluation/metrics/llm_judge.py``), with
+its typographic quotes written as ASCII. mem0 asks once per question at temperature 0 with
+``response_format=json_object`` and skips category 5; its parse is
+``json.loads(extract_json(text))["label"] == "CORRECT"``, which crashes on a reply without JSON and
+counts any other label (even "Correct") as wrong.
+
+Here:
+
+* the judge runs ``n_runs`` times with seeds ``base_seed + r`` (one ``llm.generate`` batch per
+  run), and each question gets the mean and the spread of its labels over the runs;
+* :func:`parse_judge_label` accepts a JSON object with a ``label`` key (any case, fenced or not),
+  else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
+* an unparseable reply is a **failure**: NaN in that run, counted in ``n_failures``; never silently
+  WRONG;
+* category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
+  phrase rule instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from synapse_pt.models.llm.base import LLM, ChatRequest
+
+__all__ = ["ACCURACY_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
+           "parse_judge_label"]
+
+Label = Literal["CORRECT", "WRONG"]
+
+ACCURACY_PROMPT = """
+Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. You will be given the following data:
+    (1) a question (posed by one user to another user), 
+    (2) a 'gold' (ground truth) answer, 
+    (3) a generated answer
+which you will score as CORRECT/WRONG.
+
+The point of the question is to ask about something one user should know about the other user based on their prior conversations.
+The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
+Question: Do you remember what I got the last time I went to Hawaii?
+Gold answer: A shell necklace
+The generated answer might be much longer, but you should be generous with your grading - as long as it touches on the same topic as the gold answer, it should be counted as CORRECT. 
+
+For time related questions, the gold answer will be a specific date, month, year, etc. The generated answer might be much longer or use relative time references (like "last Tuesday" or "next month"), but you should be generous with your grading - as long as it refers to the same date or time period as the gold answer, it should be counted as CORRECT. Even if the format differs (e.g., "May 7th" vs "7 May"), consider it CORRECT if it's the same date.
+
+Now it's time for the real question:
+Question: {question}
+Gold answer: {gold_answer}
+Generated answer: {generated_answer}
+
+First, provide a short (one sentence) explanation of your reasoning, then finish with CORRECT or WRONG. 
+Do NOT include both CORRECT and WRONG in your response, or it will break the evaluation script.
+
+Just return the label CORRECT or WRONG in a json format with the key as "label".
+"""  # noqa: E501, W291 - kept line for line (trailing spaces included) as mem0 sends it
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
+_BARE = re.compile(r"\b(CORRECT|WRONG)\b")
+
+
+def parse_judge_label(text: str) -> Label | None:
+    """The judge's label, or ``None`` when the reply cannot be read.
+
+    1. A JSON object (inside a code fence or anywhere in the text) with a string ``label`` that is
+       ``correct`` or ``wrong`` in any case decides. A JSON ``label`` with another value is
+       unreadable (``None``).
+    2. Otherwise the reply must contain bare upper-case ``CORRECT`` or ``WRONG`` words of one kind
+       only (``INCORRECT`` does not count; both kinds present -> ``None``).
+    """
+    fenced = _FENCE.search(text)
+    candidates = ([fenced.group(1)] if fenced else []) + _JSON_OBJECT.findall(text)
+    for chunk in candidates:
+        try:
+            obj = json.loads(chunk.strip())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "label" in obj:
+            label = obj["label"]
+            if isinstance(label, str) and label.strip().upper() in ("CORRECT", "WRONG"):
+                return label.strip().upper()  # type: ignore[return-value]
+            return None
+    words = set(_BARE.findall(text))
+    if len(words) == 1:
+        return words.pop()  # type: ignore[return-value]
+    return None
+
+
+def build_judge_requests(
+    questions: Sequence[str],
+    golds: Sequence[str | int],
+    predictions: Sequence[str],
+    *,
+    seed: int = 0,
+    max_tokens: int = 128,
+    temperature: float = 0.0,
+    extra: Mapping[str, Any] | None = None,
+) -> list[ChatRequest]:
+    """One single-message (user) request per question with :data:`ACCURACY_PROMPT` filled in."""
+    return [
+        ChatRequest.from_messages(
+            [{"role": "user", "content": ACCURACY_PROMPT.format(
+                question=q, gold_answer=str(g), generated_answer=p)}],
+            max_tokens=max_tokens, temperature=temperature, seed=seed, extra=dict(extra or {}),
+        )
+        for q, g, p in zip(questions, golds, predictions, strict=True)
+    ]
+
+
+@dataclass
+class JudgeResult:
+    """Judge labels over ``R`` runs for ``B`` questions.
+
+    Attributes:
+        labels: ``[R, B]``: 1.0 CORRECT, 0.0 WRONG, NaN for a failure or a skipped question.
+        mean: ``[B]``: mean label over the runs that parsed (NaN if none did or skipped).
+        std: ``[B]``: population standard deviation (ddof = 0) over the runs that parsed.
+        n_failures: ``[B]``: runs whose reply could not be parsed.
+        skipped: ``[B]`` bool: questions not judged (category in ``skip_categories``).
+        replies: ``[R][B]`` raw reply texts (``None`` for skipped questions).
+        seeds: the seed of each run.
+    """
+
+    labels: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    n_failures: np.ndarray
+    skipped: np.ndarray
+    replies: list[list[str | None]]
+    seeds: list[int]
+
+    @property
+    def total_failures(self) -> int:
+        return int(self.n_failures.sum())
+
+    def run_accuracy(self) -> np.ndarray:
+        """``[R]``: each run's accuracy over the questions it parsed (the run-to-run spread mem0
+        reports is the std of this)."""
+        with np.errstate(invalid="ignore"):
+            judged = ~np.isnan(self.labels)
+            return np.where(judged.sum(1) > 0,
+                            np.nansum(self.labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
+
+
+def judge_answers(
+    llm: LLM,
+    questions: Sequence[str],
+    golds: Sequence[str | int | None],
+    predictions: Sequence[str],
+    *,
+    categories: Sequence[int] | None = None,
+    n_runs: int = 3,
+    base_seed: int = 0,
+    temperature: float = 0.0,
+    max_tokens: int = 128,
+    skip_categories: Sequence[int] = (5,),
+    extra: Mapping[str, Any] | None = None,
+) -> JudgeResult:
+    """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
+
+    Args:
+        llm: any backend with ``generate(requests) -> responses`` (``.text`` is read).
+        questions, golds, predictions: aligned per question; integer golds are sent as ``str``.
+        categories: raw category numbers; questions in ``skip_categories`` are not sent (needed
+            when ``skip_categories`` is non-empty).
+        n_runs: judge runs; the spread over runs is the judge's own noise.
+        extra: backend parameters passed through (e.g. a JSON response format).
+
+    Raises:
+        ValueError: on misaligned inputs or a judged question whose gold is ``None``.
+    """
+    n = len(questions)
+    if not (len(golds) == len(predictions) == n):
+        raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
+                         f"{len(predictions)} predictions")
+    if n_runs < 1:
+        raise ValueError(f"judge_answers: n_runs must be >= 1, got {n_runs}")
+    if skip_categories and categories is None:
+        raise ValueError("judge_answers: categories are needed to skip categories "
+                         f"{tuple(skip_categories)} (pass skip_categories=() to judge all)")
+    if categories is not None and len(categories) != n:
+        raise ValueError(f"judge_answers: {n} questions but {len(categories)} categories")
+    skipped = np.array([categories is not None and int(c) in set(skip_categories)
+                        for c in (categories if categories is not None else [None] * n)],
+                       dtype=bool)
+    todo = [i for i in range(n) if not skipped[i]]
+    for i in todo:
+        if golds[i] is None:
+            raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer")
+
+    labels = np.full((n_runs, n), np.nan)
+    replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
+    seeds = [base_seed + r for r in range(n_runs)]
+    for r, seed in enumerate(seeds):
+        requests = build_judge_requests(
+            [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
+            [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
+            temperature=temperature, extra=extra,
+        )
+        responses = llm.generate(requests) if requests else []
+        if len(responses) != len(requests):
+            raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
+                             f"{len(requests)} requests (run {r}, seed {seed})")
+        for i, resp in zip(todo, responses, strict=True):
+            replies[r][i] = resp.text
+            label = parse_judge_label(resp.text)
+            if label is not None:
+                labels[r, i] = 1.0 if label == "CORRECT" else 0.0
+
+    parsed = ~np.isnan(labels)
+    n_ok = parsed.sum(0)
+    n_failures = np.where(skipped, 0, n_runs - n_ok).astype(np.int64)
+    safe = np.where(parsed, labels, 0.0)
+    mean = np.where(n_ok > 0, safe.sum(0) / np.maximum(n_ok, 1), np.nan)
+    var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
+    std = np.where(n_ok > 0, np.sqrt(var), np.nan)
+    return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
+                       replies=replies, seeds=seeds)

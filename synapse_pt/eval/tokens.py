@@ -1,0 +1,52 @@
+"""Counting context tokens (SPEC §3 "context tokens per query")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from synapse_pt.models.llm.base import LLM
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
+class HFTokenCounter:
+    """Counts tokens with a local Hugging Face tokenizer (default: the bundled MiniLM WordPiece).
+
+    In retrieval-only runs no answer model exists; the bundled tokenizer gives a fixed, offline
+    yardstick. The tokenizer used is recorded in metrics.json.
+    """
+
+    def __init__(self, tokenizer: str | Path | None = None) -> None:
+        from transformers import AutoTokenizer
+
+        if tokenizer is None:
+            from synapse_pt.models.locate import bundled_minilm_path
+
+            self.name = "hf:bundled:all-MiniLM-L6-v2"
+            tokenizer = bundled_minilm_path()
+        else:
+            self.name = f"hf:{tokenizer}"
+        self._tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        enc = self._tok(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(ids) for ids in enc]
+
+
+class LLMTokenCounter:
+    """Counts with the answer model's own tokenizer."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+        self.name = f"llm:{llm.model}"
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self._llm.count_tokens(t) for t in texts]

@@ -1,0 +1,383 @@
+"""Ingestion and consolidation: turns -> SYNAPSE memory graph (SPEC §1.1).
+
+:class:`GraphBuilder` embeds every turn, cuts the conversation into windows of ``N`` turns, asks a
+:class:`~synapse_pt.graph.extraction.ConceptExtractor` for each window's concepts, and consolidates
+window by window: episodic nodes, temporal edges, semantic nodes (merged at ``tau_dup``),
+abstraction and association edges, then maintenance (:mod:`synapse_pt.graph.maintenance`) and a
+fresh cached PageRank.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import torch
+from torch import Tensor
+
+from ..data.records import Conversation, Turn
+from ..models.base import TextEncoder
+from .extraction import ConceptExtractor, clean_concepts
+from .maintenance import cap_in_edges, collect_dormant, mark_activity, refresh_pagerank
+from .memory_graph import MemoryGraph
+from .types import ABSTRACTION, ASSOCIATION, EPISODIC, SEMANTIC, TEMPORAL
+
+_EPOCH = datetime(1970, 1, 1)
+HOURS_PER_UNIT: dict[str, float] = {"seconds": 1 / 3600, "minutes": 1 / 60, "hours": 1.0,
+                                    "days": 24.0, "weeks": 168.0}
+ASSOCIATION_WEIGHTINGS = ("cooccurrence", "similarity")
+
+
+def hours_since_epoch(dt: datetime) -> float:
+    """Hours since 1970-01-01 00:00 UTC; a naive datetime (LoCoMo's) is read as UTC."""
+    if dt.tzinfo is None:
+        return (dt - _EPOCH).total_seconds() / 3600.0
+    return dt.astimezone(timezone.utc).timestamp() / 3600.0
+
+
+def temporal_weight(dt_hours: Tensor, rho: float, time_unit: str = "hours") -> Tensor:
+    r"""Temporal edge weight :math:`w = \exp(-\rho\,|\Delta\tau|)` with :math:`\Delta\tau` in
+    ``time_unit`` (the paper gives no unit; default hours, so :math:`\rho = 0.01` halves the weight
+    after about 69 hours)."""
+    if time_unit not in HOURS_PER_UNIT:
+        raise ValueError(f"temporal_weight: unknown time_unit {time_unit!r} "
+                         f"(choose from {sorted(HOURS_PER_UNIT)})")
+    return torch.exp(-rho * dt_hours.abs() / HOURS_PER_UNIT[time_unit])
+
+
+def cooccurrence_weight(count: Tensor) -> Tensor:
+    r"""Association weight from a co-occurrence count :math:`c \ge 1`:
+    :math:`w = 1 - 2^{-c}` (0.5, 0.75, 0.875, ...), in :math:`(0, 1]`, increasing in :math:`c`."""
+    return 1.0 - torch.pow(0.5, count.to(torch.float32))
+
+
+def windows_of(turns: Sequence[Turn], size: int) -> list[list[Turn]]:
+    """Consecutive windows of ``size`` turns (the last one may be shorter). Windows run across
+    session boundaries: the paper consolidates every N turns of the stream."""
+    return [list(turns[i:i + size]) for i in range(0, len(turns), size)]
+
+
+class GraphBuilder:
+    r"""Builds one :class:`MemoryGraph` per conversation (SPEC §1.1).
+
+    Every ``window`` turns the window is consolidated:
+
+    1. one episodic node per turn (text ``turn.content``, key ``turn.dia_id``, embedding
+       :math:`\mathbf{h}_t`, timestamp :math:`\tau_t` in hours since the epoch);
+    2. temporal edges :math:`t \to t+1` along the whole conversation (across sessions), weight
+       :math:`\exp(-\rho\,|\tau_{t+1} - \tau_t|)`, :math:`|\Delta\tau|` in ``time_unit``;
+    3. each extracted concept :math:`c` is merged into the existing active semantic node
+       :math:`s^* = \arg\max_s \cos(\mathbf{h}_c, \mathbf{h}_s)` when
+       :math:`\cos(\mathbf{h}_c, \mathbf{h}_{s^*}) \ge \tau_{dup}` (or when its case-folded text
+       equals the text of a semantic node); the merge only links, the node is not updated.
+       Otherwise a semantic node is created (key ``"S:<k>"``, timestamp of the window's last turn);
+       new concepts of one window closer than :math:`\tau_{dup}` to each other become one node;
+    4. abstraction edges in both directions between every episode :math:`e` of the window and every
+       concept node :math:`s` of it, weight :math:`\max(0, \cos(\mathbf{h}_e, \mathbf{h}_s))`
+       (a weight-0 edge is kept: the structure is the paper's, the weight floors it);
+    5. association edges in both directions between every two concept nodes of the window, weight
+
+       * ``"cooccurrence"`` (default): :math:`1 - 2^{-c_{ab}}` with :math:`c_{ab}` the number of
+         windows in which both occurred (counted even while the edge is pruned); a repeat
+         co-occurrence raises the weight of the existing edge instead of adding one;
+       * ``"similarity"``: :math:`\max(0, \cos(\mathbf{h}_a, \mathbf{h}_b))`, the paper's semantic
+         edge weight (unchanged on a repeat);
+
+    6. maintenance (:mod:`~synapse_pt.graph.maintenance`): activity bookkeeping, at most
+       ``max_in_edges`` incoming edges per node, dormant-node collection above ``max_nodes``, and
+       the weighted PageRank recomputed and cached.
+
+    A trailing window shorter than ``window`` turns is consolidated at the end.
+
+    Args:
+        encoder: text encoder for turns and concepts (unit-norm rows).
+        extractor: concept extractor (LLM or LLM-free).
+        window: :math:`N`, turns per consolidation window (default 5).
+        tau_dup: merge threshold :math:`\tau_{dup}` (default 0.92).
+        rho: temporal decay :math:`\rho` (default 0.01 per ``time_unit``).
+        time_unit: unit of :math:`\Delta\tau` in the temporal weight: ``"hours"`` (default; the
+            paper is silent), ``"seconds"``, ``"minutes"``, ``"days"`` or ``"weeks"``.
+        association_weighting: ``"cooccurrence"`` (default) or ``"similarity"``.
+        max_in_edges: keep at most this many incoming edges per node, highest weight first, ties
+            to the older edge (default 15; ``None`` disables).
+        dormancy_eps: :math:`\epsilon`: a node is *activated* in a window when it is created in it
+            or an edge touching it is added or reinforced in it with weight :math:`\ge \epsilon`
+            (default 0.01; the paper's "activation" has no query at ingestion time, so edge growth
+            stands in for it).
+        dormancy_windows: :math:`W`: a node not activated for this many consecutive windows is
+            dormant, i.e. collectable (default 10).
+        max_nodes: cap on active nodes; only when exceeded are dormant nodes collected, lowest
+            cached PageRank first, until the cap holds or no dormant node is left (a soft cap;
+            default 10,000; ``None`` disables).
+        pagerank_damping: PageRank damping (default 0.85).
+        device: device of the graph tensors.
+    """
+
+    def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, window: int = 5,
+                 tau_dup: float = 0.92, rho: float = 0.01, time_unit: str = "hours",
+                 association_weighting: str = "cooccurrence", max_in_edges: int | None = 15,
+                 dormancy_eps: float = 0.01, dormancy_windows: int = 10,
+                 max_nodes: int | None = 10_000, pagerank_damping: float = 0.85,
+                 device: str | torch.device = "cpu") -> None:
+        checks = [
+            (window >= 1, f"window must be >= 1, got {window}"),
+            (-1.0 <= tau_dup <= 1.0, f"tau_dup must lie in [-1, 1], got {tau_dup}"),
+            (rho >= 0, f"rho must be >= 0, got {rho}"),
+            (time_unit in HOURS_PER_UNIT,
+             f"time_unit must be one of {sorted(HOURS_PER_UNIT)}, got {time_unit!r}"),
+            (association_weighting in ASSOCIATION_WEIGHTINGS,
+             f"association_weighting must be one of {ASSOCIATION_WEIGHTINGS}, "
+             f"got {association_weighting!r}"),
+            (max_in_edges is None or max_in_edges >= 1,
+             f"max_in_edges must be >= 1 or None, got {max_in_edges}"),
+            (dormancy_eps >= 0, f"dormancy_eps must be >= 0, got {dormancy_eps}"),
+            (dormancy_windows >= 1, f"dormancy_windows must be >= 1, got {dormancy_windows}"),
+            (max_nodes is None or max_nodes >= 1,
+             f"max_nodes must be >= 1 or None, got {max_nodes}"),
+            (0.0 < pagerank_damping < 1.0,
+             f"pagerank_damping must lie in (0, 1), got {pagerank_damping}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"GraphBuilder: {msg}")
+        self.encoder = encoder
+        self.extractor = extractor
+        self.window = window
+        self.tau_dup = tau_dup
+        self.rho = rho
+        self.time_unit = time_unit
+        self.association_weighting = association_weighting
+        self.max_in_edges = max_in_edges
+        self.dormancy_eps = dormancy_eps
+        self.dormancy_windows = dormancy_windows
+        self.max_nodes = max_nodes
+        self.pagerank_damping = pagerank_damping
+        self.device = torch.device(device)
+        self.last_timings: dict[str, float] = {}
+
+    # ----------------------------------------------------------------------------- batched entry
+    def build(self, conversation: Conversation) -> MemoryGraph:
+        """The graph of one conversation."""
+        return self.build_many([conversation])[0]
+
+    def build_many(self, conversations: Sequence[Conversation]) -> list[MemoryGraph]:
+        """Graphs of many conversations: all turns embedded in one encoder call, all windows'
+        concepts extracted in one extractor call and embedded in one more encoder call; then each
+        conversation is consolidated window by window. Phase times land in ``last_timings``."""
+        t0 = time.perf_counter()
+        turn_lists = [list(c.turns()) for c in conversations]
+        turn_emb = self._encode([t.content for turns in turn_lists for t in turns], "turn texts")
+        t1 = time.perf_counter()
+
+        windows = [windows_of(turns, self.window) for turns in turn_lists]
+        flat = [w for ws in windows for w in ws]
+        raw = self.extractor.extract(flat)
+        if len(raw) != len(flat):
+            raise RuntimeError(f"GraphBuilder: extractor {self.extractor.name!r} returned "
+                               f"{len(raw)} concept lists for {len(flat)} windows")
+        concepts = [clean_concepts(c) for c in raw]
+        t2 = time.perf_counter()
+
+        vocab = list(dict.fromkeys(c for cs in concepts for c in cs))
+        vocab_emb = self._encode(vocab, "concepts")
+        row_of = {c: i for i, c in enumerate(vocab)}
+        t3 = time.perf_counter()
+
+        graphs: list[MemoryGraph] = []
+        turn_pos = window_pos = 0
+        for conv, turns, conv_windows in zip(conversations, turn_lists, windows, strict=True):
+            graph = self.new_graph(conv.sample_id, num_turns=len(turns))
+            for win in conv_windows:
+                cs = concepts[window_pos]
+                rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
+                self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
+                                 vocab_emb[rows.to(vocab_emb.device)])
+                turn_pos += len(win)
+                window_pos += 1
+            graphs.append(graph)
+        t4 = time.perf_counter()
+        self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
+                             "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
+                             "total_s": t4 - t0}
+        return graphs
+
+    def new_graph(self, sample_id: str, *, num_turns: int = 0) -> MemoryGraph:
+        """An empty graph on the builder's device, its buffers sized for ``num_turns`` turns."""
+        dim = int(self.encoder.dim)
+        nodes = max(64, 2 * num_turns)
+        return MemoryGraph(sample_id, dim, device=self.device, node_capacity=nodes,
+                           edge_capacity=8 * nodes)
+
+    def _encode(self, texts: list[str], what: str) -> Tensor:
+        dim = int(self.encoder.dim)
+        if not texts:
+            return torch.zeros(0, dim, device=self.device)
+        emb = self.encoder.encode(texts)
+        if emb.shape != (len(texts), dim):
+            raise RuntimeError(f"GraphBuilder: encoder {self.encoder.name!r} returned shape "
+                               f"{tuple(emb.shape)} for {len(texts)} {what}, expected "
+                               f"[{len(texts)}, {dim}]")
+        return emb.to(self.device, torch.float32)
+
+    # ----------------------------------------------------------------------------- one window
+    def consolidate(self, graph: MemoryGraph, turns: Sequence[Turn], turn_embeddings: Tensor,
+                    concepts: Sequence[str], concept_embeddings: Tensor) -> None:
+        """Consolidate one window into ``graph`` (steps 1-6 of the class docstring).
+
+        Args:
+            graph: the conversation's graph (mutated).
+            turns: the window's turns, in order.
+            turn_embeddings: ``[len(turns), d]`` unit-norm embeddings of ``turn.content``.
+            concepts: the window's cleaned concept strings.
+            concept_embeddings: ``[len(concepts), d]`` their unit-norm embeddings.
+        """
+        if turn_embeddings.size(0) != len(turns) or concept_embeddings.size(0) != len(concepts):
+            raise ValueError(f"GraphBuilder.consolidate({graph.sample_id!r}): {len(turns)} turns / "
+                             f"{len(concepts)} concepts but embeddings of shape "
+                             f"{tuple(turn_embeddings.shape)} / {tuple(concept_embeddings.shape)}")
+        w = graph.num_windows
+        dev = graph.device
+        first_new = graph.num_nodes
+        srcs: list[Tensor] = []
+        dsts: list[Tensor] = []
+        types: list[Tensor] = []
+        weights: list[Tensor] = []
+
+        def emit(src: Tensor, dst: Tensor, etype: int, weight: Tensor) -> None:
+            srcs.append(src)
+            dsts.append(dst)
+            types.append(torch.full_like(src, etype))
+            weights.append(weight)
+
+        # 1. episodic nodes
+        ts = torch.tensor([hours_since_epoch(t.timestamp) for t in turns], dtype=torch.float64,
+                          device=dev)
+        episodes = graph.add_nodes(turn_embeddings, EPISODIC, ts, [t.content for t in turns],
+                                   [t.dia_id for t in turns], [t.speaker for t in turns], window=w)
+
+        # 2. temporal chain t -> t+1, continuing from the previous window's last episode
+        chain = episodes
+        if graph.last_episode is not None:
+            chain = torch.cat([torch.tensor([graph.last_episode], device=dev), episodes])
+        if chain.numel() > 1:
+            src, dst = chain[:-1], chain[1:]
+            dt = graph.timestamp[dst] - graph.timestamp[src]
+            emit(src, dst, TEMPORAL, temporal_weight(dt, self.rho, self.time_unit).float())
+        if episodes.numel():
+            graph.last_episode = int(episodes[-1])
+
+        # 3. concepts -> semantic node ids (merged or new)
+        last_ts = float(ts[-1]) if ts.numel() else 0.0
+        sem = self._resolve_concepts(graph, concepts, concept_embeddings, last_ts, w)
+
+        # 4. abstraction edges, both directions
+        x = graph.x
+        if sem.numel() and episodes.numel():
+            cos = (x[episodes] @ x[sem].T).clamp(min=0.0)  # [n_ep, n_sem]
+            ep_rep = episodes.repeat_interleave(sem.numel())
+            sem_rep = sem.repeat(episodes.numel())
+            flat = cos.reshape(-1)
+            emit(ep_rep, sem_rep, ABSTRACTION, flat)
+            emit(sem_rep, ep_rep, ABSTRACTION, flat)
+
+        # 5. association edges between co-occurring concepts, both directions
+        touched: list[tuple[Tensor, Tensor, Tensor]] = []
+        if sem.numel() > 1:
+            iu = torch.triu_indices(sem.numel(), sem.numel(), offset=1, device=dev)
+            a, b = sem[iu[0]], sem[iu[1]]
+            if self.association_weighting == "cooccurrence":
+                counts = []
+                for ai, bi in zip(a.tolist(), b.tolist(), strict=True):
+                    pair = (min(ai, bi), max(ai, bi))
+                    graph.cooccurrence[pair] = graph.cooccurrence.get(pair, 0) + 1
+                    counts.append(graph.cooccurrence[pair])
+                pw = cooccurrence_weight(torch.tensor(counts, device=dev))
+            else:
+                pw = (x[a] * x[b]).sum(-1).clamp(min=0.0)
+            src, dst, wt = torch.cat([a, b]), torch.cat([b, a]), torch.cat([pw, pw])
+            slots = find_edges(graph, src, dst, ASSOCIATION)
+            found = slots >= 0
+            if bool(found.any()):
+                if self.association_weighting == "cooccurrence":
+                    graph.set_edge_weight(slots[found], wt[found])
+                touched.append((src[found], dst[found], wt[found]))
+            missing = ~found
+            emit(src[missing], dst[missing], ASSOCIATION, wt[missing])
+
+        if srcs:
+            new_index = torch.stack([torch.cat(srcs), torch.cat(dsts)])
+            new_weight = torch.cat(weights)
+            graph.add_edges(new_index, torch.cat(types), new_weight)
+            touched.append((new_index[0], new_index[1], new_weight))
+
+        # 6. maintenance
+        mark_activity(graph, w, first_new, touched, self.dormancy_eps)
+        if self.max_in_edges is not None:
+            cap_in_edges(graph, self.max_in_edges)
+        if self.max_nodes is not None:
+            collect_dormant(graph, w, self.max_nodes, self.dormancy_windows)
+        refresh_pagerank(graph, self.pagerank_damping)
+        graph.num_windows = w + 1
+
+    def _resolve_concepts(self, graph: MemoryGraph, concepts: Sequence[str], emb: Tensor,
+                          timestamp: float, window: int) -> Tensor:
+        """Semantic node ids ``[k]`` (unique, in first-mention order) for a window's concepts."""
+        dev = graph.device
+        if not concepts:
+            return torch.zeros(0, dtype=torch.long, device=dev)
+        emb = emb.to(dev, torch.float32)
+        ids = [graph.concept_index.get(c.casefold(), -1) for c in concepts]
+        sem_nodes = ((graph.node_type == SEMANTIC) & graph.active).nonzero().view(-1)
+        if sem_nodes.numel():
+            best, arg = (emb @ graph.x[sem_nodes].T).max(dim=1)
+            matched = sem_nodes[arg].tolist()
+            for k, ok in enumerate((best >= self.tau_dup).tolist()):
+                if ids[k] < 0 and ok:
+                    ids[k] = matched[k]
+        # New concepts: greedy leader clustering among themselves at tau_dup.
+        fresh = [k for k, i in enumerate(ids) if i < 0]
+        if fresh:
+            intra = (emb[fresh] @ emb[fresh].T).tolist()
+            leader_of: list[int] = []  # position in `fresh` of each fresh concept's leader
+            leaders: list[int] = []
+            for p in range(len(fresh)):
+                lead = next((q for q in leaders if intra[p][q] >= self.tau_dup), p)
+                if lead == p:
+                    leaders.append(p)
+                leader_of.append(lead)
+            start = graph.num_semantic_created
+            keys = [f"S:{start + j}" for j in range(len(leaders))]
+            texts = [concepts[fresh[p]] for p in leaders]
+            new_ids = graph.add_nodes(emb[[fresh[p] for p in leaders]], SEMANTIC,
+                                      timestamp, texts, keys, None, window=window).tolist()
+            graph.num_semantic_created += len(leaders)
+            node_of_leader = dict(zip(leaders, new_ids, strict=True))
+            for text, node in zip(texts, new_ids, strict=True):
+                graph.concept_index.setdefault(text.casefold(), node)
+            for p, k in enumerate(fresh):
+                ids[k] = node_of_leader[leader_of[p]]
+        return torch.tensor(list(dict.fromkeys(ids)), dtype=torch.long, device=dev)
+
+
+def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> Tensor:
+    """Slots of the edges ``src[k] -> dst[k]`` of type ``edge_type``; ``-1`` where absent.
+
+    Sorted-key lookup: :math:`O((E + m) \\log E)` tensor ops, no Python loop over edges.
+    """
+    out = torch.full_like(src, -1)
+    cand = (graph.edge_type == edge_type).nonzero().view(-1)
+    if cand.numel() == 0 or src.numel() == 0:
+        return out
+    n = max(graph.num_nodes, 1)
+    ei = graph.edge_index[:, cand]
+    keys, perm = (ei[0] * n + ei[1]).sort()
+    query = src * n + dst
+    pos = torch.searchsorted(keys, query).clamp(max=keys.numel() - 1)
+    hit = keys[pos] == query
+    out[hit] = cand[perm[pos[hit]]]
+    return out
+
+
+__all__ = ["GraphBuilder", "hours_since_epoch", "temporal_weight", "cooccurrence_weight",
+           "windows_of", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]

@@ -1,0 +1,45 @@
+"""Shared bookkeeping for memories whose items include the conversation's turns.
+
+Maps turns to retrievable items and questions to their conversation, so every system builds
+:class:`~synapse_pt.memory.base.RetrievedItem` rows the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from synapse_pt.data.records import Conversation, Question, Turn
+
+from .base import EPISODIC, RetrievedItem
+
+
+class TurnRegistry:
+    """``(sample_id, dia_id) -> Turn`` for every ingested turn, plus conversation positions."""
+
+    def __init__(self) -> None:
+        self.turns: dict[tuple[str, str], Turn] = {}
+        self.conversations: dict[str, Conversation] = {}
+        self.order: list[str] = []
+
+    def add(self, conversations: Sequence[Conversation]) -> None:
+        for conv in conversations:
+            if conv.sample_id in self.conversations:
+                raise ValueError(f"conversation {conv.sample_id!r} was already ingested")
+            self.conversations[conv.sample_id] = conv
+            self.order.append(conv.sample_id)
+            for t in conv.turns():
+                self.turns[(conv.sample_id, t.dia_id)] = t
+
+    def graph_ids(self, questions: Sequence[Question], device: torch.device | str) -> torch.Tensor:
+        """``[B]`` position of each question's conversation (error if it was never ingested)."""
+        pos = {s: i for i, s in enumerate(self.order)}
+        missing = sorted({q.sample_id for q in questions} - pos.keys())
+        if missing:
+            raise KeyError(f"questions refer to conversations that were not ingested: {missing}")
+        return torch.tensor([pos[q.sample_id] for q in questions], device=device)
+
+    def episodic_item(self, sample_id: str, dia_id: str, score: float) -> RetrievedItem:
+        t = self.turns[(sample_id, dia_id)]
+        return RetrievedItem(dia_id, t.content, EPISODIC, score, t.timestamp, t.speaker)

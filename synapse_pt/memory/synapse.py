@@ -1,0 +1,162 @@
+"""The SYNAPSE memory system (SPEC §1): episodic-semantic graph + spreading-activation retrieval."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from synapse_pt.data.records import Conversation, Question, Turn
+from synapse_pt.graph.batch import GraphBatch
+from synapse_pt.graph.consolidation import GraphBuilder
+from synapse_pt.graph.extraction import ConceptExtractor
+from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
+from synapse_pt.models.base import TextEncoder
+from synapse_pt.retrieval.bm25 import BM25Index
+from synapse_pt.retrieval.synapse import SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.tokenize import tokenize
+
+from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
+from .episodic import TurnRegistry
+
+log = logging.getLogger(__name__)
+
+
+class NoConceptExtractor(ConceptExtractor):
+    """Extracts nothing: the ``no_graph`` ablation keeps episodic nodes only."""
+
+    llm_free = True
+    name = "none"
+
+    def extract(self, windows: Sequence[Sequence[Turn]]) -> list[list[str]]:
+        return [[] for _ in windows]
+
+
+class SynapseMemory(MemorySystem):
+    """SYNAPSE: ingest conversations into graphs; retrieve by spreading activation (SPEC §1.2).
+
+    Args:
+        encoder: the text encoder for turns, concepts and queries.
+        extractor: the concept extractor used at consolidation.
+        graph: keyword arguments of :class:`~synapse_pt.graph.consolidation.GraphBuilder`
+            (window ``N``, ``tau_dup``, ``rho``, association weighting, maintenance settings).
+        params: retrieval hyperparameters (:class:`~synapse_pt.retrieval.synapse.SynapseParams`).
+        use_graph: False for the ``no_graph`` ablation: episodic nodes only, no edges.
+        bm25: ``k1``, ``b``, ``epsilon`` of the lexical trigger.
+        group_by_graph: run the retrieval maths per conversation block (see :meth:`retrieve`).
+        device: where the graph tensors and the retrieval maths run.
+    """
+
+    name = "synapse"
+
+    def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
+                 graph: Mapping[str, Any] | None = None,
+                 params: SynapseParams | Mapping[str, Any] | None = None,
+                 use_graph: bool = True, bm25: Mapping[str, float] | None = None,
+                 group_by_graph: bool = True, device: str = "cpu") -> None:
+        self.encoder = encoder
+        self.use_graph = use_graph
+        self.group_by_graph = group_by_graph
+        self.extractor = extractor if use_graph else NoConceptExtractor()
+        self.params = params if isinstance(params, SynapseParams) else SynapseParams(**(params or {}))
+        self.device = torch.device(device)
+        self.builder = GraphBuilder(encoder, self.extractor, device=str(self.device),
+                                    **dict(graph or {}))
+        self.bm25_args = dict(bm25 or {})
+        self.registry = TurnRegistry()
+        self.graphs: list = []
+        self.batch: GraphBatch | None = None
+        self.bm25: BM25Index | None = None
+        self.ingest_seconds = 0.0
+
+    def describe(self) -> dict[str, object]:
+        return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
+                "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
+                "use_graph": self.use_graph}
+
+    def ingest(self, conversations: Sequence[Conversation]) -> None:
+        start = time.perf_counter()
+        self.registry.add(conversations)
+        graphs = self.builder.build_many(list(conversations))
+        if not self.use_graph:
+            for g in graphs:  # episodic nodes only: drop every edge (temporal ones included)
+                g.keep_edges(torch.zeros(g.num_edges, dtype=torch.bool, device=g.device))
+                g.set_pagerank(torch.full((g.num_nodes,), 1.0 / max(1, g.num_nodes),
+                                          device=g.device))
+        self.graphs.extend(graphs)
+        self.batch = GraphBatch(self.graphs, device=self.device)
+        self.bm25 = BM25Index([tokenize(t) for t in self.batch.texts], doc_group=self.batch.batch,
+                              **self.bm25_args)
+        self.ingest_seconds += time.perf_counter() - start
+
+    def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
+        """Retrieve for all questions in one call.
+
+        The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has questions (a loop
+        over conversations, never over questions): a query only ever touches its own graph, so
+        one ``[N, B]`` block over the whole batch would spend most of its work on masked zeros.
+        ``group_by_graph=False`` runs the single ``[N, B]`` block instead (same result).
+        """
+        if self.batch is None or self.bm25 is None:
+            raise RuntimeError("SynapseMemory.retrieve called before ingest")
+        g = self.batch
+        query_graph = self.registry.graph_ids(questions, self.device)
+        query_emb = self.encoder.encode([q.question for q in questions]).to(self.device)
+        bm25 = self.bm25.scores([tokenize(q.question) for q in questions],
+                                query_group=query_graph).T.to(self.device, g.x.dtype)
+        B, k = len(questions), self.params.k
+        if not self.group_by_graph:
+            ranked = synapse_retrieve(
+                x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
+                pagerank_unit=g.pagerank_unit.to(g.x.dtype), query_emb=query_emb,
+                query_graph=query_graph, bm25=bm25, params=self.params, node_active=g.active,
+                episodic=g.node_type != SEMANTIC_NODE)
+            index, score, valid = ranked.index, ranked.score, ranked.valid
+            c_ret, gated = ranked.c_ret, ranked.gated
+        else:
+            index = torch.zeros(B, k, dtype=torch.long, device=self.device)
+            score = torch.full((B, k), float("-inf"), device=self.device)
+            valid = torch.zeros(B, k, dtype=torch.bool, device=self.device)
+            c_ret = torch.zeros(B, device=self.device)
+            gated = torch.ones(B, dtype=torch.bool, device=self.device)
+            for graph in torch.unique(query_graph).tolist():
+                cols = (query_graph == graph).nonzero().flatten()
+                n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
+                e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+                ranked = synapse_retrieve(
+                    x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long,
+                                                         device=self.device),
+                    edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
+                    pagerank_unit=g.pagerank_unit[n0:n1].to(g.x.dtype), query_emb=query_emb[cols],
+                    query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
+                    bm25=bm25[n0:n1][:, cols], params=self.params.select(cols),
+                    node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE)
+                kk = ranked.index.shape[1]
+                index[cols, :kk] = ranked.index + n0
+                score[cols, :kk] = ranked.score
+                valid[cols, :kk] = ranked.valid
+                c_ret[cols] = ranked.c_ret
+                gated[cols] = ranked.gated
+        return RetrievalResult(self._items(questions, index, score, valid), c_ret.cpu(),
+                               gated.cpu())
+
+    def _items(self, questions: Sequence[Question], index: torch.Tensor, score: torch.Tensor,
+               valid: torch.Tensor) -> list[list[RetrievedItem]]:
+        g = self.batch
+        node_type = g.node_type.tolist()
+        rows = []
+        for q, idx, sc, ok in zip(questions, index.tolist(), score.tolist(), valid.tolist(),
+                                  strict=True):
+            row = []
+            for i, s, v in zip(idx, sc, ok, strict=True):
+                if not v:
+                    continue
+                if node_type[i] == SEMANTIC_NODE:
+                    row.append(RetrievedItem(g.node_keys[i], g.texts[i], SEMANTIC, s))
+                else:
+                    row.append(self.registry.episodic_item(q.sample_id, g.node_keys[i], s))
+            rows.append(row)
+        return rows

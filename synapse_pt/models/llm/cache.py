@@ -1,0 +1,193 @@
+"""A persistent LLM response cache (SQLite, WAL) and the :class:`CachedLLM` wrapper that uses it.
+
+Key = sha256 of the canonical JSON of (backend, model, messages, parameters); ``model`` is the
+backend's :attr:`~synapse_pt.models.llm.base.LLM.cache_identity` (its model name plus, for local
+weights, a content fingerprint). Each answer is stored
+the moment it arrives, so a crashed or interrupted run resumes without asking again; several
+processes may read and write one file at once (WAL, busy timeout, one statement per write).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
+_CHUNK = 500
+
+
+def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
+    """The canonical JSON that identifies a request (sorted keys, no whitespace)."""
+    doc = {
+        "backend": backend,
+        "model": model,
+        "messages": [[role, content] for role, content in request.messages],
+        "parameters": {"max_tokens": request.max_tokens, "temperature": request.temperature,
+                       "seed": request.seed, "stop": list(request.stop),
+                       "extra": {k: v for k, v in request.extra}},
+    }
+    try:
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except TypeError as err:
+        raise TypeError(f"ChatRequest.extra must hold JSON values to be cached: {err}") from err
+
+
+def request_key(backend: str, model: str, request: ChatRequest) -> str:
+    """sha256 hex digest of :func:`canonical_request`."""
+    return hashlib.sha256(canonical_request(backend, model, request).encode()).hexdigest()
+
+
+def _dump_response(response: ChatResponse) -> str:
+    doc = dataclasses.asdict(response)
+    doc.pop("cached")
+    return json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _load_response(raw: str, where: str) -> ChatResponse:
+    try:
+        doc = json.loads(raw)
+        return ChatResponse(cached=True, **doc)
+    except (json.JSONDecodeError, TypeError) as err:
+        raise ValueError(f"{where}: unreadable cached response ({err})") from err
+
+
+class ResponseCache:
+    """LLM responses on disk, shared by threads and processes.
+
+    Args:
+        path: the SQLite file (its folder is created).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._conn: sqlite3.Connection | None = None
+        self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        # A connection must not cross a fork: reconnect in a child process.
+        if self._conn is None or self._pid != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+            conn.commit()
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ChatResponse]:
+        """Cached responses among ``keys`` (``cached=True``); absent keys are left out."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, ChatResponse] = {}
+        with self._lock:
+            conn = self._connect()
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk)
+                for key, raw in rows:
+                    found[key] = _load_response(raw, f"{self.path} key {key}")
+        return found
+
+    def get(self, key: str) -> ChatResponse | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, request_json: str, response: ChatResponse) -> None:
+        """Store one response (committed at once; an existing key keeps its first answer)."""
+        with self._lock:
+            conn = self._connect()
+            conn.execute("INSERT OR IGNORE INTO responses (key, request, response, created) "
+                         "VALUES (?, ?, ?, ?)",
+                         (key, request_json, _dump_response(response), time.time()))
+            conn.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+class CachedLLM(LLM):
+    """Wraps an :class:`LLM`: answers found in the cache are served (``cached=True``, original
+    token counts and latency); only the misses go to the inner backend, as one batch, and each
+    answer is stored as soon as the backend reports it.
+
+    Args:
+        llm: the inner backend (its ``backend`` and ``model`` enter the key).
+        cache: a :class:`ResponseCache` or the path of its SQLite file.
+
+    Attributes:
+        hits: requests served from the cache (in this process).
+        misses: distinct requests sent to the inner backend.
+    """
+
+    def __init__(self, llm: LLM, cache: ResponseCache | str | Path) -> None:
+        self.llm = llm
+        self.cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache)
+        self.backend = llm.backend
+        self.model = llm.model
+        self.hits = 0
+        self.misses = 0
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return self.generate_incremental(requests, lambda i, r: None)
+
+    def generate_incremental(self, requests: Sequence[ChatRequest],
+                             on_response: OnResponse) -> list[ChatResponse]:
+        identity = self.llm.cache_identity
+        docs = [canonical_request(self.llm.backend, identity, r) for r in requests]
+        keys = [hashlib.sha256(d.encode()).hexdigest() for d in docs]
+        found = self.cache.get_many(keys)
+        results: list[ChatResponse | None] = [None] * len(requests)
+        waiting: dict[str, list[int]] = {}  # key -> indices answered by its one inner request
+        for i, key in enumerate(keys):
+            if key in found:
+                results[i] = dataclasses.replace(found[key], meta=dict(found[key].meta))
+                self.hits += 1
+                on_response(i, results[i])
+            else:
+                waiting.setdefault(key, []).append(i)
+        miss_keys = list(waiting)
+        self.misses += len(miss_keys)
+
+        def store(j: int, response: ChatResponse) -> None:
+            key = miss_keys[j]
+            first = waiting[key][0]
+            self.cache.put(key, docs[first], response)
+            for n, i in enumerate(waiting[key]):
+                results[i] = response if n == 0 else dataclasses.replace(
+                    response, meta=dict(response.meta))
+                on_response(i, results[i])
+
+        if miss_keys:
+            self.llm.generate_incremental([requests[waiting[k][0]] for k in miss_keys], store)
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            raise LLMError(f"CachedLLM: inner backend {self.llm.backend}/{self.llm.model} "
+                           f"returned without answering requests {missing[:10]}")
+        return [r for r in results if r is not None]
+
+    @property
+    def cache_identity(self) -> str:
+        return self.llm.cache_identity
+
+    def count_tokens(self, text: str) -> int:
+        return self.llm.count_tokens(text)

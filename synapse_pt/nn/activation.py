@@ -1,0 +1,373 @@
+r"""Module form of the SYNAPSE activation dynamics (SPEC §1.2 steps 3-5, ablations §1.3).
+
+:class:`SpreadingActivation` is a PyG :class:`~torch_geometric.nn.conv.MessagePassing` layer (one
+propagation step), :class:`LateralInhibition` and :class:`Firing` are the two point-wise stages,
+and :class:`ActivationDynamics` composes :math:`T` steps with every ablation switch as a
+constructor argument. All of them compute with the functions of
+:mod:`synapse_pt.nn.functional`, so ``ActivationDynamics(...)(a0, edge_index, edge_weight)`` is
+bit-identical to :func:`~synapse_pt.nn.functional.spreading_activation` with the same settings.
+
+Hyperparameters are stored as float64 buffers (exactly the Python value; cast to the activations'
+dtype at use, as the functional form does) and can be overridden per call, per column, by passing
+a ``[B]`` tensor to ``forward``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.utils import is_torch_sparse_tensor
+
+from synapse_pt.nn.functional import (
+    Hyper,
+    _apply_node_mask,
+    _check_node_mask,
+    _clamp_nonneg,
+    _column_param,
+    _retain_and_spread_,
+    activation_adjacency,
+    fire,
+    lateral_inhibition,
+    normalized_edge_weight,
+    spmm_sum,
+)
+
+__all__ = ["ActivationDynamics", "Firing", "LateralInhibition", "SpreadingActivation"]
+
+
+def _hyper_buffer(value: Hyper) -> Tensor:
+    # float64 holds the Python float exactly, so casting at use matches the functional form.
+    return torch.as_tensor(value, dtype=torch.float64).clone()
+
+
+class SpreadingActivation(MessagePassing):
+    r"""One propagation step with decay and fan normalisation (SPEC §1.2 step 3).
+
+    .. math::
+        u_i = (1 - \delta)\, a_i + \sum_{j \in \mathcal{N}_{in}(i)}
+        S \, \frac{w_{ji}}{\mathrm{fan}(j)} \, a_j,
+        \qquad \mathrm{fan}(j) = \deg_{out}(j)
+
+    The message along an edge :math:`j \to i` is :math:`\frac{w_{ji}}{\mathrm{fan}(j)} a_j`;
+    with a sparse adjacency (the default, ``fused=True``) message and aggregation are one sparse
+    matmul, never an ``[E, B]`` tensor.
+
+    Args:
+        S (float or Tensor): spreading factor, scalar or ``[B]``. (default: ``0.8``)
+        delta (float or Tensor): decay, scalar or ``[B]``; ``0`` = ``no_decay``.
+            (default: ``0.5``)
+        fan (bool): divide by the source's out-degree; ``False`` = ``no_fan``.
+            (default: ``True``)
+        cached (bool): cache the normalised graph on first use (one fixed graph).
+            (default: ``False``)
+        fused (bool): use the sparse-matmul ``message_and_aggregate`` path for ``[2, E]``
+            inputs; ``False`` runs ``message`` + ``aggregate`` (materialises ``[E, B]``; for
+            tests). (default: ``True``)
+        **kwargs (optional): additional arguments of
+            :class:`torch_geometric.nn.conv.MessagePassing`.
+
+    Shapes:
+        - **input:** activations :math:`(N, B)`, edge indices :math:`(2, E)` (source, target) or
+          a sparse transposed adjacency :math:`(N, N)` (row = target, raw weights as values; its
+          stored entries per column are the fan), edge weights :math:`(E)` *(optional)*
+        - **output:** :math:`u`, :math:`(N, B)`
+    """
+
+    S: Tensor
+    delta: Tensor
+
+    def __init__(
+        self,
+        S: Hyper = 0.8,
+        delta: Hyper = 0.5,
+        fan: bool = True,
+        cached: bool = False,
+        fused: bool = True,
+        **kwargs,
+    ) -> None:
+        kwargs.setdefault("aggr", "add")
+        super().__init__(**kwargs)
+        self.register_buffer("S", _hyper_buffer(S))
+        self.register_buffer("delta", _hyper_buffer(delta))
+        self.fan = fan
+        self.cached = cached
+        self.fused = fused
+        self._cached: tuple[Tensor, Tensor | None] | None = None
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        self._cached = None
+
+    def normalize(
+        self,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        num_nodes: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        r"""The graph with :math:`w_{ji} / \mathrm{fan}(j)` weights, in the form ``forward``
+        uses: ``(adj_t, None)`` with a sparse CSR ``adj_t`` (fused) or ``(edge_index, weight)``.
+        Cached when ``cached=True``."""
+        if self.cached and self._cached is not None:
+            return self._cached
+        if is_torch_sparse_tensor(edge_index):
+            coo = edge_index.to_sparse_coo().coalesce()
+            target, source = coo.indices()
+            edge_index, edge_weight = torch.stack([source, target]), coo.values()
+            num_nodes = coo.size(0)
+        if num_nodes is None:
+            raise ValueError("num_nodes is required with an edge_index tensor")
+        if self.fused:
+            out = (
+                activation_adjacency(edge_index, edge_weight, num_nodes, fan=self.fan, dtype=dtype),
+                None,
+            )
+        else:
+            if dtype is not None and edge_weight is not None:
+                edge_weight = edge_weight.to(dtype)
+            w = normalized_edge_weight(edge_index, edge_weight, num_nodes, fan=self.fan)
+            out = (edge_index, w if dtype is None else w.to(dtype))
+        if self.cached:
+            self._cached = out
+        return out
+
+    def forward(
+        self,
+        a: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        *,
+        S: Hyper | None = None,
+        delta: Hyper | None = None,
+        normalized: bool = False,
+    ) -> Tensor:
+        r"""Compute :math:`u` from activations ``a`` ``[N, B]``.
+
+        ``S`` / ``delta`` override the stored values for this call (scalar or ``[B]``).
+        ``normalized=True`` means ``(edge_index, edge_weight)`` already come from
+        :meth:`normalize`.
+        """
+        if not normalized:
+            edge_index, edge_weight = self.normalize(edge_index, edge_weight, a.size(0), a.dtype)
+        # A sparse adj_t (edge_weight None) takes the fused message_and_aggregate path; PyG
+        # builds propagate's signature from this single call, so keep it the only one.
+        N = a.size(0)
+        spread = self.propagate(edge_index, x=a, edge_weight=edge_weight, size=(N, N))
+        B = a.size(1)
+        S_t = _column_param(self.S if S is None else S, B, a, "S")
+        delta_t = _column_param(self.delta if delta is None else delta, B, a, "delta")
+        return _retain_and_spread_(spread, a, S_t, delta_t)
+
+    def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
+        return edge_weight.view(-1, 1) * x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return spmm_sum(adj_t, x)
+
+    def extra_repr(self) -> str:
+        return f"S={self.S.tolist()}, delta={self.delta.tolist()}, fan={self.fan}"
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.extra_repr()})"
+
+
+class LateralInhibition(nn.Module):
+    r"""Lateral inhibition by the :math:`M` most excited nodes of each column (SPEC §1.2 step 4).
+
+    .. math::
+        \hat{u}_i = \max\Big(0,\; u_i - \beta \sum_{k \in \text{top-}M(u)}
+        (u_k - u_i)\, [u_k > u_i]\Big)
+
+    Args:
+        M (int): inhibiting nodes per column, clipped to :math:`N`. (default: ``7``)
+        beta (float or Tensor): strength, scalar or ``[B]``; ``0`` disables inhibition
+            (``beta0``: :math:`\hat{u} = \max(0, u)`). (default: ``0.15``)
+        inplace (bool): overwrite the input with :math:`\hat{u}` (saves an ``[N, B]`` buffer;
+            ignored under autograd). (default: ``False``)
+
+    Shapes:
+        - **input:** :math:`u`, :math:`(N, B)`; node mask :math:`(N, B)` or :math:`(N, 1)`
+          *(optional)*
+        - **output:** :math:`\hat{u}`, :math:`(N, B)`
+    """
+
+    beta: Tensor
+
+    def __init__(self, M: int = 7, beta: Hyper = 0.15, inplace: bool = False) -> None:
+        super().__init__()
+        self.M = int(M)
+        self.inplace = inplace
+        self.register_buffer("beta", _hyper_buffer(beta))
+
+    def forward(
+        self, u: Tensor, *, beta: Hyper | None = None, node_mask: Tensor | None = None
+    ) -> Tensor:
+        return lateral_inhibition(
+            u,
+            self.M,
+            self.beta if beta is None else beta,
+            node_mask=node_mask,
+            inplace=self.inplace,
+        )
+
+    def extra_repr(self) -> str:
+        return f"M={self.M}, beta={self.beta.tolist()}"
+
+
+class Firing(nn.Module):
+    r"""Sigmoid firing (SPEC §1.2 step 5).
+
+    .. math::
+        a_i = \sigma\big(\gamma (\hat{u}_i - \theta)\big) \cdot [\hat{u}_i > 0]
+
+    Args:
+        gamma (float or Tensor): gain, scalar or ``[B]``. (default: ``5.0``)
+        theta (float or Tensor): threshold, scalar or ``[B]``. (default: ``0.5``)
+        fire_zero (bool): drop the indicator (literal reading: silent nodes fire
+            :math:`\sigma(-\gamma\theta)`). (default: ``False``)
+        inplace (bool): overwrite the input (ignored under autograd). (default: ``False``)
+
+    Shapes:
+        - **input:** :math:`\hat{u}`, :math:`(N, B)`
+        - **output:** :math:`a`, :math:`(N, B)`
+    """
+
+    gamma: Tensor
+    theta: Tensor
+
+    def __init__(
+        self,
+        gamma: Hyper = 5.0,
+        theta: Hyper = 0.5,
+        fire_zero: bool = False,
+        inplace: bool = False,
+    ) -> None:
+        super().__init__()
+        self.inplace = inplace
+        self.register_buffer("gamma", _hyper_buffer(gamma))
+        self.register_buffer("theta", _hyper_buffer(theta))
+        self.fire_zero = fire_zero
+
+    def forward(
+        self, uhat: Tensor, *, gamma: Hyper | None = None, theta: Hyper | None = None
+    ) -> Tensor:
+        return fire(
+            uhat,
+            self.gamma if gamma is None else gamma,
+            self.theta if theta is None else theta,
+            self.fire_zero,
+            inplace=self.inplace,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"gamma={self.gamma.tolist()}, theta={self.theta.tolist()}, fire_zero={self.fire_zero}"
+        )
+
+
+class ActivationDynamics(nn.Module):
+    r"""The full SYNAPSE dynamics: :math:`T` steps of spreading, inhibition and firing.
+
+    .. math::
+        \mathbf{a}(t+1) = \mathrm{Fire}_{\gamma,\theta}\Big(\mathrm{Inhibit}_{M,\beta}\big(
+        (1 - \delta)\,\mathbf{a}(t) + S\,\mathbf{P}\,\mathbf{a}(t)\big)\Big),
+        \qquad P_{ij} = \frac{w_{ji}}{\mathrm{fan}(j)}
+
+    returning :math:`\mathbf{a}(T)`; bit-identical to
+    :func:`~synapse_pt.nn.functional.spreading_activation` with the same settings (with
+    ``inhibition=False`` it equals the functional form with ``beta=0``).
+
+    Ablation switches (SPEC §1.3): ``fan=False`` (``no_fan``), ``delta=0`` (``no_decay``),
+    ``beta=0`` (``beta0``), ``inhibition=False`` (skip the stage: :math:`\hat{u} = \max(0, u)`),
+    ``T`` (``T=0`` returns :math:`\mathbf{a}(0)`, no activation).
+
+    Args:
+        S (float or Tensor): spreading factor. (default: ``0.8``)
+        delta (float or Tensor): decay. (default: ``0.5``)
+        fan (bool): fan normalisation. (default: ``True``)
+        M (int): inhibiting top nodes per column. (default: ``7``)
+        beta (float or Tensor): inhibition strength. (default: ``0.15``)
+        inhibition (bool): run lateral inhibition at all. (default: ``True``)
+        gamma (float or Tensor): firing gain. (default: ``5.0``)
+        theta (float or Tensor): firing threshold. (default: ``0.5``)
+        fire_zero (bool): literal firing of silent nodes. (default: ``False``)
+        T (int): steps. (default: ``3``)
+        cached (bool): cache the normalised graph (one fixed graph). (default: ``False``)
+        fused (bool): sparse-matmul propagation. (default: ``True``)
+
+    Shapes:
+        - **input:** :math:`\mathbf{a}(0)` :math:`(N, B)`, edge indices :math:`(2, E)` or sparse
+          :math:`(N, N)` adjacency (see :class:`SpreadingActivation`), edge weights :math:`(E)`
+          *(optional)*, node mask :math:`(N, B)` or :math:`(N, 1)` *(optional)*
+        - **output:** :math:`\mathbf{a}(T)`, :math:`(N, B)`
+    """
+
+    def __init__(
+        self,
+        S: Hyper = 0.8,
+        delta: Hyper = 0.5,
+        fan: bool = True,
+        M: int = 7,
+        beta: Hyper = 0.15,
+        inhibition: bool = True,
+        gamma: Hyper = 5.0,
+        theta: Hyper = 0.5,
+        fire_zero: bool = False,
+        T: int = 3,
+        cached: bool = False,
+        fused: bool = True,
+    ) -> None:
+        super().__init__()
+        if T < 0:
+            raise ValueError(f"T must be >= 0, got {T}")
+        self.spreading = SpreadingActivation(S, delta, fan=fan, cached=cached, fused=fused)
+        # u is a fresh tensor every step: inhibition and firing may overwrite it.
+        self.lateral_inhibition = LateralInhibition(M, beta, inplace=True) if inhibition else None
+        self.firing = Firing(gamma, theta, fire_zero=fire_zero, inplace=True)
+        self.T = int(T)
+
+    def reset_parameters(self) -> None:
+        self.spreading.reset_parameters()
+
+    def forward(
+        self,
+        a0: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor | None = None,
+        *,
+        node_mask: Tensor | None = None,
+        S: Hyper | None = None,
+        delta: Hyper | None = None,
+        beta: Hyper | None = None,
+        gamma: Hyper | None = None,
+        theta: Hyper | None = None,
+    ) -> Tensor:
+        r"""Run the dynamics from ``a0`` ``[N, B]``; keyword hyperparameters override the stored
+        ones for this call (scalar or ``[B]``, one value per column). Nodes outside
+        ``node_mask`` are kept at 0 after every step (see
+        :func:`~synapse_pt.nn.functional.spreading_activation`)."""
+        if self.T == 0:
+            return a0
+        if a0.dim() != 2:
+            raise ValueError(f"a0 must have shape [N, B], got {tuple(a0.shape)}")
+        a = a0 if a0.is_floating_point() else a0.float()
+        node_mask = _check_node_mask(node_mask, a)
+        graph, weight = self.spreading.normalize(edge_index, edge_weight, a.size(0), a.dtype)
+        B = a.size(1)
+        sp = self.spreading
+        S_t = _column_param(sp.S if S is None else S, B, a, "S")
+        delta_t = _column_param(sp.delta if delta is None else delta, B, a, "delta")
+        for _ in range(self.T):
+            u = sp(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
+            outside = None if node_mask is None else ~node_mask
+            u = _apply_node_mask(u, outside)
+            if self.lateral_inhibition is None:
+                uhat = _clamp_nonneg(u, inplace=True)
+            else:
+                uhat = self.lateral_inhibition(u, beta=beta, node_mask=node_mask)
+            a = _apply_node_mask(self.firing(uhat, gamma=gamma, theta=theta), outside)
+        return a
+
+    def extra_repr(self) -> str:
+        return f"T={self.T}, inhibition={self.lateral_inhibition is not None}"

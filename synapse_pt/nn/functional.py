@@ -1,0 +1,524 @@
+r"""Functional form of the SYNAPSE activation dynamics (SPEC §1.2, steps 3-5).
+
+Activations are a dense matrix :math:`\mathbf{A} \in \mathbb{R}^{N \times B}`: one row per memory
+node, one column per query (or per ``(query, hyperparameter configuration)`` pair in a sweep).
+Edges run from a source :math:`j` to a target :math:`i` (``edge_index[0] = j``,
+``edge_index[1] = i``), PyG's ``source_to_target`` flow. One step :math:`t \to t + 1` is
+
+.. math::
+    u_i &= (1 - \delta)\, a_i + \sum_{j \in \mathcal{N}_{in}(i)}
+           S \, \frac{w_{ji}}{\mathrm{fan}(j)} \, a_j
+
+    \hat{u}_i &= \max\Big(0,\; u_i - \beta \sum_{k \in \text{top-}M(u)}
+                 (u_k - u_i)\, [u_k > u_i]\Big)
+
+    a_i &= \sigma\big(\gamma (\hat{u}_i - \theta)\big)\,[\hat{u}_i > 0]
+
+with :math:`\mathrm{fan}(j)` the out-degree of :math:`j` (propagation, lateral inhibition, firing;
+the indicator is our default reading of step 5, ``fire_zero=True`` drops it).
+Every hyperparameter except :math:`M` and :math:`T` may be a Python float or a tensor
+broadcastable to ``[B]`` (one value per column), so thousands of configurations run in one pass.
+
+The building blocks are public so that callers can cache the normalised adjacency
+(:func:`activation_adjacency`) once per graph and run :func:`activation_dynamics` per batch of
+queries; :func:`spreading_activation` does both.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "activation_adjacency",
+    "activation_dynamics",
+    "activation_step",
+    "fan_out",
+    "fire",
+    "lateral_inhibition",
+    "normalized_edge_weight",
+    "propagate",
+    "spmm_sum",
+    "spreading_activation",
+]
+
+Hyper = float | Tensor
+
+# On the CPU the elementwise chains (propagation update, the M passes of lateral inhibition,
+# firing) run over row blocks of about this many elements (256 KiB of float32), so a block stays
+# in cache and no [N, B] temporaries are allocated (~5x faster than whole-matrix passes on a
+# 2-core EPYC). On CUDA whole-matrix kernels are bandwidth-bound and launch-cheap: one block.
+_CPU_BLOCK_ELEMS = 1 << 16
+
+
+def _column_param(value: Hyper, num_columns: int, like: Tensor, name: str) -> Tensor:
+    """Turn a hyperparameter into a tensor that broadcasts over the ``[N, B]`` activations.
+
+    Returns a 0-d tensor for a scalar and a ``[B]`` tensor otherwise, in ``like``'s dtype and
+    device.
+    """
+    t = torch.as_tensor(value, dtype=like.dtype, device=like.device)
+    if t.dim() == 0:
+        return t
+    if t.numel() == 1:
+        return t.reshape(())
+    try:
+        return torch.broadcast_to(t.reshape(-1) if t.dim() > 1 else t, (num_columns,))
+    except RuntimeError as e:
+        raise ValueError(
+            f"hyperparameter {name!r} has shape {tuple(t.shape)}; expected a float or a tensor "
+            f"broadcastable to [B] = [{num_columns}]"
+        ) from e
+
+
+def _check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+    if edge_index.numel() > 0:
+        lo, hi = int(edge_index.min()), int(edge_index.max())
+        if lo < 0 or hi >= num_nodes:
+            raise ValueError(
+                f"edge_index holds node ids in [{lo}, {hi}] but num_nodes = {num_nodes}"
+            )
+
+
+def fan_out(edge_index: Tensor, num_nodes: int) -> Tensor:
+    r"""Fan of every node: :math:`\mathrm{fan}(j) = |\{(j, i) \in E\}|`, its out-degree.
+
+    Counts outgoing edges (a repeated edge counts twice), whatever their weights.
+
+    Args:
+        edge_index (LongTensor): ``[2, E]``, row 0 the source :math:`j`, row 1 the target
+            :math:`i`.
+        num_nodes (int): :math:`N`; nodes past the largest id in ``edge_index`` get fan 0.
+
+    Returns:
+        LongTensor ``[N]``.
+    """
+    return torch.bincount(edge_index[0], minlength=num_nodes)
+
+
+def normalized_edge_weight(
+    edge_index: Tensor,
+    edge_weight: Tensor | None,
+    num_nodes: int,
+    fan: bool = True,
+) -> Tensor:
+    r"""Per-edge propagation weight :math:`w_{ji} / \mathrm{fan}(j)` (SPEC §1.2 step 3).
+
+    Computed once per graph and cacheable. Every source of an edge has fan >= 1, so no division
+    by zero; a node with out-degree 0 simply owns no edge and sends nothing.
+
+    Args:
+        edge_index (LongTensor): ``[2, E]`` (source, target).
+        edge_weight (Tensor, optional): ``[E]`` edge weights :math:`w_{ji}`; ``None`` = all 1.
+        num_nodes (int): :math:`N`.
+        fan (bool): divide by the out-degree of the source; ``False`` is the ``no_fan`` ablation
+            (:math:`\mathrm{fan}(j) = 1`). (default: ``True``)
+
+    Returns:
+        Tensor ``[E]`` (floating; float32 when ``edge_weight`` is ``None``).
+    """
+    if edge_weight is None:
+        edge_weight = torch.ones(edge_index.size(1), device=edge_index.device)
+    elif not edge_weight.is_floating_point():
+        edge_weight = edge_weight.float()
+    if not fan:
+        return edge_weight
+    deg = fan_out(edge_index, num_nodes).to(edge_weight.dtype)
+    return edge_weight / deg[edge_index[0]]
+
+
+def activation_adjacency(
+    edge_index: Tensor,
+    edge_weight: Tensor | None,
+    num_nodes: int,
+    *,
+    fan: bool = True,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    r"""Transposed, fan-normalised adjacency :math:`\mathbf{P}` as a sparse CSR ``[N, N]`` tensor.
+
+    .. math::
+        P_{ij} = \sum_{(j, i) \in E} \frac{w_{ji}}{\mathrm{fan}(j)}
+
+    so that :math:`\mathbf{P}\mathbf{A}` is the neighbour sum of SPEC §1.2 step 3 (repeated edges
+    add up). Row = target, column = source: the ``adj_t`` convention of PyG. Build it once per
+    graph and reuse it for every batch of queries and every step.
+
+    Args:
+        edge_index (LongTensor): ``[2, E]`` (source, target).
+        edge_weight (Tensor, optional): ``[E]``; ``None`` = all 1.
+        num_nodes (int): :math:`N` (isolated trailing nodes keep their rows).
+        fan (bool): fan normalisation on/off. (default: ``True``)
+        dtype (torch.dtype, optional): value dtype (default: that of the normalised weights).
+
+    Returns:
+        sparse CSR Tensor ``[N, N]`` on ``edge_index``'s device.
+    """
+    _check_edge_index(edge_index, num_nodes)
+    if dtype is not None and edge_weight is not None:
+        edge_weight = edge_weight.to(dtype)  # normalise in the target precision
+    w = normalized_edge_weight(edge_index, edge_weight, num_nodes, fan=fan)
+    if dtype is not None:
+        w = w.to(dtype)
+    index = torch.stack([edge_index[1], edge_index[0]])  # (target i, source j)
+    adj_t = torch.sparse_coo_tensor(
+        index, w, (num_nodes, num_nodes), check_invariants=False
+    ).coalesce()
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return adj_t.to_sparse_csr()
+
+
+def spmm_sum(adj_t: Tensor, x: Tensor) -> Tensor:
+    r"""Sparse-dense product :math:`\mathbf{P}\mathbf{X}` (``[N, N] x [N, B] -> [N, B]``).
+
+    One code path for the functional form and the module, so both give bit-identical results.
+    Never materialises an ``[E, B]`` message tensor. Always returns a fresh tensor.
+    """
+    if adj_t.layout == torch.sparse_coo:
+        adj_t = adj_t.to_sparse_csr()
+    if adj_t.dtype != x.dtype:
+        adj_t = adj_t.to(x.dtype)
+    if adj_t._nnz() == 0:
+        return x.new_zeros(adj_t.size(0), x.size(1))
+    return torch.sparse.mm(adj_t, x)
+
+
+def _needs_grad(*xs: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
+
+
+def _row_blocks(x: Tensor) -> list[slice]:
+    """Row slices of ``x`` ``[N, B]``: cache-sized blocks on the CPU, one block elsewhere.
+
+    Elementwise chains run block by block so each block stays in cache and no ``[N, B]``
+    temporary is allocated (fresh ``[N, B]`` buffers cost page faults on every step).
+    """
+    n = x.size(0)
+    if x.device.type != "cpu":
+        return [slice(0, n)]
+    rows = max(1, _CPU_BLOCK_ELEMS // max(1, x.size(1)))
+    return [slice(s, s + rows) for s in range(0, n, rows)]
+
+
+def _retain_and_spread_(spread: Tensor, a: Tensor, S: Tensor, delta: Tensor) -> Tensor:
+    r""":math:`u = S \cdot \text{spread} + (1 - \delta)\, a`, written into the fresh ``spread``.
+
+    Shared by :func:`propagate` and :class:`~synapse_pt.nn.SpreadingActivation`.
+    """
+    retain = 1.0 - delta
+    if _needs_grad(spread, a, S, delta):
+        return S * spread + a * retain
+    for blk in _row_blocks(spread):
+        spread[blk].mul_(S).addcmul_(a[blk], retain)
+    return spread
+
+
+def propagate(adj_t: Tensor, a: Tensor, *, S: Hyper = 0.8, delta: Hyper = 0.5) -> Tensor:
+    r"""Propagation with decay (SPEC §1.2 step 3).
+
+    .. math::
+        \mathbf{U} = (1 - \delta)\,\mathbf{A} + S\, \mathbf{P} \mathbf{A}
+
+    Args:
+        adj_t (Tensor): sparse ``[N, N]`` from :func:`activation_adjacency`.
+        a (Tensor): activations ``[N, B]``.
+        S (float or Tensor): spreading factor, scalar or ``[B]``. (default: ``0.8``)
+        delta (float or Tensor): decay, scalar or ``[B]``; ``0`` is the ``no_decay``
+            ablation (full self-retention), ``1`` keeps nothing of :math:`a_i`.
+            (default: ``0.5``)
+
+    Returns:
+        Tensor ``[N, B]``: :math:`u` (a new tensor).
+    """
+    B = a.size(1)
+    S_t = _column_param(S, B, a, "S")
+    delta_t = _column_param(delta, B, a, "delta")
+    return _retain_and_spread_(spmm_sum(adj_t, a), a, S_t, delta_t)
+
+
+def _clamp_nonneg(u: Tensor, inplace: bool) -> Tensor:
+    if inplace and not _needs_grad(u):
+        return u.clamp_(min=0)
+    return u.clamp(min=0)
+
+
+def lateral_inhibition(
+    u: Tensor,
+    M: int = 7,
+    beta: Hyper = 0.15,
+    *,
+    node_mask: Tensor | None = None,
+    inplace: bool = False,
+) -> Tensor:
+    r"""Lateral inhibition by the top-:math:`M` nodes of each column (SPEC §1.2 step 4).
+
+    .. math::
+        \hat{u}_i = \max\Big(0,\; u_i - \beta \sum_{k \in \text{top-}M(u)}
+        \mathrm{relu}(u_k - u_i)\Big)
+
+    :math:`\mathrm{relu}(u_k - u_i)` equals :math:`(u_k - u_i)[u_k > u_i]`, so ties inhibit
+    nothing and which of several tied values ``topk`` picks does not matter. Computed as a loop
+    over the :math:`M` top values (row block by row block on the CPU), never an ``[N, B, M]``
+    tensor.
+
+    Args:
+        u (Tensor): ``[N, B]``.
+        M (int): number of inhibiting nodes per column, clipped to :math:`N`; ``0`` disables.
+            (default: ``7``)
+        beta (float or Tensor): inhibition strength, scalar or ``[B]``; ``0`` is the ``beta0``
+            ablation (then :math:`\hat{u} = \max(0, u)`). (default: ``0.15``)
+        node_mask (BoolTensor, optional): ``[N, B]`` or ``[N, 1]``; nodes outside the mask are
+            not candidates for the top-:math:`M` (each query is inhibited only by its own graph).
+        inplace (bool): write :math:`\hat{u}` into ``u`` (ignored when autograd needs ``u``).
+            (default: ``False``)
+
+    Returns:
+        Tensor ``[N, B]``: :math:`\hat{u}`.
+    """
+    B = u.size(1)
+    M = min(int(M), u.size(0))
+    if M <= 0 or (isinstance(beta, (int, float)) and beta == 0):
+        return _clamp_nonneg(u, inplace)  # equal to the general path with beta = 0
+    beta_t = _column_param(beta, B, u, "beta")
+    cand = u if node_mask is None else u.masked_fill(~node_mask, float("-inf"))
+    # relu(-inf - u) = 0 for finite u: a masked-out candidate inhibits nobody.
+    top = torch.topk(cand, M, dim=0, sorted=False).values  # [M, B]
+    if _needs_grad(u, beta_t):
+        acc = torch.zeros_like(u)
+        for v_k in top:
+            acc = acc + torch.relu(v_k - u)
+        return torch.clamp(u - beta_t * acc, min=0)
+    out = u if inplace else u.clone()
+    blocks = _row_blocks(out)
+    rows = blocks[0].stop - blocks[0].start if blocks else 0
+    acc = out.new_empty(min(rows, out.size(0)), B)
+    tmp = torch.empty_like(acc)
+    for blk in blocks:
+        u_b = out[blk]
+        acc_b, tmp_b = acc[: u_b.size(0)], tmp[: u_b.size(0)]
+        acc_b.zero_()
+        for v_k in top:
+            torch.sub(v_k, u_b, out=tmp_b)
+            acc_b.add_(tmp_b.clamp_(min=0))
+        u_b.sub_(acc_b.mul_(beta_t)).clamp_(min=0)
+    return out
+
+
+def fire(
+    uhat: Tensor,
+    gamma: Hyper = 5.0,
+    theta: Hyper = 0.5,
+    fire_zero: bool = False,
+    *,
+    inplace: bool = False,
+) -> Tensor:
+    r"""Sigmoid firing (SPEC §1.2 step 5).
+
+    .. math::
+        a_i = \sigma\big(\gamma (\hat{u}_i - \theta)\big) \cdot [\hat{u}_i > 0]
+
+    The indicator is the default reading (a node with no input stays silent, otherwise
+    :math:`\sigma(-\gamma\theta) > 0` would hand every node energy); ``fire_zero=True`` drops it
+    (the literal formula).
+
+    Args:
+        uhat (Tensor): ``[N, B]``, non-negative.
+        gamma (float or Tensor): gain, scalar or ``[B]``. (default: ``5.0``)
+        theta (float or Tensor): threshold, scalar or ``[B]``. (default: ``0.5``)
+        fire_zero (bool): let nodes with :math:`\hat{u}_i = 0` fire too. (default: ``False``)
+        inplace (bool): write the result into ``uhat`` (ignored when autograd needs it).
+            (default: ``False``)
+
+    Returns:
+        Tensor ``[N, B]``.
+    """
+    B = uhat.size(1)
+    gamma_t = _column_param(gamma, B, uhat, "gamma")
+    theta_t = _column_param(theta, B, uhat, "theta")
+    if _needs_grad(uhat, gamma_t, theta_t):
+        a = torch.sigmoid(gamma_t * (uhat - theta_t))
+        return a if fire_zero else a.masked_fill(uhat <= 0, 0.0)
+    out = uhat if inplace else torch.empty_like(uhat)
+    for blk in _row_blocks(uhat):
+        x_b, o_b = uhat[blk], out[blk]
+        silent = None if fire_zero else x_b <= 0
+        torch.sub(x_b, theta_t, out=o_b).mul_(gamma_t).sigmoid_()
+        if silent is not None:
+            o_b.masked_fill_(silent, 0.0)
+    return out
+
+
+def _apply_node_mask(x: Tensor, outside: Tensor | None) -> Tensor:
+    """Zero the nodes outside each query's graph (in place on a fresh ``x`` when allowed)."""
+    if outside is None:
+        return x
+    if _needs_grad(x):
+        return x.masked_fill(outside, 0.0)
+    return x.masked_fill_(outside, 0.0)
+
+
+def _check_node_mask(node_mask: Tensor | None, a: Tensor) -> Tensor | None:
+    if node_mask is None:
+        return None
+    if node_mask.dtype != torch.bool:
+        raise ValueError(f"node_mask must be bool, got {node_mask.dtype}")
+    if node_mask.dim() == 1:
+        node_mask = node_mask.unsqueeze(1)
+    N, B = a.shape
+    if node_mask.dim() != 2 or node_mask.size(0) != N or node_mask.size(1) not in (1, B):
+        raise ValueError(
+            f"node_mask has shape {tuple(node_mask.shape)}; expected [N, B] or [N, 1] with "
+            f"N = {N}, B = {B}"
+        )
+    return node_mask.to(a.device)
+
+
+def activation_step(
+    adj_t: Tensor,
+    a: Tensor,
+    *,
+    S: Hyper = 0.8,
+    delta: Hyper = 0.5,
+    beta: Hyper = 0.15,
+    M: int = 7,
+    gamma: Hyper = 5.0,
+    theta: Hyper = 0.5,
+    fire_zero: bool = False,
+    node_mask: Tensor | None = None,
+) -> Tensor:
+    r"""One step :math:`a(t) \to a(t+1)`: :func:`propagate`, :func:`lateral_inhibition`,
+    :func:`fire`, with nodes outside ``node_mask`` set to 0 before inhibition and after firing.
+
+    ``node_mask`` must already be a bool ``[N, B]`` or ``[N, 1]`` tensor on ``a``'s device.
+    Returns a new tensor (``a`` is not modified).
+    """
+    outside = None if node_mask is None else ~node_mask
+    u = _apply_node_mask(propagate(adj_t, a, S=S, delta=delta), outside)
+    uhat = lateral_inhibition(u, M, beta, node_mask=node_mask, inplace=True)
+    return _apply_node_mask(fire(uhat, gamma, theta, fire_zero, inplace=True), outside)
+
+
+def activation_dynamics(
+    adj_t: Tensor,
+    a0: Tensor,
+    *,
+    S: Hyper = 0.8,
+    delta: Hyper = 0.5,
+    beta: Hyper = 0.15,
+    M: int = 7,
+    gamma: Hyper = 5.0,
+    theta: Hyper = 0.5,
+    T: int = 3,
+    fire_zero: bool = False,
+    node_mask: Tensor | None = None,
+) -> Tensor:
+    r""":math:`T` steps of :func:`activation_step` from a cached :func:`activation_adjacency`.
+
+    Same arguments and result as :func:`spreading_activation`, with ``adj_t`` in place of
+    ``(edge_index, edge_weight, num_nodes, fan)``.
+    """
+    if T < 0:
+        raise ValueError(f"T must be >= 0, got {T}")
+    squeeze = a0.dim() == 1
+    a = a0.unsqueeze(1) if squeeze else a0
+    if a.dim() != 2 or a.size(0) != adj_t.size(0):
+        raise ValueError(
+            f"a0 must have shape [N, B] with N = {adj_t.size(0)}, got {tuple(a0.shape)}"
+        )
+    if T == 0:
+        return a0
+    if not a.is_floating_point():
+        a = a.float()
+    node_mask = _check_node_mask(node_mask, a)
+    B = a.size(1)
+    # Convert once: the hyperparameters stay tensors (no Python constants in the loop).
+    hp = {
+        "S": _column_param(S, B, a, "S"),
+        "delta": _column_param(delta, B, a, "delta"),
+        "beta": _column_param(beta, B, a, "beta"),
+        "gamma": _column_param(gamma, B, a, "gamma"),
+        "theta": _column_param(theta, B, a, "theta"),
+    }
+    for _ in range(T):
+        a = activation_step(adj_t, a, M=M, fire_zero=fire_zero, node_mask=node_mask, **hp)
+    return a.squeeze(1) if squeeze else a
+
+
+def spreading_activation(
+    edge_index: Tensor,
+    edge_weight: Tensor | None,
+    a0: Tensor,
+    *,
+    num_nodes: int,
+    S: Hyper = 0.8,
+    delta: Hyper = 0.5,
+    beta: Hyper = 0.15,
+    M: int = 7,
+    gamma: Hyper = 5.0,
+    theta: Hyper = 0.5,
+    T: int = 3,
+    fan: bool = True,
+    fire_zero: bool = False,
+    node_mask: Tensor | None = None,
+) -> Tensor:
+    r"""SYNAPSE spreading activation with lateral inhibition and firing (SPEC §1.2 steps 3-5).
+
+    Runs :math:`T` steps of
+
+    .. math::
+        u_i &= (1 - \delta)\, a_i + \sum_{j \in \mathcal{N}_{in}(i)}
+               S \, \frac{w_{ji}}{\mathrm{fan}(j)} \, a_j
+
+        \hat{u}_i &= \max\Big(0,\; u_i - \beta \sum_{k \in \text{top-}M(u)}
+                     (u_k - u_i)\, [u_k > u_i]\Big)
+
+        a_i &= \sigma\big(\gamma (\hat{u}_i - \theta)\big)\,[\hat{u}_i > 0]
+
+    for all :math:`B` columns at once (sparse matmul; no ``[E, B]`` tensor).
+
+    Args:
+        edge_index (LongTensor): ``[2, E]``, source :math:`j` -> target :math:`i`.
+        edge_weight (Tensor, optional): ``[E]`` weights :math:`w_{ji}` (``None`` = all 1).
+        a0 (Tensor): initial activations ``[N, B]`` (a ``[N]`` vector is one column).
+        num_nodes (int): :math:`N`.
+        S (float or Tensor): spreading factor, scalar or ``[B]``. (default: ``0.8``)
+        delta (float or Tensor): decay; ``0`` = ``no_decay``. (default: ``0.5``)
+        beta (float or Tensor): inhibition strength; ``0`` = ``beta0``. (default: ``0.15``)
+        M (int): inhibiting top nodes per column, clipped to :math:`N`. (default: ``7``)
+        gamma (float or Tensor): firing gain. (default: ``5.0``)
+        theta (float or Tensor): firing threshold. (default: ``0.5``)
+        T (int): number of steps; ``0`` returns ``a0`` itself. (default: ``3``)
+        fan (bool): divide by the source's out-degree; ``False`` = ``no_fan``.
+            (default: ``True``)
+        fire_zero (bool): literal firing, nodes with :math:`\hat{u}_i = 0` fire
+            :math:`\sigma(-\gamma\theta)`. (default: ``False``)
+        node_mask (BoolTensor, optional): ``[N, B]`` or ``[N, 1]``: the nodes of each query's
+            own graph. Outside it :math:`u` and :math:`a` are kept at 0 after every step and
+            nodes do not take part in inhibition (needed with ``fire_zero=True`` when many
+            conversations are batched in one graph). ``a0`` is used as given.
+
+    Returns:
+        Tensor ``[N, B]``: :math:`a(T)`.
+    """
+    if T == 0:
+        return a0
+    dtype = a0.dtype if a0.is_floating_point() else torch.float32
+    adj_t = activation_adjacency(edge_index, edge_weight, num_nodes, fan=fan, dtype=dtype)
+    return activation_dynamics(
+        adj_t,
+        a0,
+        S=S,
+        delta=delta,
+        beta=beta,
+        M=M,
+        gamma=gamma,
+        theta=theta,
+        T=T,
+        fire_zero=fire_zero,
+        node_mask=node_mask,
+    )

@@ -1,0 +1,41 @@
+"""Triple-signal score, top-k and the uncertainty gate (SPEC §1.2 steps 6-7).
+
+.. math::
+    S(v_i) = \\lambda_1 \\cos(h_i, h_q) + \\lambda_2 a_i(T) + \\lambda_3 \\mathrm{PR}_i
+
+with :math:`\\mathrm{PR}` rescaled to [0, 1] per conversation. The retrieval confidence
+:math:`C_{ret}` is the activation of the top-ranked node (``c_ret_source="activation"``) or, for the
+``no_activation`` ablation, its cosine (``"similarity"``). A query is gated when
+:math:`C_{ret} < \\tau_{gate}`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .dense import masked_topk
+
+
+def triple_score(cos: torch.Tensor, activation: torch.Tensor, pagerank_unit: torch.Tensor,
+                 lambda1: float | torch.Tensor = 0.5, lambda2: float | torch.Tensor = 0.3,
+                 lambda3: float | torch.Tensor = 0.2) -> torch.Tensor:
+    """``[N, B]`` score from cosine ``[N, B]``, activation ``[N, B]`` and PageRank ``[N]``.
+
+    Each lambda may be a float or a ``[B]`` tensor (one value per query column, for batched sweeps).
+    """
+    return lambda1 * cos + lambda2 * activation + lambda3 * pagerank_unit[:, None]
+
+
+def rank(score: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` node indices ``[k, B]`` and scores ``[k, B]`` per query inside its conversation."""
+    return masked_topk(score, mask, k)
+
+
+def retrieval_confidence(signal: torch.Tensor, top_index: torch.Tensor) -> torch.Tensor:
+    """``C_ret`` ``[B]``: ``signal`` ``[N, B]`` read at each query's top node ``top_index`` ``[B]``."""
+    return signal.gather(0, top_index[None, :])[0]
+
+
+def gate(c_ret: torch.Tensor, tau_gate: float | torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: True where the memory refuses to answer (``C_ret < tau_gate``)."""
+    return c_ret < tau_gate

@@ -1,0 +1,294 @@
+"""Entry point: ``python -m synapse_pt.run [overrides]``.
+
+A thin ``@hydra.main`` over :func:`run`, a plain function of the composed config that builds the
+dataset, models and memory, evaluates, writes the run's outputs and returns its metrics. Tests and
+sweeps call :func:`run` directly; the hydra entry point returns the configured ``objective``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import pandas as pd
+import torch
+from hydra.experimental.callback import Callback
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from synapse_pt.data import Conversation, Dataset, category_names, load_locomo, resolve_dataset_path
+from synapse_pt.data.source import sample_path
+from synapse_pt.eval.aggregate import summarize
+from synapse_pt.eval.outputs import (
+    config_hash,
+    git_commit,
+    write_json,
+    write_predictions,
+    write_tables,
+)
+from synapse_pt.eval.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.report import run_tables
+from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.graph.extraction import (
+    ConceptExtractor,
+    KeywordConceptExtractor,
+    LLMConceptExtractor,
+)
+from synapse_pt.memory.base import MemorySystem
+from synapse_pt.models.accounting import summarize_usage
+from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.llm.base import LLM
+from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
+from synapse_pt.models.llm.none import NoLLM
+from synapse_pt.tracking import make_tracker
+
+log = logging.getLogger("synapse_pt.run")
+
+SMOKE_QUESTIONS = 12
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (the keyword extractor, ties and sampling are deterministic)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_dataset(cfg: Mapping[str, Any], smoke: bool = False) -> Dataset:
+    """Resolve and load the dataset named by the ``dataset`` config group, then subset it."""
+    path = cfg.get("path")
+    if path == "sample":
+        path = str(sample_path())
+    source = resolve_dataset_path(path, candidates=cfg.get("candidates") or (),
+                                  cache_dir=cfg.get("cache_dir"), url=cfg.get("url"),
+                                  expected_sha256=cfg.get("sha256"),
+                                  allow_download=bool(cfg.get("allow_download", True)),
+                                  allow_sample=bool(cfg.get("allow_sample", False)))
+    name = "sample" if source.is_sample or path == str(sample_path()) else cfg.get("name")
+    dataset = load_locomo(source.path, name=name,
+                          turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
+    if source.is_sample:
+        dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
+    max_conv = cfg.get("max_conversations")
+    max_q = cfg.get("max_questions")
+    if smoke:
+        max_conv = 1 if max_conv is None else min(int(max_conv), 1)
+        max_q = SMOKE_QUESTIONS if max_q is None else min(int(max_q), SMOKE_QUESTIONS)
+    if cfg.get("sample_ids") or max_conv is not None or max_q is not None:
+        dataset = dataset.subset(list(cfg["sample_ids"]) if cfg.get("sample_ids") else None,
+                                 max_conv, max_q)
+    return dataset
+
+
+def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
+    """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``."""
+    # hydra's instantiate silently drops ``???`` arguments (the backend's default would stand in)
+    missing = sorted(OmegaConf.missing_keys(cfg)) if isinstance(cfg, DictConfig) else []
+    if missing:
+        raise ValueError(f"llm={cfg.get('name')}: no value for {missing}; set it on the command "
+                         f"line, e.g. {missing[0]}=...")
+    backend = hydra.utils.instantiate(cfg["backend"], _convert_="all")
+    if isinstance(backend, NoLLM):
+        return None
+    if cfg.get("cache"):
+        Path(cfg["cache"]).parent.mkdir(parents=True, exist_ok=True)
+        return CachedLLM(backend, ResponseCache(cfg["cache"]))
+    return backend
+
+
+def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | None
+                    ) -> ConceptExtractor:
+    """The concept extractor of the ``extractor`` group: LLM-free keywords, or the LLM's."""
+    kind = cfg.get("kind", "keyword")
+    if kind == "keyword":
+        return KeywordConceptExtractor(encoder, max_concepts=int(cfg.get("max_concepts", 6)))
+    if kind == "llm":
+        if llm is None:
+            raise ValueError("extractor=llm needs a language model; set llm=smollm2, llm=openai, "
+                             "... or use the LLM-free extractor=keyword")
+        return LLMConceptExtractor(llm, max_concepts=int(cfg.get("max_concepts", 8)),
+                                   max_tokens=int(cfg.get("max_tokens", 128)),
+                                   on_failure=cfg.get("on_failure", "raise"))
+    raise ValueError(f"unknown extractor kind {kind!r} (keyword or llm)")
+
+
+def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
+    """Instantiate ``cfg`` (a ``memory`` group), passing those of ``available`` it accepts."""
+    target = get_class(cfg["_target_"])
+    accepted = inspect.signature(target.__init__).parameters
+    kwargs = {k: v for k, v in available.items() if k in accepted}
+    return hydra.utils.instantiate(cfg, _convert_="all", **kwargs)
+
+
+def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
+    """Ingest conversation by conversation (``MemorySystem.ingest`` adds to what the memory holds),
+    with a progress bar: on LoCoMo-10 ingestion (embedding every turn, extracting and consolidating
+    concepts) is the longest stage of a retrieval-mode run."""
+    for conversation in tqdm(conversations, desc="ingest", unit="conversation"):
+        memory.ingest([conversation])
+
+
+def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
+    """``"recall@10.mean_q_1_4"`` -> ``metrics["metrics"]["recall@10"]["mean_q_1_4"]``; also
+    top-level sections (``"retrieval.false_rejection_rate"``). Clear error when missing."""
+    for root in (metrics.get("metrics", {}), metrics):
+        node: Any = root
+        for part in name.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                node = None
+                break
+            node = node[part]
+        if isinstance(node, (int, float)):
+            return float(node)
+    available = sorted(f"{m}.{k}" for m, v in metrics.get("metrics", {}).items() for k in v
+                       if k != "n")
+    raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``."""
+    output_dir = Path(cfg.paths.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    seed_everything(int(cfg.seed))
+    names = category_names(cfg.dataset.categories if isinstance(cfg.dataset.categories, str)
+                           else OmegaConf.to_container(cfg.dataset.categories))
+    label = cfg.get("experiment_name") or cfg.task_name
+    tags = list(cfg.get("tags") or [])
+    if label not in tags:  # W&B runs are tagged with their experiment (ablation) name
+        tags.append(label)
+    tracker = make_tracker(cfg.logger, config=resolved, output_dir=output_dir, tags=tags,
+                           run_name=f"{label}/{output_dir.name}")
+    exit_code = 1
+    try:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke))
+        encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+        llm = build_llm(cfg.llm)
+        extractor = build_extractor(cfg.extractor, encoder, llm)
+        memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
+        timings["setup_seconds"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ingest(memory, dataset.conversations)
+        timings["ingest_seconds"] = time.perf_counter() - t0
+
+        settings = EvalSettings(**{k: v for k, v in resolved["eval"].items()
+                                   if k in EvalSettings.__dataclass_fields__})
+        counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
+                                 else HFTokenCounter(cfg.eval.get("context_tokenizer")))
+        df, summary = evaluate(memory, dataset, settings=settings, token_counter=counter, llm=llm)
+        for key in ("retrieve_seconds", "retrieve_ms_per_query", "answer_seconds"):
+            timings[key] = summary.pop(key)
+
+        metric_cols = [c for c in df.columns if c.startswith(("recall@", "f1_", "bleu", "judge"))]
+        metrics: dict[str, Any] = {
+            "identity": {
+                "git_commit": git_commit(Path(__file__).resolve().parent),
+                "config_hash": config_hash(resolved),
+                "task_name": cfg.task_name,
+                "experiment": cfg.get("experiment_name"),
+                "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
+                            "conversations": len(dataset), "questions": dataset.num_questions,
+                            "notes": dataset.notes},
+                "memory": memory.describe(),
+                "embedder": encoder.name,
+                "llm": None if llm is None else f"{cfg.llm.name}:{llm.model}",
+                "eval_mode": settings.mode,
+                "scoring_protocols": (["official", "amem"] if settings.mode == "qa" else []),
+                "category_date_instruction": settings.category_date_instruction,
+                "strict": not settings.category_date_instruction,
+                "context_tokenizer": counter.name,
+                "category_names": {str(k): v for k, v in names.items()},
+                "smoke": bool(cfg.smoke),
+            },
+            "metrics": summarize(df, metric_cols, names),
+            "retrieval": summary,
+        }
+        if llm is not None and settings.mode == "qa":
+            answered = df[~df["gated"]]
+            usage = summarize_usage(
+                answered[["prompt_tokens", "completion_tokens", "latency_s"]].to_dict("records"),
+                OmegaConf.to_container(cfg.llm.get("prices") or {}), model=llm.model,
+                num_queries=len(df))
+            usage["latency_s_per_query"] = float(df["latency_s"].sum()) / len(df)
+            metrics["usage"] = usage
+        write_predictions(output_dir / "predictions.parquet", df)
+        write_json(output_dir / "metrics.json", metrics)
+        write_json(output_dir / "timing.json", timings)
+        tables = build_tables(metrics, names, run_label=label)
+        write_tables(output_dir / "tables", tables)
+        flat = flatten_metrics(metrics)
+        tracker.log_metrics(flat | {f"timing/{k}": v for k, v in timings.items()})
+        for name, table in tables.items():
+            tracker.log_table(f"tables/{name}", table)
+        if getattr(tracker, "log_predictions", False):
+            tracker.log_table("predictions", df)
+        for path in (output_dir / "metrics.json", output_dir / "config.yaml"):
+            tracker.log_file(path)
+        log.info("outputs written to %s", output_dir.resolve())
+        print(f"[synapse_pt] outputs: {output_dir.resolve()}")
+        exit_code = 0
+        return metrics
+    finally:
+        tracker.finish(exit_code)
+
+
+def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """``{"recall@10/single-hop": 0.61, ..., "retrieval/false_rejection_rate": ...}``."""
+    flat: dict[str, float] = {}
+    for metric, per_cat in metrics.get("metrics", {}).items():
+        for key, value in per_cat.items():
+            if key != "n" and isinstance(value, (int, float)):
+                flat[f"{metric}/{key}"] = float(value)
+    for section in ("retrieval", "usage"):
+        for key, value in metrics.get(section, {}).items():
+            if isinstance(value, (int, float)):
+                flat[f"{section}/{key}"] = float(value)
+    return flat
+
+
+def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label: str
+                 ) -> dict[str, pd.DataFrame]:
+    """This run's own tables (one row, plus the paper's rows where the metric matches)."""
+    return run_tables({run_label: metrics}, names)
+
+
+class SqliteStorageDir(Callback):
+    """Hydra callback: create the folder of an ``sqlite:///`` sweeper storage before the sweep.
+
+    SQLite does not create folders, and the Optuna sweeper opens its study (``storage``, e.g.
+    ``sqlite:///.cache/optuna.sqlite``) before any job has run. Used by
+    ``configs/hparams_search/synapse_optuna.yaml``.
+    """
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        storage = OmegaConf.select(config, "hydra.sweeper.storage")
+        if isinstance(storage, str) and storage.startswith("sqlite:///"):
+            path = Path(storage.removeprefix("sqlite:///"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+def main(cfg: DictConfig) -> float:
+    """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise)."""
+    metrics = run(cfg)
+    print(json.dumps(flatten_metrics(metrics), indent=1, sort_keys=True))
+    value = lookup_metric(metrics, cfg.objective)
+    print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
+    return value
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""LLM judge: parsing, failure counting, runs and seeds, with a scripted fake LLM."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from synapse_pt.eval.scorers.judge import (
+    ACCURACY_PROMPT,
+    build_judge_requests,
+    judge_answers,
+    parse_judge_label,
+)
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+
+
+class ScriptedJudge(LLM):
+    """Answers from a script ``{(seed, question): reply}``; records every request."""
+
+    backend = "scripted"
+    model = "scripted-judge"
+
+    def __init__(self, script: dict[tuple[int, str], str]) -> None:
+        self.script = script
+        self.requests: list[ChatRequest] = []
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        out = []
+        for req in requests:
+            self.requests.append(req)
+            prompt = req.messages[0][1]
+            question = prompt.split("Question: ")[-1].split("\n")[0]
+            out.append(ChatResponse(text=self.script[(req.seed, question)], prompt_tokens=0,
+                                    completion_tokens=0, latency_s=0.0, model=self.model))
+        return out
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"label": "CORRECT"}', "CORRECT"),
+        ('The dates match.\n```json\n{"label": "wrong"}\n```', "WRONG"),
+        ('Same topic. {"label": "Correct"}', "CORRECT"),
+        ('{"reasoning": "not CORRECT at all", "label": "WRONG"}', "WRONG"),  # JSON decides
+        ("It refers to the same date. CORRECT", "CORRECT"),
+        ("The answer is correct in spirit but names another city: WRONG", "WRONG"),
+        ("CORRECT or WRONG, hard to say", None),  # both labels
+        ("I cannot decide.", None),
+        ('{"label": "MAYBE"}', None),
+        ("INCORRECT", None),  # not one of the two labels
+        ("", None),
+    ],
+)
+def test_parse_judge_label(reply: str, expected: str | None) -> None:
+    assert parse_judge_label(reply) == expected
+
+
+def test_requests_carry_prompt_and_seed() -> None:
+    reqs = build_judge_requests(["When?"], [2022], ["In 2022"], seed=7, max_tokens=50)
+    assert len(reqs) == 1
+    (role, content), = reqs[0].messages
+    assert role == "user"
+    assert "Question: When?\nGold answer: 2022\nGenerated answer: In 2022\n" in content
+    assert content.startswith(ACCURACY_PROMPT.split("{question}")[0])
+    assert reqs[0].seed == 7 and reqs[0].max_tokens == 50 and reqs[0].temperature == 0.0
+
+
+def test_judge_runs_mean_std_and_failures() -> None:
+    script = {
+        (10, "q0"): '{"label": "CORRECT"}', (11, "q0"): "CORRECT", (12, "q0"): "WRONG",
+        (10, "q1"): "CORRECT", (11, "q1"): "no idea", (12, "q1"): '{"label": "CORRECT"}',
+        (10, "q3"): "???", (11, "q3"): "", (12, "q3"): "maybe",
+    }
+    llm = ScriptedJudge(script)
+    res = judge_answers(
+        llm, ["q0", "q1", "q2", "q3"], ["a", 5, None, "b"], ["x", "y", "z", "w"],
+        categories=[1, 2, 5, 4], n_runs=3, base_seed=10,
+    )
+    assert res.seeds == [10, 11, 12]
+    # q2 (category 5) was never sent
+    assert len(llm.requests) == 9
+    assert all("Question: q2" not in r.messages[0][1] for r in llm.requests)
+    np.testing.assert_array_equal(res.skipped, [False, False, True, False])
+    # q0: 1, 1, 0 -> mean 2/3, population std sqrt(((1/3)^2 * 2 + (2/3)^2) / 3) = sqrt(2)/3
+    assert res.mean[0] == pytest.approx(2 / 3)
+    assert res.std[0] == pytest.approx(math.sqrt(2) / 3)
+    # q1: 1, failure, 1 -> mean 1 over 2 parsed runs, one failure recorded (not WRONG)
+    assert res.mean[1] == 1.0 and res.std[1] == 0.0
+    assert math.isnan(res.labels[1, 1])
+    # q2 skipped, q3 all failures
+    assert math.isnan(res.mean[2]) and math.isnan(res.mean[3])
+    np.testing.assert_array_equal(res.n_failures, [0, 1, 0, 3])
+    assert res.total_failures == 4
+    assert res.replies[1][1] == "no idea" and res.replies[0][2] is None
+    # per-run accuracy over parsed questions: run 10: q0 1, q1 1 -> 1.0; run 11: q0 1 -> 1.0;
+    # run 12: q0 0, q1 1 -> 0.5
+    np.testing.assert_allclose(res.run_accuracy(), [1.0, 1.0, 0.5])
+
+
+def test_judge_input_errors() -> None:
+    llm = ScriptedJudge({})
+    with pytest.raises(ValueError, match="categories are needed"):
+        judge_answers(llm, ["q"], ["a"], ["p"])
+    with pytest.raises(ValueError, match="no gold"):
+        judge_answers(llm, ["q"], [None], ["p"], categories=[2])
+    with pytest.raises(ValueError, match="2 golds"):
+        judge_answers(llm, ["q"], ["a", "b"], ["p"], skip_categories=())

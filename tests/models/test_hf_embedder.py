@@ -1,0 +1,112 @@
+"""HFEmbedder with the bundled all-MiniLM-L6-v2 on the CPU (a real model: marked slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.embedder import HFEmbedder
+from synapse_pt.models.locate import bundled_minilm_path
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [
+    "Caroline went to an LGBTQ support group yesterday.",
+    "Melanie is painting a sunrise over the lake.",
+    "I went to a support group meeting for LGBTQ people last night.",
+    "The quarterly tax filing deadline is in April.",
+    "ok",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> HFEmbedder:
+    return HFEmbedder(batch_size=4)
+
+
+def test_protocol_shape_and_unit_norm(embedder):
+    assert isinstance(embedder, TextEncoder)
+    assert embedder.dim == 384 and embedder.name.startswith("all-MiniLM-L6-v2@")
+    out = embedder.encode(TEXTS)
+    assert out.shape == (len(TEXTS), 384) and out.dtype == torch.float32
+    assert out.device.type == "cpu"
+    assert torch.allclose(out.norm(dim=1), torch.ones(len(TEXTS)), atol=1e-5)
+    assert embedder.encode([]).shape == (0, 384)
+
+
+def test_similar_texts_are_closer_than_unrelated(embedder):
+    out = embedder.encode(TEXTS[:4])
+    sim = out @ out.T
+    assert sim[0, 2] > 0.5
+    assert sim[0, 2] > sim[0, 1] + 0.3 and sim[0, 2] > sim[0, 3] + 0.3
+
+
+def test_order_and_batching_do_not_change_vectors(embedder):
+    together = embedder.encode(TEXTS)
+    one_by_one = torch.cat([embedder.encode([t]) for t in TEXTS])
+    reversed_ = embedder.encode(TEXTS[::-1]).flip(0)
+    assert torch.allclose(together, one_by_one, atol=1e-5)
+    assert torch.allclose(together, reversed_, atol=1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="sentence-transformers not installed")
+def test_matches_sentence_transformers(embedder):
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(bundled_minilm_path()), device="cpu")
+    long_text = "word " * 400  # past the 256-token truncation: both must cut at the same place
+    texts = [*TEXTS, long_text]
+    expected = torch.as_tensor(reference.encode(texts, convert_to_numpy=True))
+    assert torch.allclose(embedder.encode(texts), expected, atol=1e-5)
+
+
+def test_disk_cache_hits_misses_and_rerun_without_loading(tmp_path, monkeypatch):
+    first = HFEmbedder(cache_dir=str(tmp_path))
+    a = first.encode(TEXTS[:3])
+    assert (first.cache.hits, first.cache.misses) == (0, 3)
+    b = first.encode([TEXTS[2], TEXTS[3], TEXTS[3]])
+    assert (first.cache.hits, first.cache.misses) == (1, 4)  # 1 hit, 1 new text (asked twice)
+    assert torch.equal(b[0], a[2]) and torch.equal(b[1], b[2])
+
+    # A fresh process-equivalent: everything comes from disk; loading the model would fail.
+    rerun = HFEmbedder(cache_dir=str(tmp_path))
+    monkeypatch.setattr(rerun, "_load", lambda: pytest.fail("model loaded on a cached rerun"))
+    again = rerun.encode(TEXTS[:4])
+    assert (rerun.cache.hits, rerun.cache.misses) == (4, 0)
+    assert torch.equal(again[:3], a) and torch.equal(again[3], b[1])
+    assert rerun.load_seconds is None
+
+
+def test_cache_keys_depend_on_truncation(tmp_path):
+    short = HFEmbedder(cache_dir=str(tmp_path), max_length=8)
+    long_ = HFEmbedder(cache_dir=str(tmp_path))
+    assert short.identity != long_.identity and short.name == long_.name
+    text = "a long sentence that is certainly longer than eight word pieces in total"
+    v_short = short.encode([text])
+    v_long = long_.encode([text])
+    assert long_.cache.misses == 1  # not served the truncated vector
+    assert not torch.allclose(v_short, v_long, atol=1e-3)
+
+
+def test_bad_arguments_are_named(tmp_path):
+    with pytest.raises(ValueError, match="dtype=float16 is allowed on CUDA only"):
+        HFEmbedder(dtype="float16")
+    with pytest.raises(FileNotFoundError, match="holds no config.json"):
+        HFEmbedder(model=str(tmp_path))
+    with pytest.raises(ValueError, match="unknown bundled embedder"):
+        HFEmbedder(model="bundled:nope")
+    with pytest.raises(TypeError, match=r"texts\[1\] is int"):
+        HFEmbedder().encode(["a", 3])
+
+
+def test_every_available_device_matches_cpu(embedder, device):
+    on_device = HFEmbedder(device=device, batch_size=4)
+    out = on_device.encode(TEXTS)
+    assert out.device.type == "cpu" and out.dtype == torch.float32
+    assert torch.allclose(out, embedder.encode(TEXTS), atol=1e-4)
+    assert on_device.name == embedder.name  # the identity names the weights, not the device

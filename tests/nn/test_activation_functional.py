@@ -1,0 +1,490 @@
+"""Functional SYNAPSE dynamics (SPEC §1.2 steps 3-5): hand-worked values, a plain-loop reference
+written straight from the spec, invariances and ablation switches."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from synapse_pt.nn.functional import (
+    activation_adjacency,
+    activation_dynamics,
+    fan_out,
+    fire,
+    lateral_inhibition,
+    normalized_edge_weight,
+    propagate,
+    spreading_activation,
+)
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+# --------------------------------------------------------------------------------------------
+# Hand-built graph used by several tests (N = 5, node 4 isolated and trailing):
+#   0 -> 1 (w 1.0), 0 -> 2 (w 0.5), 1 -> 2 (w 0.4), 2 -> 3 (w 0.9)
+#   fan(0) = 2, fan(1) = 1, fan(2) = 1, fan(3) = 0, fan(4) = 0
+# --------------------------------------------------------------------------------------------
+def toy_graph(device, dtype=torch.float64):
+    edge_index = torch.tensor([[0, 0, 1, 2], [1, 2, 2, 3]], device=device)
+    edge_weight = torch.tensor([1.0, 0.5, 0.4, 0.9], dtype=dtype, device=device)
+    return edge_index, edge_weight, 5
+
+
+def toy_activations(device, dtype=torch.float64):
+    # column 0: a = [1.0, 0.5, 0.0, 0.2, 0.3]; column 1: a = [0, 0, 1, 0, 0]
+    return torch.tensor(
+        [[1.0, 0.0], [0.5, 0.0], [0.0, 1.0], [0.2, 0.0], [0.3, 0.0]], dtype=dtype, device=device
+    )
+
+
+def test_fan_out_counts_edges_and_keeps_trailing_nodes(device):
+    ei, _, n = toy_graph(device)
+    assert fan_out(ei, n).tolist() == [2, 1, 1, 0, 0]
+    # a repeated edge counts twice
+    ei2 = torch.tensor([[0, 0, 0], [1, 1, 2]], device=device)
+    assert fan_out(ei2, 4).tolist() == [3, 0, 0, 0]
+
+
+def test_normalized_edge_weight(device):
+    ei, w, n = toy_graph(device)
+    torch.testing.assert_close(
+        normalized_edge_weight(ei, w, n),
+        torch.tensor([0.5, 0.25, 0.4, 0.9], dtype=torch.float64, device=device),
+    )
+    # fan=False divides by 1
+    assert torch.equal(normalized_edge_weight(ei, w, n, fan=False), w)
+    # no weights: 1 / fan(j)
+    torch.testing.assert_close(
+        normalized_edge_weight(ei, None, n),
+        torch.tensor([0.5, 0.5, 1.0, 1.0], device=device),
+    )
+
+
+def test_propagation_with_fan_and_decay_by_hand(device):
+    ei, w, n = toy_graph(device)
+    a = toy_activations(device)
+    adj = activation_adjacency(ei, w, n)
+    u = propagate(adj, a, S=0.8, delta=0.5)
+    # column 0, u_i = 0.5 a_i + sum_j 0.8 w_ji a_j / fan(j):
+    #   u0 = 0.5*1.0                                    = 0.5
+    #   u1 = 0.5*0.5 + 0.8*1.0*1.0/2                    = 0.25 + 0.4 = 0.65
+    #   u2 = 0.5*0.0 + 0.8*0.5*1.0/2 + 0.8*0.4*0.5/1    = 0.2 + 0.16 = 0.36
+    #   u3 = 0.5*0.2 + 0.8*0.9*0.0/1                    = 0.1
+    #   u4 = 0.5*0.3 (isolated, trailing)               = 0.15
+    # column 1 (a2 = 1): u2 = 0.5*1 = 0.5, u3 = 0.8*0.9*1/1 = 0.72, others 0
+    expected = torch.tensor(
+        [[0.5, 0.0], [0.65, 0.0], [0.36, 0.5], [0.1, 0.72], [0.15, 0.0]],
+        dtype=torch.float64,
+        device=device,
+    )
+    torch.testing.assert_close(u, expected)
+
+    # no_fan: fan(j) = 1 -> u1 = 0.25 + 0.8*1.0 = 1.05, u2 = 0.8*0.5 + 0.16 = 0.56
+    u_nofan = propagate(activation_adjacency(ei, w, n, fan=False), a, S=0.8, delta=0.5)
+    torch.testing.assert_close(
+        u_nofan[:, 0], expected[:, 0].new_tensor([0.5, 1.05, 0.56, 0.1, 0.15])
+    )
+
+    # no_decay: delta = 0 keeps all of a_i -> u = a + 0.8 * P a
+    u_nodecay = propagate(adj, a, S=0.8, delta=0.0)
+    torch.testing.assert_close(
+        u_nodecay[:, 0], expected[:, 0].new_tensor([1.0, 0.9, 0.36, 0.2, 0.3])
+    )
+    # delta = 1 drops self-retention entirely: u = 0.8 * P a
+    u_noret = propagate(adj, a, S=0.8, delta=1.0)
+    torch.testing.assert_close(u_noret[:, 0], expected[:, 0].new_tensor([0.0, 0.4, 0.36, 0.0, 0.0]))
+
+
+def test_duplicate_edges_add_up_and_count_in_fan(device):
+    # 0 -> 1 twice (w 0.3 and 0.6), 0 -> 2 once (w 0.9): fan(0) = 3
+    ei = torch.tensor([[0, 0, 0], [1, 1, 2]], device=device)
+    w = torch.tensor([0.3, 0.6, 0.9], dtype=torch.float64, device=device)
+    a = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64, device=device)
+    u = propagate(activation_adjacency(ei, w, 3), a, S=1.0, delta=1.0)
+    # u1 = (0.3 + 0.6) / 3 = 0.3, u2 = 0.9 / 3 = 0.3
+    torch.testing.assert_close(u[:, 0], a.new_tensor([0.0, 0.3, 0.3]))
+
+
+def test_lateral_inhibition_with_ties(device):
+    u = torch.tensor([[0.9], [0.9], [0.5], [0.5], [0.1], [0.0]], dtype=torch.float64, device=device)
+    # M = 3: top values {0.9, 0.9, 0.5} (which 0.5 topk picks does not matter), beta = 0.15
+    #   0.9: ties and smaller values inhibit nothing                    -> 0.9
+    #   0.5: 0.5 - 0.15 * ((0.9-0.5) + (0.9-0.5) + 0)  = 0.5 - 0.12      -> 0.38 (both 0.5s)
+    #   0.1: 0.1 - 0.15 * (0.8 + 0.8 + 0.4)            = 0.1 - 0.30      -> 0 (floored)
+    #   0.0: 0.0 - 0.15 * (0.9 + 0.9 + 0.5)                              -> 0
+    out = lateral_inhibition(u, M=3, beta=0.15)
+    torch.testing.assert_close(out[:, 0], u.new_tensor([0.9, 0.9, 0.38, 0.38, 0.0, 0.0]))
+    # M = 1: only 0.9 inhibits: 0.5 - 0.15*0.4 = 0.44, 0.1 - 0.15*0.8 = -0.02 -> 0
+    out1 = lateral_inhibition(u, M=1, beta=0.15)
+    torch.testing.assert_close(out1[:, 0], u.new_tensor([0.9, 0.9, 0.44, 0.44, 0.0, 0.0]))
+
+
+def test_lateral_inhibition_clips_M_and_beta0(device):
+    u = torch.tensor([[1.0], [0.6], [0.6], [0.2]], dtype=torch.float64, device=device)
+    # M = 10 clipped to N = 4, beta = 0.1:
+    #   0.6: 0.6 - 0.1*(1.0-0.6)                          = 0.56
+    #   0.2: 0.2 - 0.1*((1.0-0.2) + (0.6-0.2)*2) = 0.2 - 0.16 = 0.04
+    out = lateral_inhibition(u, M=10, beta=0.1)
+    torch.testing.assert_close(out[:, 0], u.new_tensor([1.0, 0.56, 0.56, 0.04]))
+    # M = 2: top {1.0, 0.6}: 0.2 - 0.1*(0.8 + 0.4) = 0.08
+    out2 = lateral_inhibition(u, M=2, beta=0.1)
+    torch.testing.assert_close(out2[:, 0], u.new_tensor([1.0, 0.56, 0.56, 0.08]))
+    # beta = 0 (float or tensor) and M = 0 are no inhibition: uhat = max(0, u)
+    for off in (
+        lateral_inhibition(u, 7, 0.0),
+        lateral_inhibition(u, 7, torch.tensor(0.0)),
+        lateral_inhibition(u, 0, 0.15),
+    ):
+        assert torch.equal(off, u)
+
+
+def test_lateral_inhibition_large_input_uses_blocks(device):
+    # More rows than one CPU block: the blocked loop must equal the plain formula.
+    g = torch.Generator().manual_seed(0)
+    u = torch.rand(3000, 200, generator=g, dtype=torch.float64).to(device)
+    top = u.topk(7, dim=0).values
+    ref = (u - 0.15 * sum(torch.relu(top[k] - u) for k in range(7))).clamp(min=0)
+    torch.testing.assert_close(lateral_inhibition(u, 7, 0.15), ref)
+
+
+def test_firing_by_hand(device):
+    uhat = torch.tensor([[0.5], [0.0], [0.9], [0.1]], dtype=torch.float64, device=device)
+    # a = sigmoid(5 * (uhat - 0.5)):
+    #   0.5 -> sigmoid(0) = 0.5;  0.9 -> sigmoid(2); 0.1 -> sigmoid(-2)
+    #   0.0 -> 0 by default; sigmoid(-2.5) with fire_zero (the literal formula)
+    out = fire(uhat, gamma=5.0, theta=0.5)
+    torch.testing.assert_close(out[:, 0], uhat.new_tensor([0.5, 0.0, sigmoid(2.0), sigmoid(-2.0)]))
+    assert out[1, 0].item() == 0.0  # exactly 0
+    out_z = fire(uhat, gamma=5.0, theta=0.5, fire_zero=True)
+    torch.testing.assert_close(
+        out_z[:, 0], uhat.new_tensor([0.5, sigmoid(-2.5), sigmoid(2.0), sigmoid(-2.0)])
+    )
+
+
+def test_one_full_step_by_hand(device):
+    # 0 -> 1 (w 1), 0 -> 2 (w 1), a(0) = [1, 0, 0]
+    ei = torch.tensor([[0, 0], [1, 2]], device=device)
+    w = torch.ones(2, dtype=torch.float64, device=device)
+    a0 = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64, device=device)
+    # u = [0.5*1, 0.8*1/2, 0.8*1/2] = [0.5, 0.4, 0.4]
+    # M = 7 -> 3; uhat1 = 0.4 - 0.15*(0.5-0.4) = 0.385 (same for node 2); uhat0 = 0.5
+    # a = [sigmoid(0), sigmoid(5*(0.385-0.5)), same] = [0.5, sigmoid(-0.575), sigmoid(-0.575)]
+    a1 = spreading_activation(ei, w, a0, num_nodes=3, T=1)
+    torch.testing.assert_close(a1[:, 0], a0.new_tensor([0.5, sigmoid(-0.575), sigmoid(-0.575)]))
+    # T = 0 returns a(0) itself
+    assert spreading_activation(ei, w, a0, num_nodes=3, T=0) is a0
+
+
+# --------------------------------------------------------------------------------------------
+# Plain-loop reference, straight from SPEC §1.2 (loops over columns, steps, edges and nodes).
+# --------------------------------------------------------------------------------------------
+def reference_dynamics(edges, num_nodes, a0_cols, params, *, M, T, fan, fire_zero, masks=None):
+    """edges: list of (j, i, w); a0_cols: list of B lists of N floats; params: list of B dicts
+    with S, delta, beta, gamma, theta; masks: list of B sets of allowed nodes (or None)."""
+    fan_count = [0] * num_nodes
+    for j, _, _ in edges:
+        fan_count[j] += 1
+    out = []
+    for b, a0 in enumerate(a0_cols):
+        p = params[b]
+        allowed = set(range(num_nodes)) if masks is None else masks[b]
+        a = list(a0)
+        for _ in range(T):
+            u = [(1 - p["delta"]) * a[i] for i in range(num_nodes)]
+            for j, i, w in edges:
+                u[i] += p["S"] * w * a[j] / (fan_count[j] if fan else 1)
+            u = [u[i] if i in allowed else 0.0 for i in range(num_nodes)]
+            top = sorted((u[i] for i in allowed), reverse=True)[:M]
+            uhat = []
+            for i in range(num_nodes):
+                inhibition = sum(uk - u[i] for uk in top if uk > u[i])
+                uhat.append(max(0.0, u[i] - p["beta"] * inhibition))
+            a = []
+            for i in range(num_nodes):
+                if i not in allowed or (uhat[i] == 0 and not fire_zero):
+                    a.append(0.0)
+                else:
+                    a.append(sigmoid(p["gamma"] * (uhat[i] - p["theta"])))
+        out.append(a)
+    return out
+
+
+def random_graph(seed, num_nodes, num_edges, device):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    w = torch.rand(num_edges, generator=g, dtype=torch.float64)
+    return torch.stack([src, dst]).to(device), w.to(device), g
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("fan", [True, False])
+@pytest.mark.parametrize("fire_zero", [False, True])
+def test_batched_equals_plain_loop_reference(device, seed, fan, fire_zero):
+    num_nodes = 3 + seed  # 3 .. 8 nodes
+    ei, w, g = random_graph(seed, num_nodes, 2 * num_nodes, device)
+    B = 4
+    a0 = torch.rand(num_nodes, B, generator=g, dtype=torch.float64)
+    a0[torch.rand(num_nodes, B, generator=g) < 0.5] = 0.0  # energy on some anchors only
+    hp = {
+        "S": torch.rand(B, generator=g, dtype=torch.float64) + 0.3,
+        "delta": torch.rand(B, generator=g, dtype=torch.float64),
+        "beta": torch.rand(B, generator=g, dtype=torch.float64) * 0.4,
+        "gamma": torch.rand(B, generator=g, dtype=torch.float64) * 8 + 1,
+        "theta": torch.rand(B, generator=g, dtype=torch.float64),
+    }
+    M = 1 + seed % 4
+    out = spreading_activation(
+        ei,
+        w,
+        a0.to(device),
+        num_nodes=num_nodes,
+        M=M,
+        T=3,
+        fan=fan,
+        fire_zero=fire_zero,
+        **{k: v.to(device) for k, v in hp.items()},
+    )
+    edges = list(zip(ei[0].tolist(), ei[1].tolist(), w.tolist(), strict=True))
+    params = [{k: v[b].item() for k, v in hp.items()} for b in range(B)]
+    ref = reference_dynamics(
+        edges, num_nodes, a0.T.tolist(), params, M=M, T=3, fan=fan, fire_zero=fire_zero
+    )
+    for b in range(B):
+        torch.testing.assert_close(
+            out[:, b].cpu(), torch.tensor(ref[b], dtype=torch.float64), atol=1e-10, rtol=1e-10
+        )
+
+
+def test_node_mask_matches_reference_and_separate_graphs(device):
+    # Two conversations batched in one graph: nodes 0-3 and 4-8, no edges across.
+    ei_a, w_a, _ = random_graph(10, 4, 8, "cpu")
+    ei_b, w_b, _ = random_graph(11, 5, 10, "cpu")
+    ei = torch.cat([ei_a, ei_b + 4], dim=1)
+    w = torch.cat([w_a, w_b])
+    batch = torch.tensor([0] * 4 + [1] * 5)
+    query_graph = torch.tensor([0, 1, 1])
+    g = torch.Generator().manual_seed(3)
+    a0 = torch.rand(9, 3, generator=g, dtype=torch.float64)
+    mask = batch.view(-1, 1) == query_graph.view(1, -1)
+    a0 = a0 * mask
+    out = spreading_activation(
+        ei.to(device),
+        w.to(device),
+        a0.to(device),
+        num_nodes=9,
+        M=3,
+        fire_zero=True,
+        node_mask=mask.to(device),
+    ).cpu()
+    assert (out[~mask] == 0).all()
+    # each column equals a run on its own graph alone
+    for b, q in enumerate(query_graph.tolist()):
+        nodes = (batch == q).nonzero().view(-1)
+        ei_q, w_q = (ei_a, w_a) if q == 0 else (ei_b, w_b)
+        alone = spreading_activation(
+            ei_q, w_q, a0[nodes, b : b + 1], num_nodes=nodes.numel(), M=3, fire_zero=True
+        )
+        torch.testing.assert_close(out[nodes, b : b + 1], alone, atol=1e-12, rtol=1e-12)
+    # and the plain-loop reference with masks
+    edges = list(zip(ei[0].tolist(), ei[1].tolist(), w.tolist(), strict=True))
+    p = {"S": 0.8, "delta": 0.5, "beta": 0.15, "gamma": 5.0, "theta": 0.5}
+    masks = [set(mask[:, b].nonzero().view(-1).tolist()) for b in range(3)]
+    ref = reference_dynamics(
+        edges, 9, a0.T.tolist(), [p] * 3, M=3, T=3, fan=True, fire_zero=True, masks=masks
+    )
+    torch.testing.assert_close(out, torch.tensor(ref, dtype=torch.float64).T)
+    # an [N, 1] mask broadcasts over the columns
+    one = spreading_activation(
+        ei.to(device),
+        w.to(device),
+        a0.to(device),
+        num_nodes=9,
+        fire_zero=True,
+        node_mask=(batch == 1).view(-1, 1).to(device),
+    )
+    assert (one[:4] == 0).all()
+
+
+def test_permutation_equivariance(device):
+    ei, w, g = random_graph(5, 10, 30, device)
+    a0 = torch.rand(10, 6, generator=g, dtype=torch.float64).to(device)
+    out = spreading_activation(ei, w, a0, num_nodes=10)
+    perm = torch.randperm(10, generator=g).to(device)  # new node k is old node perm[k]
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(10, device=device)
+    out_p = spreading_activation(inv[ei], w, a0[perm], num_nodes=10)
+    torch.testing.assert_close(out_p, out[perm], atol=1e-12, rtol=1e-12)
+
+
+def test_trailing_isolated_nodes_keep_their_rows(device):
+    ei = torch.tensor([[0], [1]], device=device)
+    a0 = torch.zeros(6, 1, device=device)
+    a0[5, 0] = 1.0  # energy on an isolated trailing node
+    out = spreading_activation(ei, None, a0, num_nodes=6, T=1)
+    assert out.shape == (6, 1)
+    # u5 = 0.5 -> uhat5 = 0.5 (nobody above it) -> sigmoid(0) = 0.5
+    assert out[5, 0].item() == pytest.approx(0.5)
+    # and a graph without edges
+    out0 = spreading_activation(
+        torch.empty(2, 0, dtype=torch.long, device=device), None, a0, num_nodes=6, T=2
+    )
+    assert out0.shape == (6, 1) and (out0[:5] == 0).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Ablation switches change exactly what they should.
+# --------------------------------------------------------------------------------------------
+def test_no_fan_equals_weights_divided_by_one(device):
+    ei, w, g = random_graph(7, 8, 20, device)
+    a0 = torch.rand(8, 3, generator=g, dtype=torch.float64).to(device)
+    fan = fan_out(ei, 8).to(w.dtype)
+    # fan=False with weights w equals fan=True with weights w * fan(j)
+    off = spreading_activation(ei, w, a0, num_nodes=8, fan=False)
+    on_scaled = spreading_activation(ei, w * fan[ei[0]], a0, num_nodes=8, fan=True)
+    torch.testing.assert_close(off, on_scaled, atol=1e-12, rtol=1e-12)
+    assert not torch.allclose(off, spreading_activation(ei, w, a0, num_nodes=8))
+
+
+def manual_dynamics(
+    adj, a, T, *, S=0.8, delta=0.5, M=7, beta=0.15, gamma=5.0, theta=0.5, inhibit=True
+):
+    for _ in range(T):
+        u = propagate(adj, a, S=S, delta=delta)
+        uhat = lateral_inhibition(u, M, beta) if inhibit else u.clamp(min=0)
+        a = fire(uhat, gamma, theta)
+    return a
+
+
+def test_beta0_equals_skipping_inhibition(device):
+    ei, w, g = random_graph(8, 9, 25, device)
+    a0 = torch.rand(9, 4, generator=g, dtype=torch.float64).to(device)
+    adj = activation_adjacency(ei, w, 9)
+    skipped = manual_dynamics(adj, a0, 3, inhibit=False)
+    assert torch.equal(spreading_activation(ei, w, a0, num_nodes=9, beta=0.0), skipped)
+    assert torch.equal(
+        spreading_activation(ei, w, a0, num_nodes=9, beta=torch.zeros(4, device=device)), skipped
+    )
+    assert torch.equal(spreading_activation(ei, w, a0, num_nodes=9, M=0), skipped)
+    # inhibition on changes the result, and matches the composed building blocks
+    on = spreading_activation(ei, w, a0, num_nodes=9)
+    assert not torch.allclose(on, skipped)
+    assert torch.equal(on, manual_dynamics(adj, a0, 3))
+
+
+def test_delta_only_changes_self_retention(device):
+    ei, w, g = random_graph(9, 7, 15, device)
+    a = torch.rand(7, 3, generator=g, dtype=torch.float64).to(device)
+    adj = activation_adjacency(ei, w, 7)
+    spread = propagate(adj, a, S=0.8, delta=1.0)  # no retention: S * P a
+    torch.testing.assert_close(propagate(adj, a, S=0.8, delta=0.0), a + spread)  # no_decay
+    torch.testing.assert_close(propagate(adj, a, S=0.8, delta=0.5), 0.5 * a + spread)
+    # S = 0: only retention
+    torch.testing.assert_close(propagate(adj, a, S=0.0, delta=0.3), 0.7 * a)
+
+
+def test_T_composes_steps(device):
+    ei, w, g = random_graph(12, 8, 20, device)
+    a0 = torch.rand(8, 2, generator=g, dtype=torch.float64).to(device)
+    adj = activation_adjacency(ei, w, 8)
+    a = a0
+    for T in range(1, 5):
+        a = manual_dynamics(adj, a, 1)
+        assert torch.equal(spreading_activation(ei, w, a0, num_nodes=8, T=T), a)
+        assert torch.equal(activation_dynamics(adj, a0, T=T), a)
+
+
+def test_fire_zero_only_changes_silent_nodes(device):
+    ei = torch.tensor([[0], [1]], device=device)
+    a0 = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64, device=device)
+    quiet = spreading_activation(ei, None, a0, num_nodes=3, T=1)
+    loud = spreading_activation(ei, None, a0, num_nodes=3, T=1, fire_zero=True)
+    # node 2 gets nothing: 0 by default, sigmoid(-gamma*theta) = sigmoid(-2.5) literally
+    assert quiet[2, 0].item() == 0.0
+    assert loud[2, 0].item() == pytest.approx(sigmoid(-2.5))
+    assert torch.equal(quiet[:2], loud[:2])
+
+
+# --------------------------------------------------------------------------------------------
+# Per-column hyperparameters: one batched pass == separate scalar runs.
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_per_column_hyperparameters_equal_separate_runs(device, dtype):
+    ei, w, g = random_graph(21, 10, 30, device)
+    w = w.to(dtype)
+    n_queries, n_configs = 3, 5
+    a_q = torch.rand(10, n_queries, generator=g, dtype=dtype).to(device)
+    configs = {
+        "S": torch.tensor([0.8, 0.5, 1.0, 0.8, 0.3], dtype=dtype),
+        "delta": torch.tensor([0.5, 0.0, 0.2, 0.9, 0.5], dtype=dtype),
+        "beta": torch.tensor([0.15, 0.0, 0.3, 0.15, 0.05], dtype=dtype),
+        "gamma": torch.tensor([5.0, 2.0, 8.0, 5.0, 1.0], dtype=dtype),
+        "theta": torch.tensor([0.5, 0.2, 0.7, 0.1, 0.5], dtype=dtype),
+    }
+    # columns = (config, query) pairs, config-major
+    a0 = a_q.repeat(1, n_configs)
+    per_col = {k: v.repeat_interleave(n_queries).to(device) for k, v in configs.items()}
+    out = spreading_activation(ei, w, a0, num_nodes=10, **per_col)
+    for c in range(n_configs):
+        scalars = {k: v[c].item() for k, v in configs.items()}
+        sep = spreading_activation(ei, w, a_q, num_nodes=10, **scalars)
+        tol = 1e-6 if dtype == torch.float32 else 1e-12
+        torch.testing.assert_close(
+            out[:, c * n_queries : (c + 1) * n_queries], sep, atol=tol, rtol=tol
+        )
+
+
+def test_bad_hyperparameter_shape_and_inputs_raise():
+    ei = torch.tensor([[0], [1]])
+    a0 = torch.rand(2, 3)
+    with pytest.raises(ValueError, match="'S'"):
+        spreading_activation(ei, None, a0, num_nodes=2, S=torch.ones(2))
+    with pytest.raises(ValueError, match="num_nodes"):
+        spreading_activation(ei, None, torch.rand(1, 3), num_nodes=1)
+    with pytest.raises(ValueError, match="a0"):
+        spreading_activation(ei, None, torch.rand(3, 3), num_nodes=2)
+    with pytest.raises(ValueError, match="node_mask"):
+        spreading_activation(ei, None, a0, num_nodes=2, node_mask=torch.ones(2, 2, dtype=bool))
+
+
+def test_vector_a0_and_gradients():
+    ei, w, g = random_graph(30, 6, 12, "cpu")
+    a0 = torch.rand(6, generator=g, dtype=torch.float64)
+    out = spreading_activation(ei, w, a0, num_nodes=6)
+    assert out.shape == (6,)
+    torch.testing.assert_close(out, spreading_activation(ei, w, a0[:, None], num_nodes=6)[:, 0])
+    # differentiable in a(0) and in the (per-column) hyperparameters
+    gamma = torch.full((1,), 5.0, dtype=torch.float64, requires_grad=True)
+    a0g = a0[:, None].clone().requires_grad_(True)
+    spreading_activation(ei, w, a0g, num_nodes=6, gamma=gamma).sum().backward()
+    assert a0g.grad is not None and gamma.grad is not None
+    assert torch.isfinite(a0g.grad).all() and torch.isfinite(gamma.grad).all()
+
+
+# --------------------------------------------------------------------------------------------
+# In-place fast paths: same values as the out-of-place ones, inputs left alone unless asked.
+# --------------------------------------------------------------------------------------------
+def test_inputs_untouched_and_inplace_variants(device):
+    ei, w, g = random_graph(40, 300, 900, device)
+    a0 = torch.rand(300, 50, generator=g, dtype=torch.float64).to(device)  # several CPU blocks
+    a0_copy = a0.clone()
+    out = spreading_activation(ei, w, a0, num_nodes=300)
+    assert torch.equal(a0, a0_copy)
+    u = propagate(activation_adjacency(ei, w, 300), a0)
+    u_copy = u.clone()
+    uhat = lateral_inhibition(u, 7, 0.15)
+    assert torch.equal(u, u_copy)
+    assert torch.equal(lateral_inhibition(u_copy, 7, 0.15, inplace=True), uhat)
+    assert torch.equal(u_copy, uhat)  # written in place
+    a = fire(uhat, 5.0, 0.5)
+    assert torch.equal(fire(uhat.clone(), 5.0, 0.5, inplace=True), a)
+    # the autograd path (out-of-place formulas) gives the same values
+    a0_g = a0.clone().requires_grad_(True)
+    torch.testing.assert_close(
+        spreading_activation(ei, w, a0_g, num_nodes=300), out, atol=1e-12, rtol=1e-12
+    )

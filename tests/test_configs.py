@@ -1,0 +1,209 @@
+"""The Hydra configs: every option of every group and every experiment composes, every ``_target_``
+instantiates (offline, nothing loaded eagerly), and SPEC §1's hyperparameters are config values
+with the paper's defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONFIG_DIR / g).glob("*.yaml"))]
+EXPERIMENTS = [o for g, o in OPTIONS if g == "experiment"]
+ABLATIONS = ["no_gate", "beta0", "no_fan", "no_decay", "no_activation", "no_graph",
+             "vectors_only"]
+
+# SPEC §1: name -> (config key, the paper's value)
+SPEC_HPARAMS = {
+    "S": ("memory.params.S", 0.8),
+    "delta": ("memory.params.delta", 0.5),
+    "beta": ("memory.params.beta", 0.15),
+    "M": ("memory.params.M", 7),
+    "gamma": ("memory.params.gamma", 5.0),
+    "theta": ("memory.params.theta", 0.5),
+    "T": ("memory.params.T", 3),
+    "fan": ("memory.params.fan", True),
+    "lambda1": ("memory.params.lambda1", 0.5),
+    "lambda2": ("memory.params.lambda2", 0.3),
+    "lambda3": ("memory.params.lambda3", 0.2),
+    "tau_gate": ("memory.params.tau_gate", 0.12),
+    "k": ("memory.params.k", 30),
+    "tau_dup": ("memory.graph.tau_dup", 0.92),
+    "rho": ("memory.graph.rho", 0.01),
+    "N": ("memory.graph.window", 5),
+}
+
+
+def make_cfg(*overrides: str, output_dir: str = "/tmp/synapse_pt_test_unused",
+             config_name: str = "run") -> DictConfig:
+    """Compose ``configs/<config_name>.yaml`` with ``overrides`` (hydra runtime fields absent)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name, overrides=[*overrides, f"paths.output_dir={output_dir}"])
+
+
+def test_every_group_has_options():
+    assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
+                           "paths", "experiment", "hparams_search"}
+    assert set(EXPERIMENTS) == {"paper_main", *ABLATIONS}
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_composes_and_resolves(group, option):
+    cfg = make_cfg(f"{group}={option}")
+    # every interpolation resolves (mandatory ??? values excepted: llm=hf needs a model)
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    assert container["task_name"]
+    assert "_target_" in container["memory"]
+
+
+def test_hydra_launchers_and_sweeper_compose():
+    for launcher, target in (("local", "LocalLauncher"), ("slurm", "SlurmLauncher")):
+        cfg = make_cfg(f"hydra/launcher={launcher}", config_name="run")
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            full = compose("run", overrides=[f"hydra/launcher={launcher}"],
+                           return_hydra_config=True)
+        assert full.hydra.launcher._target_.endswith(target)
+        assert cfg.memory._target_.endswith("SynapseMemory")
+    assert full.hydra.launcher.timeout_min > 0
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        sweep = compose("run", overrides=["hparams_search=synapse_optuna", "dataset=sample"],
+                        return_hydra_config=True)
+    sweeper = sweep.hydra.sweeper
+    assert sweeper._target_.endswith("OptunaSweeper")
+    assert sweeper.direction == "maximize" and sweeper.n_jobs == 1
+    assert sweeper.sampler._target_ == "optuna.samplers.TPESampler"
+    assert sweeper.sampler.seed == sweep.seed
+    assert sweeper.storage.startswith("sqlite:///") and sweeper.storage.endswith("optuna.sqlite")
+    assert sweeper.study_name == "synapse_optuna_sample_recall@10.mean_q_1_4"
+    assert sweep.objective == "recall@10.mean_q_1_4"
+    assert set(sweeper.params) == {f"memory.params.{k}" for k in (
+        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
+        "k_anchor")}
+    assert sweep.memory._target_.endswith("SynapseMemory")
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_overrides(experiment):
+    cfg = make_cfg(f"experiment={experiment}")
+    base = make_cfg("experiment=paper_main")
+    assert cfg.experiment_name == experiment == cfg.task_name
+    assert experiment in cfg.tags
+    changed = {
+        "no_gate": {"memory.params.tau_gate": 0.0},
+        "beta0": {"memory.params.beta": 0.0},
+        "no_fan": {"memory.params.fan": False},
+        "no_decay": {"memory.params.delta": 0.0},
+        "no_activation": {"memory.params.lambda2": 0.0, "memory.params.T": 0,
+                          "memory.params.c_ret_source": "similarity"},
+        "no_graph": {"memory.use_graph": False},
+    }.get(experiment, {})
+    for key, value in changed.items():
+        assert OmegaConf.select(cfg, key) == value, key
+    if experiment == "vectors_only":
+        assert cfg.memory._target_.endswith("VectorRAG")
+    else:
+        assert cfg.memory._target_.endswith("SynapseMemory")
+        # nested experiments keep every other paper value of paper_main
+        for key, _ in SPEC_HPARAMS.values():
+            if key not in changed:
+                assert OmegaConf.select(cfg, key) == OmegaConf.select(base, key), key
+
+
+def test_spec_hyperparameters_have_paper_defaults():
+    cfg = make_cfg()
+    for name, (key, value) in SPEC_HPARAMS.items():
+        assert OmegaConf.select(cfg, key) == value, f"SPEC {name} = {key}"
+    text = (CONFIG_DIR / "memory" / "synapse.yaml").read_text()
+    for name, (key, _) in SPEC_HPARAMS.items():
+        line = next(ln for ln in text.splitlines()
+                    if ln.strip().startswith(key.rsplit(".", 1)[1] + ":"))
+        assert "#" in line or name == "N", f"{key} has no comment"
+    assert "SPEC's N is this `window`" in text
+
+
+def test_defaults_run_offline():
+    cfg = make_cfg()
+    assert cfg.llm.name == "none" and cfg.logger.name == "none" and cfg.eval.mode == "retrieval"
+    assert cfg.embedder.model.startswith("bundled:")
+    assert cfg.extractor.llm_free
+
+
+def test_dataset_path_from_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("SYNAPSE_DATA", str(tmp_path / "locomo10.json"))
+    assert make_cfg().dataset.path == str(tmp_path / "locomo10.json")
+    assert make_cfg("dataset.path=/x/y.json").dataset.path == "/x/y.json"
+
+
+@pytest.mark.parametrize("option", ["hashing", "minilm"])
+def test_instantiate_embedders(option, tmp_path):
+    from synapse_pt.models.base import TextEncoder
+
+    cfg = make_cfg(f"embedder={option}", f"paths.cache_dir={tmp_path}")
+    encoder = instantiate(cfg.embedder, _convert_="all")
+    assert isinstance(encoder, TextEncoder)
+    assert encoder.encode(["hello world"]).shape == (1, encoder.dim)
+
+
+@pytest.mark.parametrize("option", ["none", "smollm2", "openai", "vllm"])
+def test_instantiate_llm_backends(option, tmp_path, monkeypatch):
+    """Backends construct offline: weights load on first use, no request is sent."""
+    from synapse_pt.models.llm.base import LLM
+    from synapse_pt.models.llm.none import NoLLM
+    from synapse_pt.run import build_llm
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = make_cfg(f"llm={option}", f"paths.cache_dir={tmp_path}")
+    backend = instantiate(cfg.llm.backend, _convert_="all")
+    assert isinstance(backend, LLM)
+    assert isinstance(backend, NoLLM) == (option == "none")
+    assert (build_llm(cfg.llm) is None) == (option == "none")
+
+
+def test_llm_hf_needs_a_model(tmp_path):
+    """``llm=hf`` without a model is an error, not the backend's default model."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    from synapse_pt.run import build_llm, run
+
+    cfg = make_cfg("llm=hf")
+    with pytest.raises(ValueError, match=r"llm=hf: no value for \['llm.backend.model'\]"):
+        build_llm(cfg.llm)
+    cfg = make_cfg("llm=hf", "dataset=sample", output_dir=str(tmp_path))
+    with pytest.raises(MissingMandatoryValue, match="llm.backend.model"):
+        run(cfg)
+    cfg = make_cfg("llm=hf", "llm.backend.model=bundled:smollm2")
+    assert instantiate(cfg.llm.backend, _convert_="all").model == "bundled:smollm2"
+
+
+@pytest.mark.parametrize("option", [o for g, o in OPTIONS if g == "memory"])
+def test_instantiate_memories(option):
+    from synapse_pt.memory.base import MemorySystem
+    from synapse_pt.run import build_extractor, build_memory
+
+    cfg = make_cfg(f"memory={option}", "embedder=hashing")
+    encoder = instantiate(cfg.embedder, _convert_="all")
+    memory = build_memory(cfg.memory, encoder=encoder,
+                          extractor=build_extractor(cfg.extractor, encoder, None))
+    assert isinstance(memory, MemorySystem)
+    assert memory.describe()["memory"]
+
+
+def test_synapse_memory_gets_every_param():
+    from synapse_pt.run import build_extractor, build_memory
+
+    cfg = make_cfg("embedder=hashing", "memory.params.beta=0.33", "memory.graph.window=7")
+    encoder = instantiate(cfg.embedder, _convert_="all")
+    memory = build_memory(cfg.memory, encoder=encoder,
+                          extractor=build_extractor(cfg.extractor, encoder, None))
+    assert memory.params.beta == 0.33 and memory.builder.window == 7
+    for name, (key, _) in SPEC_HPARAMS.items():
+        if key.startswith("memory.params."):
+            assert getattr(memory.params, key.rsplit(".", 1)[1]) == OmegaConf.select(cfg, key), name

@@ -1,0 +1,108 @@
+"""``run(cfg)`` for every experiment file in smoke mode on the shipped sample, the objective lookup,
+and the CLI once as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
+
+from synapse_pt.run import flatten_metrics, lookup_metric, run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
+
+
+def smoke_cfg(tmp_path: Path, *overrides: str):
+    return make_cfg(*FAST, f"paths.cache_dir={tmp_path / 'cache'}", *overrides,
+                    output_dir=str(tmp_path / "run"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_smoke_run(experiment, tmp_path):
+    cfg = smoke_cfg(tmp_path, f"experiment={experiment}")
+    metrics = run(cfg)
+    out = tmp_path / "run"
+    for name in ("config.yaml", "predictions.parquet", "metrics.json", "timing.json"):
+        assert (out / name).is_file(), name
+    assert sorted(p.name for p in (out / "tables").glob("*.md")) == [
+        "main_recall@10.md", "main_recall@30.md", "main_recall@5.md"]
+    assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+    saved = OmegaConf.load(out / "config.yaml")
+    assert saved.experiment_name == experiment and saved.paths.output_dir == str(out)
+
+    ident = metrics["identity"]
+    assert ident["experiment"] == experiment and ident["smoke"] is True
+    assert ident["dataset"]["name"] == "sample" and ident["dataset"]["conversations"] == 1
+    assert ident["eval_mode"] == "retrieval" and ident["llm"] is None
+    n = ident["dataset"]["questions"]
+    assert 0 < n <= 12
+    preds = pd.read_parquet(out / "predictions.parquet")
+    assert len(preds) == n and preds["prediction"].isna().all()  # retrieval mode: no answers
+    for k in (5, 10, 30):
+        assert 0.0 <= metrics["metrics"][f"recall@{k}"]["mean_q_1_4"] <= 1.0
+    assert 0.0 <= lookup_metric(metrics, cfg.objective) <= 1.0
+    rej = metrics["retrieval"]
+    assert rej["num_questions"] == n
+    assert set(flatten_metrics(metrics)) >= {"recall@10/mean_q_1_4", "retrieval/gated_rate"}
+    timing = json.loads((out / "timing.json").read_text())
+    assert timing["ingest_seconds"] > 0
+
+    memory = ident["memory"]
+    if experiment == "vectors_only":
+        assert memory["memory"] == "vector_rag"
+        assert saved.memory._target_.endswith("VectorRAG")
+        assert rej["gated_rate"] == 0.0  # dense top-k, no gate
+    else:
+        assert memory["memory"] == "synapse"
+        assert memory["use_graph"] == (experiment != "no_graph")
+        assert memory["llm_free_extractor"] is True
+    if experiment == "no_gate":
+        assert saved.memory.params.tau_gate == 0.0
+        assert rej["gated_rate"] == 0.0 and rej["false_rejection_rate"] == 0.0
+    if experiment == "beta0":
+        assert saved.memory.params.beta == 0.0
+    if experiment == "no_fan":
+        assert saved.memory.params.fan is False
+    if experiment == "no_decay":
+        assert saved.memory.params.delta == 0.0
+    if experiment == "no_activation":
+        assert saved.memory.params.lambda2 == 0.0 and saved.memory.params.T == 0
+    if experiment == "no_graph":
+        assert memory["extractor"] == "none"
+
+
+def test_lookup_metric():
+    metrics = {"metrics": {"recall@10": {"mean_q_1_4": 0.25, "temporal": 0.5, "n": {"x": 3}}},
+               "retrieval": {"false_rejection_rate": 0.1}}
+    assert lookup_metric(metrics, "recall@10.mean_q_1_4") == 0.25
+    assert lookup_metric(metrics, "retrieval.false_rejection_rate") == 0.1
+    with pytest.raises(KeyError) as err:
+        lookup_metric(metrics, "f1_official.mean_cat_1_4")
+    msg = str(err.value)
+    assert "objective 'f1_official.mean_cat_1_4' not found" in msg
+    assert "recall@10.mean_q_1_4" in msg and "recall@10.temporal" in msg
+    with pytest.raises(KeyError, match="not found"):  # a section, not a number
+        lookup_metric(metrics, "recall@10")
+
+
+def test_cli_prints_outputs_and_objective(tmp_path):
+    out = tmp_path / "cli_run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "synapse_pt.run", *FAST, f"hydra.run.dir={out}",
+         f"paths.cache_dir={tmp_path / 'cache'}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"[synapse_pt] outputs: {out.resolve()}" in proc.stdout
+    assert "[synapse_pt] objective recall@10.mean_q_1_4 = " in proc.stdout
+    assert "ingest" in proc.stderr  # the progress bar
+    assert (out / "metrics.json").is_file() and (out / ".hydra" / "config.yaml").is_file()
+    value = float(proc.stdout.rsplit("= ", 1)[1].split()[0])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert value == pytest.approx(lookup_metric(metrics, "recall@10.mean_q_1_4"), rel=1e-5)
