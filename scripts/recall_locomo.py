@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from synapse_pt.data import category_names, load_locomo
 from synapse_pt.eval.aggregate import per_category
@@ -38,7 +39,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--encoder", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--cache-dir", default=str(REPO / ".cache" / "embeddings"))
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     dataset = load_locomo(args.data)
     if args.encoder == "minilm":
@@ -77,10 +81,11 @@ def main() -> None:
                      "c_ret_auc": summary["c_ret_auc_adversarial"]})
     pd.set_option("display.width", 160)
     pd.set_option("display.float_format", lambda v: f"{v:.3f}")
-    print(pd.concat(frames).reset_index().rename(columns={"index": "category"})
-          .pivot(index="category", columns="system"))
+    table = (pd.concat(frames).reset_index().rename(columns={"index": "category"})
+             .pivot(index="category", columns="system"))
+    print(table.to_string())
     timing = pd.DataFrame(rows).set_index("system")
-    print(timing)
+    print(timing.to_string())
     print(f"synapse_batched_retrieval_s: {timing.loc['synapse', 'batched_retrieve_s']:.3f} s")
 
 

@@ -235,8 +235,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             tracker.log_table(f"tables/{name}", table)
         if getattr(tracker, "log_predictions", False):
             tracker.log_table("predictions", df)
-        for path in (output_dir / "metrics.json", output_dir / "config.yaml"):
-            tracker.log_file(path)
+        tracker.log_file(output_dir / "metrics.json")  # the config is the W&B run's config
         log.info("outputs written to %s", output_dir.resolve())
         print(f"[synapse_pt] outputs: {output_dir.resolve()}")
         exit_code = 0

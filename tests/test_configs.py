@@ -149,7 +149,10 @@ def test_instantiate_embedders(option, tmp_path):
     cfg = make_cfg(f"embedder={option}", f"paths.cache_dir={tmp_path}")
     encoder = instantiate(cfg.embedder, _convert_="all")
     assert isinstance(encoder, TextEncoder)
-    assert encoder.encode(["hello world"]).shape == (1, encoder.dim)
+    if option == "hashing":  # MiniLM loads its weights on first use (tests/models cover that)
+        assert encoder.encode(["hello world"]).shape == (1, encoder.dim)
+    else:
+        assert encoder.dim == 384 and encoder._model is None
 
 
 @pytest.mark.parametrize("option", ["none", "smollm2", "openai", "vllm"])

@@ -106,3 +106,50 @@ def test_cli_prints_outputs_and_objective(tmp_path):
     value = float(proc.stdout.rsplit("= ", 1)[1].split()[0])
     metrics = json.loads((out / "metrics.json").read_text())
     assert value == pytest.approx(lookup_metric(metrics, "recall@10.mean_q_1_4"), rel=1e-5)
+
+
+def load_make_tables():
+    """``scripts/make_tables.py`` as a module (scripts/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tables",
+                                                  REPO_ROOT / "scripts" / "make_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_tables_on_two_runs(tmp_path, capsys):
+    make_tables = load_make_tables()
+    # a multirun-like folder: numbered job folders below one sweep folder
+    for i, experiment in enumerate(["no_gate", "paper_main"]):
+        cfg = make_cfg(*FAST, f"experiment={experiment}", f"paths.cache_dir={tmp_path / 'c'}",
+                       output_dir=str(tmp_path / "sweep" / f"{i}_{experiment}"))
+        run(cfg)
+    out = tmp_path / "tables"
+    assert make_tables.main([str(tmp_path / "sweep"), "--out", str(out)]) == 0
+    assert "2 runs (paper_main, no_gate)" in capsys.readouterr().out  # baseline first
+
+    for name in ("main_recall@10", "ablation_recall@10", "delta_recall@10", "rejection",
+                 "paper_ablations", "runs"):
+        assert (out / f"{name}.md").is_file() and (out / f"{name}.tex").is_file(), name
+    ablation = (out / "ablation_recall@10.md").read_text().splitlines()
+    assert ablation[0].split("|")[1:7] == [" config ", " multi-hop ", " temporal ",
+                                          " open-domain ", " single-hop ", " adversarial "]
+    assert [ln.split("|")[1].strip() for ln in ablation[2:]] == ["paper_main", "no_gate"]
+    rejection = (out / "rejection.md").read_text()
+    no_gate = next(ln for ln in rejection.splitlines() if ln.startswith("| no_gate "))
+    assert no_gate.split("|")[2].strip() == "0.000"  # true rejection: nothing gated
+    assert "\\begin{tabular}" in (out / "ablation_recall@10.tex").read_text()
+    delta = (out / "delta_recall@10.md").read_text()
+    assert "| paper_main | +0.0 |" in delta
+    combined = (out / "tables.md").read_text()
+    assert "### ablation_recall@10 (recall@10, x100)" in combined
+    assert "### paper_ablations" in combined and "67.2" in combined
+
+    # a run folder named twice (directly and through its parent) is read once
+    runs, _ = make_tables.load_runs(make_tables.find_runs(
+        [tmp_path / "sweep" / "0_no_gate", tmp_path / "sweep"]))
+    assert list(runs) == ["no_gate", "paper_main"]
+    with pytest.raises(FileNotFoundError, match="no metrics.json"):
+        make_tables.find_runs([tmp_path / "tables"])

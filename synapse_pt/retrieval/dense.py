@@ -23,8 +23,11 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch
     """Top-``k`` rows per column of ``scores`` ``[N, B]`` among the rows where ``mask`` is True.
 
     Returns ``(values [k, B], indices [k, B])``; where a column has fewer than ``k`` allowed rows the
-    surplus entries have value ``-inf`` (callers drop them).
+    surplus entries have value ``-inf`` (callers drop them). Ties are broken by the lower node index
+    (a stable sort, unlike ``topk``), so the ranking does not depend on how many other nodes or
+    conversations share the tensor, nor on the device.
     """
     k = min(k, scores.shape[0])
     masked = scores.masked_fill(~mask, float("-inf"))
-    return masked.topk(k, dim=0)
+    values, indices = masked.sort(dim=0, descending=True, stable=True)
+    return values[:k], indices[:k]

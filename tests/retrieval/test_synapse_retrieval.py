@@ -1,0 +1,159 @@
+"""SYNAPSE retrieval orchestration: triggers -> energy -> dynamics -> score -> top-k -> gate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from synapse_pt.data import load_locomo, sample_path
+from synapse_pt.data.records import Conversation
+from synapse_pt.graph.extraction import KeywordConceptExtractor
+from synapse_pt.memory.synapse import SynapseMemory
+from synapse_pt.models.hashing import HashingEncoder
+from synapse_pt.nn.functional import spreading_activation
+from synapse_pt.retrieval.anchors import initial_energy
+from synapse_pt.retrieval.scoring import gate, retrieval_confidence, triple_score
+from synapse_pt.retrieval.synapse import SynapseParams, synapse_retrieve
+
+
+def test_initial_energy_dense_and_bm25_only_anchors():
+    # 4 nodes, 1 query. cos: node 0 best; bm25: node 3 best, node 0 second.
+    cos = torch.tensor([[0.9], [0.5], [-0.2], [0.1]])
+    bm25 = torch.tensor([[2.0], [0.0], [0.0], [4.0]])
+    mask = torch.ones(4, 1, dtype=torch.bool)
+    a0, anchors = initial_energy(cos, bm25, mask, k_anchor=2)
+    # dense anchors {0, 1} get their cosine; node 3 is a BM25-only anchor: 4 / max(4) = 1
+    assert anchors[:, 0].tolist() == [True, True, False, True]
+    assert a0[:, 0].tolist() == pytest.approx([0.9, 0.5, 0.0, 1.0])
+    a0_dense, anchors_dense = initial_energy(cos, bm25, mask, k_anchor=2, use_bm25=False)
+    assert a0_dense[:, 0].tolist() == pytest.approx([0.9, 0.5, 0.0, 0.0])
+
+
+def test_anchor_never_outside_own_graph():
+    cos = torch.tensor([[0.9, 0.9], [0.1, 0.1]])
+    mask = torch.tensor([[True, False], [False, True]])
+    a0, anchors = initial_energy(cos, torch.zeros(2, 2), mask, k_anchor=5)
+    assert anchors.tolist() == [[True, False], [False, True]]
+    assert torch.allclose(a0, torch.tensor([[0.9, 0.0], [0.0, 0.1]]))
+
+
+def test_triple_score_gate_and_confidence():
+    cos = torch.tensor([[0.8], [0.2]])
+    act = torch.tensor([[0.1], [0.9]])
+    pr = torch.tensor([0.0, 1.0])
+    s = triple_score(cos, act, pr, 0.5, 0.3, 0.2)
+    assert s[:, 0].tolist() == pytest.approx([0.5 * 0.8 + 0.3 * 0.1, 0.5 * 0.2 + 0.3 * 0.9 + 0.2])
+    top = s.argmax(dim=0)
+    c_ret = retrieval_confidence(act, top)
+    assert c_ret.tolist() == pytest.approx([0.9])
+    assert gate(c_ret, 0.95).tolist() == [True] and gate(c_ret, 0.12).tolist() == [False]
+
+
+def _two_graph_inputs():
+    torch.manual_seed(0)
+    n, d, b = 12, 8, 5
+    x = torch.nn.functional.normalize(torch.randn(n, d), dim=1)
+    node_graph = torch.tensor([0] * 7 + [1] * 5)
+    src = torch.randint(0, 7, (20,))
+    dst = torch.randint(0, 7, (20,))
+    src2 = torch.randint(7, 12, (10,))
+    dst2 = torch.randint(7, 12, (10,))
+    edge_index = torch.stack([torch.cat([src, src2]), torch.cat([dst, dst2])])
+    edge_weight = torch.rand(30)
+    q = torch.nn.functional.normalize(torch.randn(b, d), dim=1)
+    qg = torch.tensor([0, 1, 0, 1, 1])
+    bm25 = torch.rand(n, b) * (node_graph[:, None] == qg[None, :])
+    return dict(x=x, node_graph=node_graph, edge_index=edge_index, edge_weight=edge_weight,
+                pagerank_unit=torch.rand(n), query_emb=q, query_graph=qg, bm25=bm25)
+
+
+def test_synapse_retrieve_matches_composition_and_masks_graphs():
+    inputs = _two_graph_inputs()
+    p = SynapseParams(k=4, k_anchor=3)
+    out = synapse_retrieve(**inputs, params=p)
+    # every returned node lies in its query's own graph
+    own = inputs["node_graph"][out.index] == inputs["query_graph"][:, None]
+    assert own[out.valid].all()
+    # recompute by hand from the parts
+    mask = inputs["node_graph"][:, None] == inputs["query_graph"][None, :]
+    cos = inputs["x"] @ inputs["query_emb"].T
+    a0, _ = initial_energy(cos, inputs["bm25"], mask, 3)
+    act = spreading_activation(inputs["edge_index"], inputs["edge_weight"], a0, num_nodes=12,
+                               node_mask=mask)
+    score = triple_score(cos, act, inputs["pagerank_unit"]).masked_fill(~mask, float("-inf"))
+    top = score.topk(4, dim=0)
+    assert torch.equal(out.index, top.indices.T)
+    assert torch.allclose(out.c_ret, act.gather(0, top.indices[:1])[0])
+    assert torch.equal(out.gated, out.c_ret < 0.12)
+
+
+def test_per_column_params_equal_separate_runs():
+    inputs = _two_graph_inputs()
+    betas = torch.tensor([0.0, 0.15, 0.3, 0.15, 0.0])
+    batched = synapse_retrieve(**inputs, params=SynapseParams(k=4, beta=betas))
+    for col, beta in enumerate(betas.tolist()):
+        one = synapse_retrieve(**inputs, params=SynapseParams(k=4, beta=beta))
+        assert torch.equal(batched.index[col], one.index[col])
+        assert batched.c_ret[col] == pytest.approx(float(one.c_ret[col]))
+    sub = SynapseParams(k=4, beta=betas).select(torch.tensor([1, 2]))
+    assert sub.beta.tolist() == pytest.approx([0.15, 0.3])
+
+
+@pytest.fixture(scope="module")
+def two_conversations():
+    ds = load_locomo(sample_path())
+    conv = ds.conversations[0]
+    renamed = Conversation("sample-2", conv.speaker_a, conv.speaker_b, conv.sessions[:2],
+                           tuple(dataclasses.replace(q, sample_id="sample-2")
+                                 for q in conv.questions))
+    renamed_sessions = tuple(
+        dataclasses.replace(s, turns=tuple(dataclasses.replace(t, sample_id="sample-2")
+                                           for t in s.turns))
+        for s in renamed.sessions)
+    renamed = dataclasses.replace(renamed, sessions=renamed_sessions)
+    return [conv, renamed]
+
+
+def _memory(**params):
+    enc = HashingEncoder(128)
+    return SynapseMemory(enc, KeywordConceptExtractor(enc), params=params)
+
+
+def test_memory_grouped_equals_single_block(two_conversations):
+    questions = [q for c in two_conversations for q in c.questions]
+    mem = _memory(k=10)
+    mem.ingest(two_conversations)
+    grouped = mem.retrieve(questions)
+    mem.group_by_graph = False
+    single = mem.retrieve(questions)
+    assert grouped.node_ids() == single.node_ids()
+    assert torch.allclose(grouped.c_ret, single.c_ret)
+    assert torch.equal(grouped.gated, single.gated)
+    # a question of the renamed copy only sees its own (two-session) conversation
+    n1 = sum(1 for q in questions if q.sample_id == "sample-1")
+    for row in grouped.node_ids()[n1:]:
+        assert all(not nid.startswith("D3:") for nid in row)
+
+
+def test_memory_rank_episodic_only(two_conversations):
+    questions = list(two_conversations[0].questions)
+    mem = _memory(k=10, rank_episodic_only=True)
+    mem.ingest(two_conversations[:1])
+    result = mem.retrieve(questions)
+    assert all(it.kind == "episodic" for row in result.items for it in row)
+    assert all(len(row) == 10 for row in result.items)
+    everything = _memory(k=10)
+    everything.ingest(two_conversations[:1])
+    assert any(it.kind == "semantic" for row in everything.retrieve(questions).items
+               for it in row)
+
+
+def test_no_graph_memory_has_no_edges_and_no_concepts(two_conversations):
+    enc = HashingEncoder(64)
+    mem = SynapseMemory(enc, KeywordConceptExtractor(enc), use_graph=False)
+    mem.ingest(two_conversations[:1])
+    assert mem.batch.num_edges == 0
+    assert mem.batch.num_nodes == two_conversations[0].num_turns
+    assert mem.describe()["use_graph"] is False
