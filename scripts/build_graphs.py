@@ -11,7 +11,6 @@ embedding, consolidation). The last line is ``build_graphs_total_s: <seconds>``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 
 from synapse_pt.data.locomo import load_locomo
+from synapse_pt.data.source import default_locomo_path
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import ASSOCIATION_WEIGHTINGS, GraphBuilder
 from synapse_pt.graph.extraction import KeywordConceptExtractor
@@ -27,14 +27,9 @@ from synapse_pt.models.hashing import HashingEncoder
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def default_data() -> str:
-    return os.environ.get("SYNAPSE_DATA") or str(REPO_ROOT.parent / "shared" / "data"
-                                                 / "locomo10.json")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=default_data(),
+    p.add_argument("--data", default=default_locomo_path(),
                    help="LoCoMo JSON file (default: $SYNAPSE_DATA, else "
                         "../shared/data/locomo10.json)")
     p.add_argument("--encoder", choices=("hashing", "minilm"), default="minilm")

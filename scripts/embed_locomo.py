@@ -10,7 +10,6 @@ included, so a rerun measures the cache).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,19 +17,15 @@ from pathlib import Path
 import torch
 
 from synapse_pt.data.locomo import load_locomo
+from synapse_pt.data.source import default_locomo_path
 from synapse_pt.models.embedder import HFEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def default_data() -> str:
-    return os.environ.get("SYNAPSE_DATA") or str(REPO_ROOT.parent / "shared" / "data"
-                                                 / "locomo10.json")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=default_data(),
+    p.add_argument("--data", default=default_locomo_path(),
                    help="LoCoMo JSON file (default: $SYNAPSE_DATA, else "
                         "../shared/data/locomo10.json)")
     p.add_argument("--cache-dir", default=".cache/embeddings",

@@ -10,7 +10,6 @@ of each batched call. The last line is the SYNAPSE batched-call time.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pandas as pd
 import torch
 
 from synapse_pt.data import category_names, load_locomo
+from synapse_pt.data.source import default_locomo_path
 from synapse_pt.eval.aggregate import per_category
 from synapse_pt.eval.pipeline import EvalSettings, prediction_frame, retrieval_summary
 from synapse_pt.graph.extraction import KeywordConceptExtractor
@@ -28,14 +28,10 @@ from synapse_pt.models.hashing import HashingEncoder
 REPO = Path(__file__).resolve().parents[1]
 
 
-def default_data() -> str:
-    return os.environ.get("SYNAPSE_DATA") or str(REPO.parent / "shared" / "data" / "locomo10.json")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=default_data())
+    parser.add_argument("--data", default=default_locomo_path())
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--encoder", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--cache-dir", default=str(REPO / ".cache" / "embeddings"))

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import time
 from pathlib import Path
 
 import torch
 
 from synapse_pt.data import load_locomo
+from synapse_pt.data.source import default_locomo_path
 from synapse_pt.eval.pipeline import EvalSettings, prediction_frame, retrieval_summary
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.synapse import SynapseMemory
@@ -42,8 +42,7 @@ VARIANTS: dict[str, dict] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.environ.get("SYNAPSE_DATA") or str(
-        REPO.parent / "shared" / "data" / "locomo10.json"))
+    parser.add_argument("--data", default=default_locomo_path())
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--cache-dir", default=str(REPO / ".cache" / "embeddings"))

@@ -9,7 +9,7 @@ from .records import Dataset
 
 
 def turns_frame(dataset: Dataset) -> pd.DataFrame:
-    """One row per turn: sample_id, session, turn index, dia_id, speaker, text, caption, timestamp."""
+    """One row per turn: sample_id, session, turn index, dia_id, speaker, text, caption, time."""
     rows = [
         {
             "sample_id": t.sample_id,

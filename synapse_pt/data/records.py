@@ -46,9 +46,9 @@ class Question:
     """One QA item.
 
     ``answer`` is the gold answer as a string (integers in the release are converted, ``None`` for
-    the adversarial items that only carry ``adversarial_answer``). ``evidence`` holds canonical ids of
-    existing turns; ``evidence_raw`` the release's strings; ``evidence_unresolved`` every raw piece
-    that could not be resolved.
+    the adversarial items that only carry ``adversarial_answer``). ``evidence`` holds canonical
+    ids of existing turns; ``evidence_raw`` the release's strings; ``evidence_unresolved`` every
+    raw piece that could not be resolved.
     """
 
     sample_id: str
@@ -117,7 +117,7 @@ class Dataset:
         return sum(len(c.questions) for c in self.conversations)
 
     def unresolved_evidence(self) -> list[tuple[str, int, str]]:
-        """``(sample_id, qa_index, raw piece)`` for every evidence piece that could not be resolved."""
+        """``(sample_id, qa_index, raw piece)`` for every evidence piece that was not resolved."""
         return [
             (q.sample_id, q.qa_index, piece)
             for q in self.questions()

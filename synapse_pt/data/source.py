@@ -49,6 +49,12 @@ class ResolvedSource:
         return self.origin == "sample"
 
 
+def default_locomo_path() -> str:
+    """For scripts: ``$SYNAPSE_DATA``, else ``../shared/data/locomo10.json`` beside the checkout."""
+    repo_root = Path(__file__).resolve().parents[2]
+    return os.environ.get(ENV_VAR) or str(repo_root.parent / "shared" / "data" / LOCOMO_FILENAME)
+
+
 def sample_path() -> Path:
     """The small conversation shipped with the package (for smoke runs and tests)."""
     return Path(str(resources.files("synapse_pt.data").joinpath("sample/sample_conversation.json")))

@@ -105,8 +105,8 @@ class TurnMemory(MemorySystem):
         gated = (c_ret < self.tau_gate) if self.tau_gate is not None else torch.zeros_like(
             c_ret, dtype=torch.bool)
         items = []
-        for q, row_idx, row_score, row_ok in zip(questions, idx.T.tolist(), top.T.tolist(),
-                                                 valid.T.tolist(), strict=True):
+        for row_idx, row_score, row_ok in zip(idx.T.tolist(), top.T.tolist(), valid.T.tolist(),
+                                              strict=True):
             items.append([self.registry.episodic_item(*self.keys[i], s)
                           for i, s, ok in zip(row_idx, row_score, row_ok, strict=True) if ok])
         return RetrievalResult(items, c_ret.cpu(), gated.cpu())

@@ -61,7 +61,8 @@ class SynapseMemory(MemorySystem):
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
         self.extractor = extractor if use_graph else NoConceptExtractor()
-        self.params = params if isinstance(params, SynapseParams) else SynapseParams(**(params or {}))
+        self.params = (params if isinstance(params, SynapseParams)
+                       else SynapseParams(**(params or {})))
         self.device = torch.device(device)
         self.builder = GraphBuilder(encoder, self.extractor, device=str(self.device),
                                     **dict(graph or {}))

@@ -1,4 +1,4 @@
-"""Small interfaces every model backend implements, so memory systems never care which model runs."""
+"""Small interfaces every model backend implements: memory systems never see which model runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A model-free text encoder: hashed bag of words, L2-normalised.
 
-Not a stand-in for a sentence encoder's quality: a cheap, deterministic encoder for unit tests of the
-graph and retrieval layers, and a lexical baseline in its own right (named as such in results).
+Not a stand-in for a sentence encoder's quality: a cheap, deterministic encoder for unit tests of
+the graph and retrieval layers, and a lexical baseline in its own right (named as such in results).
 """
 
 from __future__ import annotations

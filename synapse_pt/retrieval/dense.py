@@ -6,7 +6,7 @@ import torch
 
 
 def cosine_scores(node_emb: torch.Tensor, query_emb: torch.Tensor) -> torch.Tensor:
-    """``[N, B]`` cosine similarities of L2-normalised node rows ``[N, d]`` and query rows ``[B, d]``.
+    """``[N, B]`` cosines of L2-normalised node rows ``[N, d]`` and query rows ``[B, d]``.
 
     Both inputs are expected to be unit-normalised (the embedders guarantee it), so the cosine is a
     single matmul.
@@ -19,13 +19,14 @@ def own_graph_mask(node_graph: torch.Tensor, query_graph: torch.Tensor) -> torch
     return node_graph[:, None] == query_graph[None, :]
 
 
-def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` rows per column of ``scores`` ``[N, B]`` among the rows where ``mask`` is True.
 
-    Returns ``(values [k, B], indices [k, B])``; where a column has fewer than ``k`` allowed rows the
-    surplus entries have value ``-inf`` (callers drop them). Ties are broken by the lower node index
-    (a stable sort, unlike ``topk``), so the ranking does not depend on how many other nodes or
-    conversations share the tensor, nor on the device.
+    Returns ``(values [k, B], indices [k, B])``; where a column has fewer than ``k`` allowed rows
+    the surplus entries have value ``-inf`` (callers drop them). Ties are broken by the lower node
+    index (a stable sort, unlike ``topk``), so the ranking does not depend on how many other nodes
+    or conversations share the tensor, nor on the device.
     """
     k = min(k, scores.shape[0])
     masked = scores.masked_fill(~mask, float("-inf"))

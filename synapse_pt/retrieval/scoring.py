@@ -32,7 +32,7 @@ def rank(score: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor,
 
 
 def retrieval_confidence(signal: torch.Tensor, top_index: torch.Tensor) -> torch.Tensor:
-    """``C_ret`` ``[B]``: ``signal`` ``[N, B]`` read at each query's top node ``top_index`` ``[B]``."""
+    """``C_ret`` ``[B]``: ``signal`` ``[N, B]`` read at each query's top node ``top_index``."""
     return signal.gather(0, top_index[None, :])[0]
 
 

@@ -44,7 +44,8 @@ class SynapseParams:
     k: int = 30
     k_anchor: int = 10
     bm25_trigger: bool = True
-    c_ret_source: str = "activation"  # "activation" (paper) or "similarity" (no_activation ablation)
+    # "activation" (paper) or "similarity" (the no_activation ablation)
+    c_ret_source: str = "activation"
     rank_episodic_only: bool = False  # True: semantic nodes spread activation but are not returned
 
     def __post_init__(self) -> None:
@@ -65,7 +66,7 @@ class SynapseParams:
 
 @dataclass
 class RankedBatch:
-    """Top-k per query. ``index``/``score``/``valid`` are ``[B, k]``; ``c_ret``/``gated`` ``[B]``."""
+    """Top-k per query: ``index``, ``score``, ``valid`` ``[B, k]``; ``c_ret``, ``gated`` ``[B]``."""
 
     index: torch.Tensor
     score: torch.Tensor

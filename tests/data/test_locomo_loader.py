@@ -70,7 +70,7 @@ def test_real_file_structure(locomo):
     turns = list(conv.turns())
     assert turns[0].dia_id == "D1:1" and turns[0].timestamp == datetime(2023, 5, 8, 13, 56)
     # turns in a session keep their order in time
-    assert all(b.timestamp > a.timestamp for a, b in zip(turns, turns[1:])
+    assert all(b.timestamp > a.timestamp for a, b in zip(turns, turns[1:], strict=False)
                if a.session_index == b.session_index)
     captioned = [t for t in turns if t.blip_caption]
     assert captioned and captioned[0].blip_caption in captioned[0].content
