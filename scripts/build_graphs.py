@@ -24,8 +24,6 @@ from synapse_pt.graph.consolidation import ASSOCIATION_WEIGHTINGS, GraphBuilder
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.models.hashing import HashingEncoder
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -20,8 +20,6 @@ from synapse_pt.data.locomo import load_locomo
 from synapse_pt.data.source import default_locomo_path
 from synapse_pt.models.embedder import HFEmbedder
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
