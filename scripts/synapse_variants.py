@@ -20,7 +20,12 @@ import torch
 
 from synapse_pt.data import load_locomo
 from synapse_pt.data.source import default_locomo_path
-from synapse_pt.eval.pipeline import EvalSettings, prediction_frame, retrieval_summary
+from synapse_pt.eval.pipeline import (
+    EvalSettings,
+    prediction_frame,
+    retrieval_summary,
+    retrieve_all,
+)
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.embedder import HFEmbedder
@@ -65,9 +70,7 @@ def main() -> None:
     default_r10 = float("nan")
     for label, change in VARIANTS.items():
         memory.params = dataclasses.replace(base, **change)
-        start = time.perf_counter()
-        result = memory.retrieve(questions)
-        seconds = time.perf_counter() - start
+        result, seconds = retrieve_all(memory, questions)  # blinded copies: no labels
         df = prediction_frame(questions, result, [0] * len(questions), None, EvalSettings())
         answerable = df[df["category"] < 5]
         summary = retrieval_summary(df)

@@ -54,6 +54,8 @@ class EvalSettings:
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
         max_answer_tokens: generation budget of an answer.
+        answer_stop: stop sequences of an answer (answers are short phrases; small models keep
+            writing new "Question:" lines otherwise).
         answer_batch_size: answer requests per ``llm.generate`` call.
         retrieval_batch_size: questions per ``memory.retrieve`` call (0: all at once).
         seed: seed of the answer requests (judge runs use ``seed + r``).
@@ -66,6 +68,7 @@ class EvalSettings:
     strict_evidence: bool = True
     category_date_instruction: bool = False  # the one label-reading exception; off when strict
     max_answer_tokens: int = 32
+    answer_stop: tuple[str, ...] = ("\n",)
     answer_batch_size: int = 64
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
@@ -141,7 +144,8 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
                                    strict_evidence=settings.strict_evidence,
                                    date_instruction=wants_date_instruction(q, settings))
         requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
-                                                temperature=0.0, seed=settings.seed)
+                                                temperature=0.0, seed=settings.seed,
+                                                stop=tuple(settings.answer_stop))
     return requests
 
 

@@ -116,14 +116,14 @@ def two_conversations():
     return [conv, renamed]
 
 
-def _memory(**params):
+def _memory(device="cpu", **params):
     enc = HashingEncoder(128)
-    return SynapseMemory(enc, KeywordConceptExtractor(enc), params=params)
+    return SynapseMemory(enc, KeywordConceptExtractor(enc), params=params, device=device)
 
 
-def test_memory_grouped_equals_single_block(two_conversations):
+def test_memory_grouped_equals_single_block(two_conversations, device):
     questions = [q for c in two_conversations for q in c.questions]
-    mem = _memory(k=10)
+    mem = _memory(device, k=10)
     mem.ingest(two_conversations)
     grouped = mem.retrieve(questions)
     mem.group_by_graph = False

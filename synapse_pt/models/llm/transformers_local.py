@@ -148,7 +148,8 @@ class TransformersLLM(LLM):
             minus the request's ``max_tokens``. A longer prompt raises :class:`LLMError` (never a
             silent truncation).
 
-    ``ChatResponse.latency_s`` is the wall time of the micro-batch that answered the request.
+    ``ChatResponse.latency_s`` is the wall time of the micro-batch that answered the request
+    divided by its size (amortised per request; ``meta['batch_latency_s']`` holds the batch's).
     ``model`` (the reference as given, e.g. ``"bundled:smollm2"``) names the model in result rows
     and price tables; :attr:`cache_identity` adds the weights' fingerprint and the dtype.
     Requests with ``temperature > 0`` sample after ``torch.manual_seed(seed)`` per micro-batch, so
@@ -286,13 +287,14 @@ class TransformersLLM(LLM):
                 chunk = indices[start:start + self.batch_size]
                 t0 = time.perf_counter()
                 answers = self._generate_batch([prompts[i] for i in chunk], requests[chunk[0]])
-                latency = time.perf_counter() - t0
+                batch_latency = time.perf_counter() - t0
+                latency = batch_latency / len(chunk)  # amortised: the batch's time per request
                 for i, answer in zip(chunk, answers, strict=True):
                     text, n_prompt, n_completion, finish = answer
                     results[i] = ChatResponse(
                         text=text, prompt_tokens=n_prompt, completion_tokens=n_completion,
                         latency_s=latency, model=self.model,
                         meta={"backend": self.backend, "finish_reason": finish,
-                              "batch_size": len(chunk)})
+                              "batch_size": len(chunk), "batch_latency_s": batch_latency})
                     on_response(i, results[i])
         return [r for r in results if r is not None]
