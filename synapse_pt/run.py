@@ -214,8 +214,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 "smoke": bool(cfg.smoke),
             },
             "metrics": summarize(df, metric_cols, names),
-            "retrieval": summary,
+            "retrieval": {k: v for k, v in summary.items() if not k.startswith("judge")},
         }
+        judge = {k: v for k, v in summary.items() if k.startswith("judge")}
+        if judge:
+            metrics["judge"] = judge
         if llm is not None and settings.mode == "qa":
             answered = df[~df["gated"]]
             usage = summarize_usage(
@@ -251,7 +254,7 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
         for key, value in per_cat.items():
             if key != "n" and isinstance(value, (int, float)):
                 flat[f"{metric}/{key}"] = float(value)
-    for section in ("retrieval", "usage"):
+    for section in ("retrieval", "judge", "usage"):
         for key, value in metrics.get(section, {}).items():
             if isinstance(value, (int, float)):
                 flat[f"{section}/{key}"] = float(value)

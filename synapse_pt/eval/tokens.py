@@ -32,7 +32,9 @@ class HFTokenCounter:
             tokenizer = bundled_minilm_path()
         else:
             self.name = f"hf:{tokenizer}"
-        self._tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+        # counting only: lift the model's 512-token input limit (and its warning)
+        self._tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True,
+                                                  model_max_length=10**9)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         if not texts:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from ..data.records import Conversation, Turn
 from ..models.base import TextEncoder
@@ -186,9 +187,12 @@ class GraphBuilder:
 
         graphs: list[MemoryGraph] = []
         turn_pos = window_pos = 0
+        bar = tqdm(total=len(flat), desc="consolidate windows", unit="window",
+                   disable=len(flat) < 50)
         for conv, turns, conv_windows in zip(conversations, turn_lists, windows, strict=True):
             graph = self.new_graph(conv.sample_id, num_turns=len(turns))
             for win in conv_windows:
+                bar.update(1)
                 cs = concepts[window_pos]
                 rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
                 self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
@@ -200,6 +204,7 @@ class GraphBuilder:
         self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
                              "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
                              "total_s": t4 - t0}
+        bar.close()
         return graphs
 
     def new_graph(self, sample_id: str, *, num_turns: int = 0) -> MemoryGraph:

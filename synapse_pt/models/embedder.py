@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from .embedding_cache import EmbeddingCache, embedding_key
 from .fingerprint import folder_fingerprint
@@ -170,7 +171,9 @@ class HFEmbedder:
         assert self._model is not None and self._tokenizer is not None
         out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first
-        for start in range(0, len(order), self.batch_size):
+        starts = range(0, len(order), self.batch_size)
+        for start in tqdm(starts, desc=f"embed {len(texts)} texts", unit="batch",
+                          disable=len(starts) < 8):
             idx = order[start:start + self.batch_size]
             enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                   max_length=self.max_length, return_tensors="pt").to(self.device)

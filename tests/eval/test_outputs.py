@@ -165,7 +165,8 @@ def test_metrics_json_identity_and_per_category_metrics(qa_run, retrieval_run) -
     df = pd.read_parquet(folder / "predictions.parquet")
     assert f1["mean_q_1_4"] == pytest.approx(df.loc[df["category"] < 5, "f1_official"].mean())
     assert on_disk["metrics"]["judge"]["adversarial"] is None
-    assert on_disk["retrieval"]["judge_runs"] == 3 and on_disk["retrieval"]["judge_failures"] == 0
+    assert on_disk["judge"]["judge_runs"] == 3 and on_disk["judge"]["judge_failures"] == 0
+    assert not any(k.startswith("judge") for k in on_disk["retrieval"])
     assert on_disk["usage"]["tokens_per_query"] > 0
     # retrieval mode: no answer metrics, no protocol, rejection figures present
     r_folder, _ = retrieval_run
