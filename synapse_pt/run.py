@@ -137,6 +137,37 @@ def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
         memory.ingest([conversation])
 
 
+# The last ingested memory of this process, keyed by everything that shapes it (multiruns and
+# sweeps run their jobs in one process: a trial that only changes retrieval settings reuses it).
+_INGESTED: dict[str, tuple[TextEncoder, MemorySystem]] = {}
+
+
+def retrieval_settings(memory_cfg: DictConfig, resolved_memory: Mapping[str, Any]
+                       ) -> dict[str, Any]:
+    """The retrieval-only fields (``retrieval_fields`` of the memory class) of a memory config."""
+    fields = get_class(memory_cfg["_target_"]).retrieval_fields
+    return {k: resolved_memory[k] for k in fields if k in resolved_memory}
+
+
+def ingest_key(resolved: Mapping[str, Any], dataset: Dataset) -> str:
+    """Hash of what an ingested memory depends on: data, embedder, extractor (and its LLM),
+    device, and the memory config without its retrieval-only fields."""
+    memory = dict(resolved["memory"])
+    for field in get_class(memory["_target_"]).retrieval_fields:
+        memory.pop(field, None)
+    uses_llm = resolved["extractor"].get("kind") == "llm"
+
+    def without_cache(section: Mapping[str, Any]) -> dict[str, Any]:  # where caches live
+        return {k: v for k, v in section.items() if k not in ("cache", "cache_dir")}
+
+    return config_hash({"dataset": dataset.sha256, "subset": [c.sample_id for c in dataset],
+                        "turn_offset_seconds": resolved["dataset"].get("turn_offset_seconds"),
+                        "embedder": without_cache(resolved["embedder"]),
+                        "extractor": resolved["extractor"], "device": resolved["device"],
+                        "llm": without_cache(resolved["llm"]) if uses_llm else None,
+                        "memory": memory})
+
+
 def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
     """``"recall@10.mean_q_1_4"`` -> ``metrics["metrics"]["recall@10"]["mean_q_1_4"]``; also
     top-level sections (``"retrieval.false_rejection_rate"``). Clear error when missing."""
@@ -174,15 +205,27 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke))
-        encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
         llm = build_llm(cfg.llm)
-        extractor = build_extractor(cfg.extractor, encoder, llm)
-        memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
-        timings["setup_seconds"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        ingest(memory, dataset.conversations)
-        timings["ingest_seconds"] = time.perf_counter() - t0
+        key = ingest_key(resolved, dataset)
+        reused = _INGESTED.get(key) if cfg.get("reuse_ingested", True) else None
+        if reused is not None:  # same memory, other retrieval settings: skip the rebuild
+            encoder, memory = reused
+            memory.configure_retrieval(**retrieval_settings(cfg.memory, resolved["memory"]))
+            timings["setup_seconds"] = time.perf_counter() - t0
+            timings["ingest_seconds"] = 0.0
+            timings["ingest_reused"] = 1.0
+            log.info("reusing the memory ingested by an earlier run of this process")
+        else:
+            encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+            extractor = build_extractor(cfg.extractor, encoder, llm)
+            memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
+            timings["setup_seconds"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ingest(memory, dataset.conversations)
+            timings["ingest_seconds"] = time.perf_counter() - t0
+            timings["ingest_reused"] = 0.0
+            _INGESTED.clear()  # keep one ingested memory per process
+            _INGESTED[key] = (encoder, memory)
 
         settings = EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                    if k in EvalSettings.__dataclass_fields__})

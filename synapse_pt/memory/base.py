@@ -67,6 +67,18 @@ class MemorySystem(ABC):
     """
 
     name: str = "memory"
+    # constructor arguments that only affect retrieval: a sweep may change them on an ingested
+    # memory (see configure_retrieval) instead of rebuilding it
+    retrieval_fields: tuple[str, ...] = ()
+
+    def configure_retrieval(self, **settings: object) -> None:
+        """Change retrieval-only settings (``retrieval_fields``) of an ingested memory."""
+        unknown = sorted(set(settings) - set(self.retrieval_fields))
+        if unknown:
+            raise ValueError(f"{type(self).__name__}: {unknown} are not retrieval settings "
+                             f"(those are {list(self.retrieval_fields)})")
+        for key, value in settings.items():
+            setattr(self, key, value)
 
     @abstractmethod
     def ingest(self, conversations: Sequence[Conversation]) -> None:

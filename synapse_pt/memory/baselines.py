@@ -39,6 +39,7 @@ class TurnMemory(MemorySystem):
     """
 
     name = "turns"
+    retrieval_fields = ("k", "tau_gate")
     needs_embeddings = True
     needs_bm25 = True
 
@@ -143,6 +144,7 @@ class HybridRRF(TurnMemory):
     """
 
     name = "hybrid"
+    retrieval_fields = ("k", "tau_gate", "k_rrf")
 
     def __init__(self, encoder: TextEncoder | None = None, *, k_rrf: int = 60, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
@@ -158,6 +160,7 @@ class FullContext(TurnMemory):
     """Every turn of the conversation, in time order (the paper's full-context baseline)."""
 
     name = "full_context"
+    retrieval_fields = ()
     needs_embeddings = False
     needs_bm25 = False
 

@@ -51,6 +51,7 @@ class SynapseMemory(MemorySystem):
     """
 
     name = "synapse"
+    retrieval_fields = ("params", "group_by_graph")
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  graph: Mapping[str, Any] | None = None,
@@ -72,6 +73,13 @@ class SynapseMemory(MemorySystem):
         self.batch: GraphBatch | None = None
         self.bm25: BM25Index | None = None
         self.ingest_seconds = 0.0
+
+    def configure_retrieval(self, **settings: object) -> None:
+        params = settings.pop("params", None)
+        super().configure_retrieval(**settings)
+        if params is not None:
+            self.params = (params if isinstance(params, SynapseParams)
+                           else SynapseParams(**dict(params)))
 
     def describe(self) -> dict[str, object]:
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
