@@ -1,0 +1,169 @@
+"""Collect run folders into result tables (used by ``scripts/make_tables.py`` and notebooks).
+
+Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_runs` finds them below
+any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
+name, :func:`build_tables` assembles the main, ablation, delta, rejection, paper-ablation and
+provenance tables, and :func:`write` writes them as Markdown and LaTeX.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import paper_numbers
+from .report import run_tables
+from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
+
+REJECTION_COLUMNS = {
+    "true_rejection_rate": "true rejection (cat 5 gated)",
+    "false_rejection_rate": "false rejection (cat 1-4 gated)",
+    "c_ret_auc_adversarial": "AUC of C_ret (cat 5 vs rest)",
+    "gated_rate": "gated (all)",
+    "context_tokens_mean": "context tokens/query",
+}
+
+
+def _natural_key(path: Path) -> list[Any]:
+    """``.../2_x`` before ``.../10_x``: Hydra job numbers sort as numbers."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    """Run folders (holding ``metrics.json``) at or below each of ``paths``, each once, in order."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"make_tables: {p} does not exist")
+        hits = [p / "metrics.json"] if (p / "metrics.json").is_file() else sorted(
+            p.rglob("metrics.json"), key=_natural_key)
+        found.extend(h.parent.resolve() for h in hits if h.parent.resolve() not in found)
+    if not found:
+        raise FileNotFoundError(f"make_tables: no metrics.json under {[str(p) for p in paths]}")
+    return found
+
+
+def load_runs(folders: Sequence[Path], baseline: str | None = None
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    """``({label: metrics}, {label: folder})``; labels from ``identity.experiment`` (else
+    ``task_name``), made unique with the folder name; the ``baseline`` row first."""
+    runs: dict[str, dict[str, Any]] = {}
+    where: dict[str, Path] = {}
+    for folder in folders:
+        path = folder / "metrics.json"
+        try:
+            metrics = json.loads(path.read_text())
+            identity = metrics["identity"]
+            metrics["metrics"]  # noqa: B018 - fail here with the file's name
+        except (json.JSONDecodeError, KeyError) as err:
+            raise ValueError(f"make_tables: {path} is not a synapse_pt metrics.json "
+                             f"({type(err).__name__}: {err})") from err
+        label = identity.get("experiment") or identity.get("task_name") or folder.name
+        if label in runs:
+            label = f"{label} ({folder.name})"
+        runs[label] = metrics
+        where[label] = folder
+    if baseline in runs:
+        runs = {baseline: runs[baseline]} | {k: v for k, v in runs.items() if k != baseline}
+    return runs, where
+
+
+def category_names(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
+    """The runs' category names (``identity.category_names``); they must agree."""
+    names: dict[int, str] | None = None
+    for label, m in runs.items():
+        these = {int(k): v for k, v in m["identity"]["category_names"].items()}
+        if names is not None and these != names:
+            raise ValueError(f"make_tables: run {label!r} names its categories {these}, "
+                             f"others {names}; tables need one naming")
+        names = these
+    assert names is not None
+    return names
+
+
+def rejection_table(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows = runs; the retrieval section's rejection figures (fractions) and context size."""
+    rows = {label: {title: m.get("retrieval", {}).get(key) for key, title in
+                    REJECTION_COLUMNS.items()} for label, m in runs.items()}
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=list(REJECTION_COLUMNS.values()))
+    df.index.name = "config"
+    return df.astype("float64")
+
+
+def delta_table(ablation: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Our rows of an ablation table minus the ``baseline`` row (paper rows dropped)."""
+    ours = ablation.loc[[i for i in ablation.index if not str(i).startswith(PAPER_PREFIX)]]
+    delta = (ours - ours.loc[baseline]).drop(columns=[PAPER_AVERAGE], errors="ignore")
+    delta.attrs.update(ablation.attrs, delta_from=baseline)
+    return delta
+
+
+def paper_ablation_table() -> pd.DataFrame:
+    """The paper's reported ablation effects (SPEC §1.3; F1 in %, gpt-4o-mini)."""
+    df = pd.DataFrame([{"config": a["config"], "change": a["change"], "column": a["metric"],
+                        "full": a["full"], "ablated": a["ablated"]}
+                       for a in paper_numbers.ABLATIONS]).set_index("config")
+    return df
+
+
+def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path]) -> pd.DataFrame:
+    """Provenance of each row: folder, commit, data and settings."""
+    rows = {}
+    for label, m in runs.items():
+        ident = m["identity"]
+        mem = ident.get("memory", {})
+        rows[label] = {"folder": str(where[label]), "git_commit": ident.get("git_commit"),
+                       "dataset": ident.get("dataset", {}).get("name"),
+                       "questions": ident.get("dataset", {}).get("questions"),
+                       "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
+                       "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
+                       "llm": ident.get("llm"), "smoke": ident.get("smoke")}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "config"
+    return df
+
+
+def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path],
+                 baseline: str | None) -> dict[str, tuple[pd.DataFrame, str]]:
+    """``{name: (table, float format)}``: the metric tables (percent) and the others."""
+    names = category_names(runs)
+    tables: dict[str, tuple[pd.DataFrame, str]] = {
+        name: (df, ".1f") for name, df in run_tables(runs, names,
+                                                      ablation_baseline=baseline).items()}
+    if baseline is not None:
+        for name in [n for n in tables if n.startswith("ablation_")]:
+            tables[name.replace("ablation_", "delta_", 1)] = (
+                delta_table(tables[name][0], baseline), "+.1f")
+    if any("retrieval" in m for m in runs.values()):
+        tables["rejection"] = (rejection_table(runs), ".3f")
+    tables["paper_ablations"] = (paper_ablation_table(), ".1f")
+    tables["runs"] = (runs_table(runs, where), ".1f")
+    return tables
+
+
+def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    sections = []
+    for name, (df, fmt) in tables.items():
+        md = to_markdown(df, floatfmt=fmt)
+        scale = df.attrs.get("scale")
+        parts = [df.attrs.get("metric"), f"x{scale:g}" if scale else None,
+                 f"minus {df.attrs['delta_from']}" if "delta_from" in df.attrs else None]
+        note = f" ({', '.join(filter(None, parts))})" if any(parts) else ""
+        sections.append(f"### {name}{note}\n\n{md}")
+        for suffix, text in ((".md", md), (".tex", to_latex(df, floatfmt=fmt,
+                                                            caption=name.replace("_", " ")))):
+            path = out / f"{name}{suffix}"
+            path.write_text(text)
+            written.append(path)
+    combined = out / "tables.md"
+    combined.write_text("\n".join(sections))
+    written.append(combined)
+    return written
