@@ -16,7 +16,7 @@ from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
-from synapse_pt.retrieval.synapse import SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
 from synapse_pt.retrieval.tokenize import tokenize
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
@@ -102,13 +102,14 @@ class SynapseMemory(MemorySystem):
         self.ingest_seconds += time.perf_counter() - start
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
-        """Retrieve for all questions in one call.
+        """Retrieve for all questions in one call (see :meth:`rank`)."""
+        ranked = self.rank(*self.query_inputs(questions), self.params)
+        return RetrievalResult(self._items(questions, ranked.index, ranked.score, ranked.valid),
+                               ranked.c_ret.cpu(), ranked.gated.cpu())
 
-        The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has questions (a loop
-        over conversations, never over questions): a query only ever touches its own graph, so
-        one ``[N, B]`` block over the whole batch would spend most of its work on masked zeros.
-        ``group_by_graph=False`` runs the single ``[N, B]`` block instead (same result).
-        """
+    def query_inputs(self, questions: Sequence[Question]
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(query_graph [B], query_emb [B, d], bm25 [N, B])`` for a batch of questions."""
         if self.batch is None or self.bm25 is None:
             raise RuntimeError("SynapseMemory.retrieve called before ingest")
         g = self.batch
@@ -116,41 +117,69 @@ class SynapseMemory(MemorySystem):
         query_emb = self.encoder.encode([q.question for q in questions]).to(self.device)
         bm25 = self.bm25.scores([tokenize(q.question) for q in questions],
                                 query_group=query_graph).T.to(self.device, g.x.dtype)
-        B, k = len(questions), self.params.k
+        return query_graph, query_emb, bm25
+
+    def rank(self, query_graph: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
+             params: SynapseParams) -> RankedBatch:
+        """Top-k global node ids, scores, ``C_ret`` and the gate for ``B`` query columns.
+
+        The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has queries (a loop
+        over conversations, never over queries): a query only ever touches its own graph, so
+        one ``[N, B]`` block over the whole batch would spend most of its work on masked zeros.
+        ``group_by_graph=False`` runs the single ``[N, B]`` block instead (same result).
+        ``params`` may hold ``[B]`` tensors (one value per column).
+        """
+        g = self.batch
         if not self.group_by_graph:
-            ranked = synapse_retrieve(
+            return synapse_retrieve(
                 x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
                 pagerank_unit=g.pagerank_unit.to(g.x.dtype), query_emb=query_emb,
-                query_graph=query_graph, bm25=bm25, params=self.params, node_active=g.active,
+                query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
                 episodic=g.node_type != SEMANTIC_NODE)
-            index, score, valid = ranked.index, ranked.score, ranked.valid
-            c_ret, gated = ranked.c_ret, ranked.gated
-        else:
-            index = torch.zeros(B, k, dtype=torch.long, device=self.device)
-            score = torch.full((B, k), float("-inf"), device=self.device)
-            valid = torch.zeros(B, k, dtype=torch.bool, device=self.device)
-            c_ret = torch.zeros(B, device=self.device)
-            gated = torch.ones(B, dtype=torch.bool, device=self.device)
-            for graph in torch.unique(query_graph).tolist():
-                cols = (query_graph == graph).nonzero().flatten()
-                n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
-                e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-                ranked = synapse_retrieve(
-                    x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long,
-                                                         device=self.device),
-                    edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-                    pagerank_unit=g.pagerank_unit[n0:n1].to(g.x.dtype), query_emb=query_emb[cols],
-                    query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
-                    bm25=bm25[n0:n1][:, cols], params=self.params.select(cols),
-                    node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE)
-                kk = ranked.index.shape[1]
-                index[cols, :kk] = ranked.index + n0
-                score[cols, :kk] = ranked.score
-                valid[cols, :kk] = ranked.valid
-                c_ret[cols] = ranked.c_ret
-                gated[cols] = ranked.gated
-        return RetrievalResult(self._items(questions, index, score, valid), c_ret.cpu(),
-                               gated.cpu())
+        B, k = query_graph.shape[0], params.k
+        index = torch.zeros(B, k, dtype=torch.long, device=self.device)
+        score = torch.full((B, k), float("-inf"), device=self.device)
+        valid = torch.zeros(B, k, dtype=torch.bool, device=self.device)
+        c_ret = torch.zeros(B, device=self.device)
+        gated = torch.ones(B, dtype=torch.bool, device=self.device)
+        for graph in torch.unique(query_graph).tolist():
+            cols = (query_graph == graph).nonzero().flatten()
+            n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
+            e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+            ranked = synapse_retrieve(
+                x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long,
+                                                     device=self.device),
+                edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
+                pagerank_unit=g.pagerank_unit[n0:n1].to(g.x.dtype), query_emb=query_emb[cols],
+                query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
+                bm25=bm25[n0:n1][:, cols], params=params.select(cols),
+                node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE)
+            kk = ranked.index.shape[1]
+            index[cols, :kk] = ranked.index + n0
+            score[cols, :kk] = ranked.score
+            valid[cols, :kk] = ranked.valid
+            c_ret[cols] = ranked.c_ret
+            gated[cols] = ranked.gated
+        return RankedBatch(index, score, valid, c_ret, gated)
+
+    def sweep(self, questions: Sequence[Question], configs: SynapseParams) -> RankedBatch:
+        """Evaluate ``C`` hyperparameter configurations for all questions in one batched pass.
+
+        ``configs`` holds ``[C]`` tensors for the continuous hyperparameters (S, delta, beta,
+        gamma, theta, lambda1-3, tau_gate) and shared ints/bools for the rest. The query columns
+        are the ``C x B`` (configuration, question) pairs, configuration-major: row ``c * B + b``
+        of the result is question ``b`` under configuration ``c``.
+        """
+        query_graph, query_emb, bm25 = self.query_inputs(questions)
+        sizes = {v.numel() for v in vars(configs).values()
+                 if isinstance(v, torch.Tensor) and v.dim() == 1}
+        if len(sizes) != 1:
+            raise ValueError(f"SynapseMemory.sweep: configs need [C] tensors of one length C, "
+                             f"got lengths {sorted(sizes)}")
+        C, B = sizes.pop(), len(questions)
+        columns = configs.repeat_columns(B)
+        return self.rank(query_graph.repeat(C), query_emb.repeat(C, 1), bm25.repeat(1, C),
+                         columns)
 
     def _items(self, questions: Sequence[Question], index: torch.Tensor, score: torch.Tensor,
                valid: torch.Tensor) -> list[list[RetrievedItem]]:

@@ -53,6 +53,17 @@ class SynapseParams:
             raise ValueError(f"c_ret_source must be 'activation' or 'similarity', "
                              f"got {self.c_ret_source!r}")
 
+    def repeat_columns(self, per_config: int) -> SynapseParams:
+        """``[C]`` tensors -> ``[C * per_config]`` (each configuration's value repeated for its
+        block of columns); scalars stay scalars."""
+        values = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            if isinstance(v, torch.Tensor) and v.dim() == 1:
+                v = v.repeat_interleave(per_config)
+            values[name] = v
+        return SynapseParams(**values)
+
     def select(self, columns: torch.Tensor) -> SynapseParams:
         """The parameters of a subset of query columns (per-column ``[B]`` tensors are sliced)."""
         values = {}

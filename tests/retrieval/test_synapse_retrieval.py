@@ -157,3 +157,39 @@ def test_no_graph_memory_has_no_edges_and_no_concepts(two_conversations):
     assert mem.batch.num_edges == 0
     assert mem.batch.num_nodes == two_conversations[0].num_turns
     assert mem.describe()["use_graph"] is False
+
+
+def test_sweep_equals_separate_retrievals(two_conversations):
+    questions = [q for c in two_conversations for q in c.questions]
+    mem = _memory(k=8)
+    mem.ingest(two_conversations)
+    configs = SynapseParams(k=8, beta=torch.tensor([0.0, 0.15, 0.4]),
+                            delta=torch.tensor([0.5, 0.0, 0.5]),
+                            lambda3=torch.tensor([0.2, 0.2, 0.0]))
+    swept = mem.sweep(questions, configs)
+    B = len(questions)
+    assert swept.index.shape == (3 * B, 8)
+    for c, (beta, delta, lambda3) in enumerate([(0.0, 0.5, 0.2), (0.15, 0.0, 0.2),
+                                                (0.4, 0.5, 0.0)]):
+        mem.params = SynapseParams(k=8, beta=beta, delta=delta, lambda3=lambda3)
+        one = mem.rank(*mem.query_inputs(questions), mem.params)
+        rows = slice(c * B, (c + 1) * B)
+        assert torch.equal(swept.index[rows], one.index)
+        assert torch.allclose(swept.c_ret[rows], one.c_ret)
+        assert torch.equal(swept.gated[rows], one.gated)
+
+
+def test_evidence_recall_from_index_matches_id_based():
+    from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k, evidence_recall_from_index
+
+    top = torch.tensor([[3, 1, 7, 0], [2, 2, 5, 9], [4, 8, 6, 1]])
+    valid = torch.tensor([[True] * 4, [True, True, True, False], [True] * 4])
+    evidence = torch.tensor([[1, 0, -1], [9, -1, -1], [-1, -1, -1]])
+    got = evidence_recall_from_index(top, valid, evidence, ks=(1, 2, 4))
+    ids = [[str(i) for i, v in zip(r, ok, strict=True) if v]
+           for r, ok in zip(top.tolist(), valid.tolist(), strict=True)]
+    ev = [[str(i) for i in r if i >= 0] for r in evidence.tolist()]
+    want = evidence_recall_at_k(ids, ev, ks=(1, 2, 4))
+    for k in (1, 2, 4):
+        assert torch.allclose(got[k], want[k].to(torch.float64), equal_nan=True)
+    assert got[4].tolist()[:2] == [1.0, 0.0]  # the padded slot (9) does not count

@@ -161,3 +161,26 @@ def rejection_auc(c_ret: Tensor, category: Tensor, *, adversarial: int = 5) -> f
     c_ret = torch.as_tensor(c_ret).to(torch.float64).flatten()
     category = torch.as_tensor(category).to(torch.long).flatten()
     return roc_auc(-c_ret, category == adversarial)
+
+
+def evidence_recall_from_index(top_index: Tensor, valid: Tensor, evidence_index: Tensor,
+                               ks: Sequence[int] = (5, 10, 30)) -> dict[int, Tensor]:
+    """Evidence recall@k on node-index tensors (the sweep path: no per-question Python).
+
+    Args:
+        top_index: ``[Q, K]`` retrieved node ids in rank order.
+        valid: ``[Q, K]`` bool, False for padding slots.
+        evidence_index: ``[Q, E]`` node ids of each question's evidence turns, padded with -1.
+        ks: cut-offs (each at most ``K``).
+
+    Returns:
+        ``{k: [Q] float64}``: share of a question's evidence among its top-k; NaN without evidence.
+    """
+    n_evidence = (evidence_index >= 0).sum(dim=1).to(torch.float64)
+    out: dict[int, Tensor] = {}
+    for k in ks:
+        top = top_index[:, :k].masked_fill(~valid[:, :k], -2)  # -2 matches no evidence slot
+        hit = (evidence_index[:, :, None] == top[:, None, :]).any(dim=2) & (evidence_index >= 0)
+        recall = hit.sum(dim=1).to(torch.float64) / n_evidence
+        out[k] = torch.where(n_evidence > 0, recall, torch.full_like(recall, float("nan")))
+    return out
