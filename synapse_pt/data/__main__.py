@@ -9,6 +9,7 @@ from collections import Counter
 
 from . import category_names, load_dataset
 from .errors import DataFormatError, DatasetNotFoundError
+from .source import default_locomo_path
 
 
 def summary_lines(dataset, names: dict[int, str]) -> list[str]:
@@ -38,12 +39,13 @@ def summary_lines(dataset, names: dict[int, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synapse_pt.data", description=__doc__)
     parser.add_argument("path", nargs="?", default=None,
-                        help="dataset file (default: $SYNAPSE_DATA, the cache, or a download)")
+                        help="dataset file (default: $SYNAPSE_DATA, ../shared/data/locomo10.json, "
+                             "the cache, or a download)")
     parser.add_argument("--categories", default="official", help="category preset: official|amem")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
     try:
-        dataset = load_dataset(args.path)
+        dataset = load_dataset(args.path, candidates=[default_locomo_path()])
     except (DataFormatError, DatasetNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
