@@ -264,12 +264,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             metrics["judge"] = judge
         if llm is not None and settings.mode == "qa":
             answered = df[~df["gated"]]
-            usage = summarize_usage(
+            metrics["usage"] = summarize_usage(
                 answered[["prompt_tokens", "completion_tokens", "latency_s"]].to_dict("records"),
                 OmegaConf.to_container(cfg.llm.get("prices") or {}), model=llm.model,
                 num_queries=len(df))
-            usage["latency_s_per_query"] = float(df["latency_s"].sum()) / len(df)
-            metrics["usage"] = usage
         write_predictions(output_dir / "predictions.parquet", df)
         write_json(output_dir / "metrics.json", metrics)
         write_json(output_dir / "timing.json", timings)

@@ -104,8 +104,9 @@ def summarize_usage(responses: Iterable[ChatResponse | Mapping[str, Any]],
     Returns:
         ``n_responses``, ``n_cached``, ``num_queries``, ``prompt_tokens_total``,
         ``completion_tokens_total``, ``prompt_tokens_mean``, ``completion_tokens_mean`` (per
-        response), ``tokens_per_query``, ``latency_mean_s``, ``cost_usd``, ``cost_usd_spent``,
-        ``cost_per_1k_queries``, ``unpriced_models``.
+        response), ``tokens_per_query``, ``latency_mean_s`` (per response),
+        ``latency_s_per_query`` (over ``num_queries``; queries without a response cost 0),
+        ``cost_usd``, ``cost_usd_spent``, ``cost_per_1k_queries``, ``unpriced_models``.
     """
     table = price_table(prices)
     records = [_usage_record(r, model, i) for i, r in enumerate(responses)]
@@ -141,6 +142,7 @@ def summarize_usage(responses: Iterable[ChatResponse | Mapping[str, Any]],
         "completion_tokens_mean": completion / n if n else 0.0,
         "tokens_per_query": (prompt + completion) / queries if queries else 0.0,
         "latency_mean_s": sum(r[3] for r in records) / n if n else 0.0,
+        "latency_s_per_query": sum(r[3] for r in records) / queries if queries else 0.0,
         "cost_usd": cost,
         "cost_usd_spent": spent,
         "cost_per_1k_queries": 1000.0 * cost / queries if queries else 0.0,

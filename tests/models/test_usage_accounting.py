@@ -62,3 +62,11 @@ def test_bad_inputs_name_what_is_wrong():
 def test_empty():
     out = summarize_usage([], DEFAULT_PRICES)
     assert out["n_responses"] == 0 and out["cost_per_1k_queries"] == 0.0
+
+
+def test_latency_per_query_counts_queries_without_a_response():
+    # 2 answered (1 s + 3 s) out of 5 queries (3 gated: no LLM call, no latency)
+    out = summarize_usage([response(10, 1, 1.0), response(10, 1, 3.0)], DEFAULT_PRICES,
+                          num_queries=5)
+    assert out["latency_mean_s"] == pytest.approx(2.0)
+    assert out["latency_s_per_query"] == pytest.approx(4.0 / 5)
