@@ -16,6 +16,7 @@ _EXPORTS = {
     "GraphBatch": "batch",
     "ConceptExtractor": "extraction", "LLMConceptExtractor": "extraction",
     "KeywordConceptExtractor": "extraction", "ConceptExtractionError": "extraction",
+    "NoConceptExtractor": "extraction",
     "GraphBuilder": "consolidation",
 }
 

@@ -317,6 +317,16 @@ def keyword_candidates(window: Sequence[Turn], *, min_chars: int = 3,
     return list(found.values())
 
 
+class NoConceptExtractor(ConceptExtractor):
+    """Extracts nothing: the ``no_graph`` ablation keeps episodic nodes only."""
+
+    llm_free = True
+    name = "none"
+
+    def extract(self, windows: Sequence[Sequence[Turn]]) -> list[list[str]]:
+        return [[] for _ in windows]
+
+
 class KeywordConceptExtractor(ConceptExtractor):
     r"""LLM-free concept extractor (``name = "llm-free-keyword"``).
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Conversation, Question, Turn
+from synapse_pt.data.records import Conversation, Question
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import GraphBuilder
-from synapse_pt.graph.extraction import ConceptExtractor
+from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
@@ -23,16 +23,6 @@ from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
 
 log = logging.getLogger(__name__)
-
-
-class NoConceptExtractor(ConceptExtractor):
-    """Extracts nothing: the ``no_graph`` ablation keeps episodic nodes only."""
-
-    llm_free = True
-    name = "none"
-
-    def extract(self, windows: Sequence[Sequence[Turn]]) -> list[list[str]]:
-        return [[] for _ in windows]
 
 
 class SynapseMemory(MemorySystem):
