@@ -7,13 +7,14 @@ different model, truncation length or dtype gives different keys, so stale vecto
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .sqlite_store import open_wal
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)"
 _CHUNK = 500  # keys per SELECT ... IN (...): well under SQLite's variable limit
@@ -39,11 +40,7 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
-        self._conn.commit()
+        self._conn = open_wal(self.path, _SCHEMA)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, torch.Tensor]:
         """The cached vectors among ``keys`` (float32, 1-D); absent keys are left out."""

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..sqlite_store import open_wal
 from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -79,12 +80,7 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         # A connection must not cross a fork: reconnect in a child process.
         if self._conn is None or self._pid != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            conn.commit()
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = open_wal(self.path, _SCHEMA), os.getpid()
         return self._conn
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ChatResponse]:
