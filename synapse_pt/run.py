@@ -38,11 +38,7 @@ from synapse_pt.eval.outputs import (
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.report import run_tables
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
-from synapse_pt.graph.extraction import (
-    ConceptExtractor,
-    KeywordConceptExtractor,
-    LLMConceptExtractor,
-)
+from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.models.accounting import summarize_usage
 from synapse_pt.models.base import TextEncoder
@@ -107,18 +103,23 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
 
 def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | None
                     ) -> ConceptExtractor:
-    """The concept extractor of the ``extractor`` group: LLM-free keywords, or the LLM's."""
-    kind = cfg.get("kind", "keyword")
-    if kind == "keyword":
-        return KeywordConceptExtractor(encoder, max_concepts=int(cfg.get("max_concepts", 6)))
-    if kind == "llm":
-        if llm is None:
-            raise ValueError("extractor=llm needs a language model; set llm=smollm2, llm=openai, "
-                             "... or use the LLM-free extractor=keyword")
-        return LLMConceptExtractor(llm, max_concepts=int(cfg.get("max_concepts", 8)),
-                                   max_tokens=int(cfg.get("max_tokens", 128)),
-                                   on_failure=cfg.get("on_failure", "raise"))
-    raise ValueError(f"unknown extractor kind {kind!r} (keyword or llm)")
+    """The concept extractor of the ``extractor`` group (``_target_`` plus its arguments; the
+    encoder and the LLM are passed to the classes that take them). ``llm_free`` is metadata: it
+    must agree with the class, and an LLM extractor without a language model is an error."""
+    if "_target_" not in cfg:
+        raise ValueError("extractor config needs a _target_ (see configs/extractor/)")
+    target = get_class(cfg["_target_"])
+    if bool(cfg.get("llm_free", True)) != bool(target.llm_free):
+        raise ValueError(f"extractor.llm_free={cfg.get('llm_free')} but {target.__name__} has "
+                         f"llm_free={target.llm_free}")
+    accepted = inspect.signature(target.__init__).parameters
+    if "llm" in accepted and llm is None:
+        raise ValueError(f"extractor {target.__name__} needs a language model; set llm=smollm2, "
+                         "llm=openai, ... or use an LLM-free extractor (extractor=keyword, "
+                         "keybert, yake)")
+    args = {k: v for k, v in cfg.items() if k != "llm_free"}
+    kwargs = {k: v for k, v in {"encoder": encoder, "llm": llm}.items() if k in accepted}
+    return hydra.utils.instantiate(args, _convert_="all", **kwargs)
 
 
 def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
@@ -155,7 +156,7 @@ def ingest_key(resolved: Mapping[str, Any], dataset: Dataset) -> str:
     memory = dict(resolved["memory"])
     for field in get_class(memory["_target_"]).retrieval_fields:
         memory.pop(field, None)
-    uses_llm = resolved["extractor"].get("kind") == "llm"
+    uses_llm = not resolved["extractor"].get("llm_free", True)
 
     def without_cache(section: Mapping[str, Any]) -> dict[str, Any]:  # where caches live
         return {k: v for k, v in section.items() if k not in ("cache", "cache_dir")}

@@ -37,15 +37,15 @@ def format_timestamp(ts: datetime | None) -> str:
 
 
 def format_item(item: RetrievedItem) -> str:
-    """One context line: ``- [date] speaker: text`` for a turn, ``- [concept] text`` for a
-    semantic node (and ``- [<kind>] text`` for any other undated item a system returns)."""
+    """One context line: ``- [date] <turn as the memory rendered it>`` for a turn (no date added
+    when the turn template already carries it), ``- [concept] text`` for a semantic node (and
+    ``- [<kind>] text`` for any other undated item a system returns)."""
     if item.kind == SEMANTIC:
         return f"- [concept] {item.text}"
     if item.timestamp is None and item.kind != EPISODIC:
         return f"- [{item.kind}] {item.text}"
-    when = format_timestamp(item.timestamp)
-    who = f"{item.speaker}: " if item.speaker else ""
-    return f"- [{when}] {who}{item.text}" if when else f"- {who}{item.text}"
+    when = "" if item.dated else format_timestamp(item.timestamp)
+    return f"- [{when}] {item.text}" if when else f"- {item.text}"
 
 
 def format_context(items: Sequence[RetrievedItem]) -> str:

@@ -18,6 +18,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from ..data.records import Conversation, Turn
+from ..data.render import TurnRenderer
 from ..models.base import TextEncoder
 from .extraction import ConceptExtractor, clean_concepts
 from .maintenance import cap_in_edges, collect_dormant, mark_activity, refresh_pagerank
@@ -64,8 +65,9 @@ class GraphBuilder:
 
     Every ``window`` turns the window is consolidated:
 
-    1. one episodic node per turn (text ``turn.content``, key ``turn.dia_id``, embedding
-       :math:`\mathbf{h}_t`, timestamp :math:`\tau_t` in hours since the epoch);
+    1. one episodic node per turn (text: the turn as ``renderer`` renders it, key
+       ``turn.dia_id``, embedding :math:`\mathbf{h}_t`, timestamp :math:`\tau_t` in hours since
+       the epoch);
     2. temporal edges :math:`t \to t+1` along the whole conversation (across sessions), weight
        :math:`\exp(-\rho\,|\tau_{t+1} - \tau_t|)`, :math:`|\Delta\tau|` in ``time_unit``;
     3. each extracted concept :math:`c` is merged into the existing active semantic node
@@ -112,6 +114,8 @@ class GraphBuilder:
             cached PageRank first, until the cap holds or no dormant node is left (a soft cap;
             default 10,000; ``None`` disables).
         pagerank_damping: PageRank damping (default 0.85).
+        renderer: the turn template of episodic nodes (default ``"{speaker}: {text}{caption}"``,
+            :mod:`synapse_pt.data.render`); the extractor still reads the bare turns.
         device: device of the graph tensors.
     """
 
@@ -120,6 +124,7 @@ class GraphBuilder:
                  association_weighting: str = "cooccurrence", max_in_edges: int | None = 15,
                  dormancy_eps: float = 0.01, dormancy_windows: int = 10,
                  max_nodes: int | None = 10_000, pagerank_damping: float = 0.85,
+                 renderer: TurnRenderer | None = None,
                  device: str | torch.device = "cpu") -> None:
         checks = [
             (window >= 1, f"window must be >= 1, got {window}"),
@@ -144,6 +149,7 @@ class GraphBuilder:
                 raise ValueError(f"GraphBuilder: {msg}")
         self.encoder = encoder
         self.extractor = extractor
+        self.renderer = renderer or TurnRenderer()
         self.window = window
         self.tau_dup = tau_dup
         self.rho = rho
@@ -168,7 +174,8 @@ class GraphBuilder:
         conversation is consolidated window by window. Phase times land in ``last_timings``."""
         t0 = time.perf_counter()
         turn_lists = [list(c.turns()) for c in conversations]
-        turn_emb = self._encode([t.content for turns in turn_lists for t in turns], "turn texts")
+        turn_emb = self._encode([self.renderer(t) for turns in turn_lists for t in turns],
+                                "turn texts")
         t1 = time.perf_counter()
 
         windows = [windows_of(turns, self.window) for turns in turn_lists]
@@ -233,7 +240,7 @@ class GraphBuilder:
         Args:
             graph: the conversation's graph (mutated).
             turns: the window's turns, in order.
-            turn_embeddings: ``[len(turns), d]`` unit-norm embeddings of ``turn.content``.
+            turn_embeddings: ``[len(turns), d]`` unit-norm embeddings of the rendered turns.
             concepts: the window's cleaned concept strings.
             concept_embeddings: ``[len(concepts), d]`` their unit-norm embeddings.
         """
@@ -258,7 +265,7 @@ class GraphBuilder:
         # 1. episodic nodes
         ts = torch.tensor([hours_since_epoch(t.timestamp) for t in turns], dtype=torch.float64,
                           device=dev)
-        episodes = graph.add_nodes(turn_embeddings, EPISODIC, ts, [t.content for t in turns],
+        episodes = graph.add_nodes(turn_embeddings, EPISODIC, ts, self.renderer.render(turns),
                                    [t.dia_id for t in turns], [t.speaker for t in turns], window=w)
 
         # 2. temporal chain t -> t+1, continuing from the previous window's last episode

@@ -64,13 +64,31 @@ class ConceptExtractor(ABC):
     Attributes:
         name: identifies the extractor in configs and result rows.
         llm_free: True when no LLM is involved.
+        include_speakers: whether the two speakers of a conversation may be concepts. They are in
+            every window, so as concepts they become hubs joined to every turn (SPEC §1.1);
+            default False for every extractor (:func:`drop_speakers`).
     """
 
     name: str = "base"
     llm_free: bool = True
+    include_speakers: bool = False
 
     @abstractmethod
     def extract(self, windows: Sequence[Sequence[Turn]]) -> list[list[str]]: ...
+
+
+def window_speakers(window: Sequence[Turn]) -> set[str]:
+    """Case-folded names of the speakers of a window's turns."""
+    return {t.speaker.casefold() for t in window}
+
+
+def drop_speakers(concepts: Sequence[str], speakers: set[str]) -> list[str]:
+    """``concepts`` without those that are a speaker's name (case-insensitive; a possessive
+    ``"Caroline's"`` counts as the name)."""
+    def name(c: str) -> str:
+        c = c.casefold().replace("\u2019", "'")
+        return c[:-2] if c.endswith("'s") else c
+    return [c for c in concepts if name(c) not in speakers]
 
 
 class ConceptExtractionError(RuntimeError):
@@ -113,12 +131,13 @@ class LLMConceptExtractor(ConceptExtractor):
         max_concepts: concepts kept per window (the prompt asks for at most this many).
         max_tokens: completion budget per window.
         on_failure: ``"raise"`` or ``"skip_window"``.
+        include_speakers: keep concepts that are a speaker's name (default False, SPEC §1.1).
     """
 
     llm_free = False
 
     def __init__(self, llm: LLM, max_concepts: int = 8, max_tokens: int = 128, *,
-                 on_failure: str = "raise") -> None:
+                 on_failure: str = "raise", include_speakers: bool = False) -> None:
         if on_failure not in ("raise", "skip_window"):
             raise ValueError(f"LLMConceptExtractor: on_failure must be 'raise' or 'skip_window', "
                              f"got {on_failure!r}")
@@ -128,6 +147,7 @@ class LLMConceptExtractor(ConceptExtractor):
         self.max_concepts = max_concepts
         self.max_tokens = max_tokens
         self.on_failure = on_failure
+        self.include_speakers = include_speakers
         self.failures: list[ExtractionFailure] = []
         self.name = f"llm:{getattr(llm, 'model', '') or getattr(llm, 'backend', 'llm')}"
 
@@ -154,7 +174,10 @@ class LLMConceptExtractor(ConceptExtractor):
         failed: list[ExtractionFailure] = []
         for i, (window, res) in enumerate(zip(windows, results, strict=True)):
             if res.ok:
-                out.append(clean_concepts(res.value)[: self.max_concepts])
+                concepts = clean_concepts(res.value)
+                if not self.include_speakers:
+                    concepts = drop_speakers(concepts, window_speakers(window))
+                out.append(concepts[: self.max_concepts])
             else:
                 failed.append(ExtractionFailure(i, describe_window(window), str(res.error)))
                 out.append([])
@@ -346,16 +369,20 @@ class KeywordConceptExtractor(ConceptExtractor):
         encoder: optional text encoder for the cosine term.
         max_concepts: concepts per window (default 6).
         min_chars: shortest content word kept (default 3).
-        include_speakers: add the window's speaker names as candidates (default True).
+        include_speakers: add the window's speaker names as candidates (default False: speakers
+            are not concepts, SPEC §1.1; with False a speaker's name found in the text is dropped
+            too).
     """
 
     llm_free = True
 
     def __init__(self, encoder: TextEncoder | None = None, max_concepts: int = 6, *,
-                 min_chars: int = 3, include_speakers: bool = True) -> None:
+                 min_chars: int = 3, include_speakers: bool = False) -> None:
         if max_concepts < 1:
             raise ValueError(f"KeywordConceptExtractor: max_concepts must be >= 1, "
                              f"got {max_concepts}")
+        if min_chars < 1:
+            raise ValueError(f"KeywordConceptExtractor: min_chars must be >= 1, got {min_chars}")
         self.encoder = encoder
         self.max_concepts = max_concepts
         self.min_chars = min_chars
@@ -365,6 +392,9 @@ class KeywordConceptExtractor(ConceptExtractor):
     def extract(self, windows: Sequence[Sequence[Turn]]) -> list[list[str]]:
         cands = [keyword_candidates(w, min_chars=self.min_chars,
                                     include_speakers=self.include_speakers) for w in windows]
+        if not self.include_speakers:
+            cands = [[c for c in cs if drop_speakers([c.text], window_speakers(w))]
+                     for cs, w in zip(cands, windows, strict=True)]
         cos: list[list[float]] = [[0.0] * len(c) for c in cands]
         if self.encoder is not None and any(cands):
             vocab = list(dict.fromkeys(c.text for cs in cands for c in cs))

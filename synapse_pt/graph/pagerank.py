@@ -141,3 +141,31 @@ def rescale_unit_interval(
     span = hi - lo
     flat = span <= rtol * torch.maximum(hi.abs(), lo.abs())
     return torch.where(flat, torch.zeros_like(pr), (pr - lo) / torch.where(flat, 1.0, span))
+
+
+PAGERANK_SCALES = ("minmax", "max", "none")
+
+
+def rescale_pagerank(pr: Tensor, batch: Tensor | None = None, mode: str = "minmax",
+                     num_graphs: int | None = None) -> Tensor:
+    r"""PageRank as it enters the triple score, by one of the readings of SPEC §1.5.
+
+    * ``"minmax"`` (default): :func:`rescale_unit_interval`, min-max to :math:`[0, 1]` per graph;
+    * ``"max"``: :math:`\pi_i / \max_{g(i)} \pi` (the smallest node keeps a positive share);
+    * ``"none"``: the raw scores (each graph's sum to 1, so about :math:`1/N_g` each).
+    """
+    if mode == "minmax":
+        return rescale_unit_interval(pr, batch, num_graphs)
+    if mode == "none":
+        return pr.clone()
+    if mode != "max":
+        raise ValueError(f"pagerank_scale must be one of {PAGERANK_SCALES}, got {mode!r}")
+    if pr.numel() == 0:
+        return pr.clone()
+    if batch is None:
+        batch = torch.zeros(pr.numel(), dtype=torch.long, device=pr.device)
+    batch = batch.to(device=pr.device, dtype=torch.long)
+    if num_graphs is None:
+        num_graphs = _num_graphs(batch)
+    hi = scatter(pr, batch, dim=0, dim_size=num_graphs, reduce="max")[batch]
+    return torch.where(hi > 0, pr / torch.where(hi > 0, hi, 1.0), torch.zeros_like(pr))

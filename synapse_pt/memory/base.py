@@ -24,7 +24,11 @@ class RetrievedItem:
     """One retrieved memory item, as it goes into the answer prompt.
 
     ``node_id`` is the LoCoMo ``dia_id`` (``"D3:14"``) for an episodic node and a prefixed id that
-    cannot collide with a dia_id for any other node (``"S:17"`` for a semantic node).
+    cannot collide with a dia_id for any other node (``"S:17"`` for a semantic node). For a turn,
+    ``text`` is the memory's rendering of it (the shared turn template,
+    :class:`~synapse_pt.data.render.TurnRenderer`), exactly what was embedded and BM25-indexed;
+    ``dated`` says whether that rendering already carries the session date (the answer prompt then
+    adds none).
     """
 
     node_id: str
@@ -33,6 +37,7 @@ class RetrievedItem:
     score: float
     timestamp: datetime | None = None
     speaker: str | None = None
+    dated: bool = False
 
 
 @dataclass

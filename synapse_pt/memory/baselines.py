@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from synapse_pt.data.records import Conversation, Question
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
@@ -35,7 +36,9 @@ def descending_rank(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class TurnMemory(MemorySystem):
     """Base of the turn-level baselines: holds the turns, their embeddings and a BM25 index.
 
-    Subclasses implement :meth:`score` (``[N, B]``, higher is better).
+    Subclasses implement :meth:`score` (``[N, B]``, higher is better). Every turn is indexed
+    (embedded, BM25-tokenised) and shown to the answer model as ``turn_template`` renders it (the
+    template all memory systems share, :mod:`synapse_pt.data.render`).
     """
 
     name = "turns"
@@ -44,14 +47,16 @@ class TurnMemory(MemorySystem):
     needs_bm25 = True
 
     def __init__(self, encoder: TextEncoder | None = None, *, k: int = 30,
-                 tau_gate: float | None = None, device: str = "cpu") -> None:
+                 tau_gate: float | None = None, turn_template: str = DEFAULT_TURN_TEMPLATE,
+                 device: str = "cpu") -> None:
         if self.needs_embeddings and encoder is None:
             raise ValueError(f"{type(self).__name__} needs an encoder")
         self.encoder = encoder
+        self.renderer = TurnRenderer(turn_template)
         self.k = k
         self.tau_gate = tau_gate
         self.device = torch.device(device)
-        self.registry = TurnRegistry()
+        self.registry = TurnRegistry(self.renderer)
         self.keys: list[tuple[str, str]] = []
         self.node_graph = torch.empty(0, dtype=torch.long, device=self.device)
         self.x: torch.Tensor | None = None
@@ -59,7 +64,8 @@ class TurnMemory(MemorySystem):
         self.ingest_seconds = 0.0
 
     def describe(self) -> dict[str, object]:
-        out: dict[str, object] = {"memory": self.name, "k": self.k, "tau_gate": self.tau_gate}
+        out: dict[str, object] = {"memory": self.name, "k": self.k, "tau_gate": self.tau_gate,
+                                  "turn_template": self.renderer.template}
         if self.encoder is not None:
             out["encoder"] = self.encoder.name
         return out
@@ -73,13 +79,13 @@ class TurnMemory(MemorySystem):
         graph = torch.tensor([first + i for i, c in enumerate(conversations)
                               for _ in range(c.num_turns)], dtype=torch.long, device=self.device)
         self.node_graph = torch.cat([self.node_graph, graph])
-        texts = [t.content for t in turns]
+        texts = self.renderer.render(turns)
         if self.needs_embeddings:
             emb = self.encoder.encode(texts).to(self.device)
             self.x = emb if self.x is None else torch.cat([self.x, emb])
         if self.needs_bm25:
-            self.bm25 = BM25Index([tokenize(self.registry.turns[k].content) for k in self.keys],
-                                  doc_group=self.node_graph)
+            self.bm25 = BM25Index([tokenize(self.renderer(self.registry.turns[k]))
+                                   for k in self.keys], doc_group=self.node_graph)
         self.ingest_seconds += time.perf_counter() - start
 
     def score(self, questions: Sequence[Question], mask: torch.Tensor,
@@ -164,8 +170,10 @@ class FullContext(TurnMemory):
     needs_embeddings = False
     needs_bm25 = False
 
-    def __init__(self, encoder: TextEncoder | None = None, *, device: str = "cpu") -> None:
-        super().__init__(encoder, k=10**9, tau_gate=None, device=device)
+    def __init__(self, encoder: TextEncoder | None = None, *,
+                 turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
+        super().__init__(encoder, k=10**9, tau_gate=None, turn_template=turn_template,
+                         device=device)
 
     def score(self, questions, mask, query_graph):
         # earlier turns score higher; the prompt orders items by time anyway

@@ -11,14 +11,20 @@ from collections.abc import Sequence
 import torch
 
 from synapse_pt.data.records import Conversation, Question, Turn
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 
 from .base import EPISODIC, RetrievedItem
 
 
 class TurnRegistry:
-    """``(sample_id, dia_id) -> Turn`` for every ingested turn, plus conversation positions."""
+    """``(sample_id, dia_id) -> Turn`` for every ingested turn, plus conversation positions.
 
-    def __init__(self) -> None:
+    Args:
+        renderer: the turn template every item's text is rendered with (the memory's own).
+    """
+
+    def __init__(self, renderer: TurnRenderer | None = None) -> None:
+        self.renderer = renderer or TurnRenderer(DEFAULT_TURN_TEMPLATE)
         self.turns: dict[tuple[str, str], Turn] = {}
         self.conversations: dict[str, Conversation] = {}
         self.order: list[str] = []
@@ -42,4 +48,5 @@ class TurnRegistry:
 
     def episodic_item(self, sample_id: str, dia_id: str, score: float) -> RetrievedItem:
         t = self.turns[(sample_id, dia_id)]
-        return RetrievedItem(dia_id, t.content, EPISODIC, score, t.timestamp, t.speaker)
+        return RetrievedItem(dia_id, self.renderer(t), EPISODIC, score, t.timestamp, t.speaker,
+                             dated=self.renderer.dated)

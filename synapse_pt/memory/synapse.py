@@ -10,9 +10,11 @@ from typing import Any
 import torch
 
 from synapse_pt.data.records import Conversation, Question
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import GraphBuilder
 from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
+from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
@@ -37,6 +39,8 @@ class SynapseMemory(MemorySystem):
         use_graph: False for the ``no_graph`` ablation: episodic nodes only, no edges.
         bm25: ``k1``, ``b``, ``epsilon`` of the lexical trigger.
         group_by_graph: run the retrieval maths per conversation block (see :meth:`retrieve`).
+        turn_template: how an episodic node renders its turn for embedding, BM25 and the prompt
+            (the template every memory system shares, :mod:`synapse_pt.data.render`).
         device: where the graph tensors and the retrieval maths run.
     """
 
@@ -47,8 +51,10 @@ class SynapseMemory(MemorySystem):
                  graph: Mapping[str, Any] | None = None,
                  params: SynapseParams | Mapping[str, Any] | None = None,
                  use_graph: bool = True, bm25: Mapping[str, float] | None = None,
-                 group_by_graph: bool = True, device: str = "cpu") -> None:
+                 group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
+                 device: str = "cpu") -> None:
         self.encoder = encoder
+        self.renderer = TurnRenderer(turn_template)
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
         self.extractor = extractor if use_graph else NoConceptExtractor()
@@ -56,12 +62,13 @@ class SynapseMemory(MemorySystem):
                        else SynapseParams(**(params or {})))
         self.device = torch.device(device)
         self.builder = GraphBuilder(encoder, self.extractor, device=str(self.device),
-                                    **dict(graph or {}))
+                                    renderer=self.renderer, **dict(graph or {}))
         self.bm25_args = dict(bm25 or {})
-        self.registry = TurnRegistry()
+        self.registry = TurnRegistry(self.renderer)
         self.graphs: list = []
         self.batch: GraphBatch | None = None
         self.bm25: BM25Index | None = None
+        self._pagerank: dict[str, torch.Tensor] = {}
         self.ingest_seconds = 0.0
 
     def configure_retrieval(self, **settings: object) -> None:
@@ -74,7 +81,7 @@ class SynapseMemory(MemorySystem):
     def describe(self) -> dict[str, object]:
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
-                "use_graph": self.use_graph}
+                "use_graph": self.use_graph, "turn_template": self.renderer.template}
 
     def ingest(self, conversations: Sequence[Conversation]) -> None:
         start = time.perf_counter()
@@ -89,6 +96,7 @@ class SynapseMemory(MemorySystem):
         self.batch = GraphBatch(self.graphs, device=self.device)
         self.bm25 = BM25Index([tokenize(t) for t in self.batch.texts], doc_group=self.batch.batch,
                               **self.bm25_args)
+        self._pagerank = {}
         self.ingest_seconds += time.perf_counter() - start
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
@@ -120,13 +128,14 @@ class SynapseMemory(MemorySystem):
         ``params`` may hold ``[B]`` tensors (one value per column).
         """
         g = self.batch
+        pagerank = self.pagerank(params.pagerank_scale).to(g.x.dtype)
         if not self.group_by_graph:
             return synapse_retrieve(
                 x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
-                pagerank_unit=g.pagerank_unit.to(g.x.dtype), query_emb=query_emb,
+                pagerank_unit=pagerank, query_emb=query_emb,
                 query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
                 episodic=g.node_type != SEMANTIC_NODE)
-        B, k = query_graph.shape[0], params.k
+        B, k = query_graph.shape[0], params.k + params.k_concepts
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
         score = torch.full((B, k), float("-inf"), device=self.device)
         valid = torch.zeros(B, k, dtype=torch.bool, device=self.device)
@@ -140,7 +149,7 @@ class SynapseMemory(MemorySystem):
                 x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long,
                                                      device=self.device),
                 edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-                pagerank_unit=g.pagerank_unit[n0:n1].to(g.x.dtype), query_emb=query_emb[cols],
+                pagerank_unit=pagerank[n0:n1], query_emb=query_emb[cols],
                 query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
                 bm25=bm25[n0:n1][:, cols], params=params.select(cols),
                 node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE)
@@ -151,6 +160,13 @@ class SynapseMemory(MemorySystem):
             c_ret[cols] = ranked.c_ret
             gated[cols] = ranked.gated
         return RankedBatch(index, score, valid, c_ret, gated)
+
+    def pagerank(self, scale: str) -> torch.Tensor:
+        """``[N]`` cached PageRank rescaled per conversation by ``scale`` (SPEC §1.5)."""
+        if scale not in self._pagerank:
+            self._pagerank[scale] = rescale_pagerank(self.batch.pagerank, self.batch.batch, scale,
+                                                     num_graphs=self.batch.num_graphs)
+        return self._pagerank[scale]
 
     def sweep(self, questions: Sequence[Question], configs: SynapseParams) -> RankedBatch:
         """Evaluate ``C`` hyperparameter configurations for all questions in one batched pass.

@@ -390,17 +390,30 @@ def activation_step(
     theta: Hyper = 0.5,
     fire_zero: bool = False,
     node_mask: Tensor | None = None,
+    inhibitor_mask: Tensor | None = None,
+    potential: list[Tensor] | None = None,
 ) -> Tensor:
     r"""One step :math:`a(t) \to a(t+1)`: :func:`propagate`, :func:`lateral_inhibition`,
     :func:`fire`, with nodes outside ``node_mask`` set to 0 before inhibition and after firing.
 
-    ``node_mask`` must already be a bool ``[N, B]`` or ``[N, 1]`` tensor on ``a``'s device.
-    Returns a new tensor (``a`` is not modified).
+    ``node_mask`` (and ``inhibitor_mask``) must already be bool ``[N, B]`` or ``[N, 1]`` tensors
+    on ``a``'s device. ``inhibitor_mask`` further restricts which nodes may be among the top-M
+    inhibitors (the "anchors' neighbourhood" reading, SPEC §1.5); ``M = 0`` skips inhibition.
+    When ``potential`` is a list, the step appends a copy of :math:`\hat{u}` (the pre-sigmoid
+    potential) to it. Returns a new tensor (``a`` is not modified).
     """
     outside = None if node_mask is None else ~node_mask
     u = _apply_node_mask(propagate(adj_t, a, S=S, delta=delta), outside)
-    uhat = lateral_inhibition(u, M, beta, node_mask=node_mask, inplace=True)
+    candidates = node_mask
+    if inhibitor_mask is not None:
+        candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
+    uhat = lateral_inhibition(u, M, beta, node_mask=candidates, inplace=True)
+    if potential is not None:
+        potential.append(uhat.clone())
     return _apply_node_mask(fire(uhat, gamma, theta, fire_zero, inplace=True), outside)
+
+
+INHIBITION_SCHEDULES = ("every_step", "last_step")
 
 
 def activation_dynamics(
@@ -416,14 +429,32 @@ def activation_dynamics(
     T: int = 3,
     fire_zero: bool = False,
     node_mask: Tensor | None = None,
-) -> Tensor:
+    inhibition: str = "every_step",
+    inhibitor_mask: Tensor | None = None,
+    return_potential: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     r""":math:`T` steps of :func:`activation_step` from a cached :func:`activation_adjacency`.
 
     Same arguments and result as :func:`spreading_activation`, with ``adj_t`` in place of
-    ``(edge_index, edge_weight, num_nodes, fan)``.
+    ``(edge_index, edge_weight, num_nodes, fan)``, plus the readings of SPEC §1.5:
+
+    Args:
+        inhibition (str): ``"every_step"`` (default, the literal reading: inhibit after every
+            propagation) or ``"last_step"`` (steps :math:`1 \dots T-1` propagate and fire
+            without inhibition; only the last one inhibits).
+        inhibitor_mask (BoolTensor, optional): ``[N, B]``: the nodes that may be among a column's
+            top-:math:`M` inhibitors (default: every node of the query's graph).
+        return_potential (bool): also return :math:`\hat{u}` of the last step, the pre-sigmoid
+            potential (``a0`` itself when ``T = 0``).
+
+    Returns:
+        Tensor ``[N, B]``: :math:`a(T)`; with ``return_potential`` the pair
+        ``(a(T), uhat(T))``.
     """
     if T < 0:
         raise ValueError(f"T must be >= 0, got {T}")
+    if inhibition not in INHIBITION_SCHEDULES:
+        raise ValueError(f"inhibition must be one of {INHIBITION_SCHEDULES}, got {inhibition!r}")
     squeeze = a0.dim() == 1
     a = a0.unsqueeze(1) if squeeze else a0
     if a.dim() != 2 or a.size(0) != adj_t.size(0):
@@ -431,10 +462,11 @@ def activation_dynamics(
             f"a0 must have shape [N, B] with N = {adj_t.size(0)}, got {tuple(a0.shape)}"
         )
     if T == 0:
-        return a0
+        return (a0, a0) if return_potential else a0
     if not a.is_floating_point():
         a = a.float()
     node_mask = _check_node_mask(node_mask, a)
+    inhibitor_mask = _check_node_mask(inhibitor_mask, a)
     B = a.size(1)
     # Convert once: the hyperparameters stay tensors (no Python constants in the loop).
     hp = {
@@ -444,9 +476,17 @@ def activation_dynamics(
         "gamma": _column_param(gamma, B, a, "gamma"),
         "theta": _column_param(theta, B, a, "theta"),
     }
-    for _ in range(T):
-        a = activation_step(adj_t, a, M=M, fire_zero=fire_zero, node_mask=node_mask, **hp)
-    return a.squeeze(1) if squeeze else a
+    potential: list[Tensor] = []
+    for t in range(T):
+        last = t == T - 1
+        a = activation_step(adj_t, a, M=M if (last or inhibition == "every_step") else 0,
+                            fire_zero=fire_zero, node_mask=node_mask,
+                            inhibitor_mask=inhibitor_mask,
+                            potential=potential if (last and return_potential) else None, **hp)
+    if squeeze:
+        a = a.squeeze(1)
+        potential = [p.squeeze(1) for p in potential]
+    return (a, potential[0]) if return_potential else a
 
 
 def spreading_activation(

@@ -35,8 +35,9 @@ def anchor_mask(scores: torch.Tensor, mask: torch.Tensor, k: int,
 
 
 def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor, k_anchor: int,
-                   use_bm25: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Initial activation ``a(0)`` ``[N, B]`` and the anchor mask ``[N, B]``.
+                   use_bm25: bool = True, energy: str = "cosine"
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Initial activation ``a(0)`` ``[N, B]`` and the anchor mask ``[N, B]``.
 
     Args:
         cos: ``[N, B]`` cosine of node and query embeddings.
@@ -44,14 +45,26 @@ def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor, k_
         mask: ``[N, B]`` node belongs to the query's conversation.
         k_anchor: anchors per trigger.
         use_bm25: with False only dense anchors are used.
+        energy: the reading of SPEC §1.5: ``"cosine"`` (the formula above), ``"max"`` (every
+            anchor gets :math:`\max(\cos^+, \mathrm{bm25}/\max \mathrm{bm25})`) or
+            ``"constant"`` (every anchor gets 1).
     """
     dense = anchor_mask(cos, mask, k_anchor)
-    a0 = torch.where(dense, cos.clamp_min(0.0), torch.zeros_like(cos))
+    pos_cos = cos.clamp_min(0.0)
+    a0 = torch.where(dense, pos_cos, torch.zeros_like(cos))
     anchors = dense
+    bm25_unit = torch.zeros_like(cos)
     if use_bm25:
         lexical = anchor_mask(bm25, mask, k_anchor, positive_only=True)
         best = bm25.masked_fill(~mask, 0.0).amax(dim=0, keepdim=True).clamp_min(1e-12)
+        bm25_unit = (bm25 / best).clamp_min(0.0).to(cos.dtype)
         lexical_only = lexical & ~dense
-        a0 = torch.where(lexical_only, bm25 / best, a0)
+        a0 = torch.where(lexical_only, bm25_unit, a0)
         anchors = dense | lexical
+    if energy == "max":
+        a0 = torch.where(anchors, torch.maximum(pos_cos, bm25_unit), torch.zeros_like(cos))
+    elif energy == "constant":
+        a0 = anchors.to(cos.dtype)
+    elif energy != "cosine":
+        raise ValueError(f"initial energy reading must be cosine, max or constant, got {energy!r}")
     return a0, anchors

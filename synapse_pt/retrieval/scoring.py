@@ -4,8 +4,8 @@
     S(v_i) = \\lambda_1 \\cos(h_i, h_q) + \\lambda_2 a_i(T) + \\lambda_3 \\mathrm{PR}_i
 
 with :math:`\\mathrm{PR}` rescaled to [0, 1] per conversation. The retrieval confidence
-:math:`C_{ret}` is the activation of the top-ranked node (``c_ret_source="activation"``) or, for the
-``no_activation`` ablation, its cosine (``"similarity"``). A query is gated when
+:math:`C_{ret}` is the activation of the top-ranked node (``c_ret_source="activation"``), or one of
+the other readings of SPEC §1.5 (:func:`retrieval_confidence`). A query is gated when
 :math:`C_{ret} < \\tau_{gate}`.
 """
 
@@ -31,9 +31,35 @@ def rank(score: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor,
     return masked_topk(score, mask, k)
 
 
-def retrieval_confidence(signal: torch.Tensor, top_index: torch.Tensor) -> torch.Tensor:
-    """``C_ret`` ``[B]``: ``signal`` ``[N, B]`` read at each query's top node ``top_index``."""
+def at_top(signal: torch.Tensor, top_index: torch.Tensor) -> torch.Tensor:
+    """``[B]``: ``signal`` ``[N, B]`` read at each query's top node ``top_index`` ``[B]``."""
     return signal.gather(0, top_index[None, :])[0]
+
+
+def retrieval_confidence(source: str, top_index: torch.Tensor, *, top_score: torch.Tensor,
+                         activation: torch.Tensor, potential: torch.Tensor, cos: torch.Tensor,
+                         mask: torch.Tensor) -> torch.Tensor:
+    r"""``C_ret`` ``[B]`` by one of the readings of SPEC §1.5 (``SynapseParams.c_ret_source``):
+
+    * ``"activation"``: :math:`a_{top}(T)`, the activation of the top-ranked node (the paper);
+    * ``"max_activation"``: :math:`\max_i a_i(T)` over the query's graph;
+    * ``"potential"``: :math:`\hat{u}_{top}(T)`, the top node's pre-sigmoid potential;
+    * ``"score"``: :math:`S(v_{top})`, the top score;
+    * ``"similarity"``: :math:`\cos(h_{top}, h_q)` (the ``no_activation`` ablation).
+
+    ``top_index`` / ``top_score`` are ``[B]``; the other signals ``[N, B]``.
+    """
+    if source == "activation":
+        return at_top(activation, top_index)
+    if source == "max_activation":
+        return activation.masked_fill(~mask, float("-inf")).amax(dim=0).clamp_min(0.0)
+    if source == "potential":
+        return at_top(potential, top_index)
+    if source == "score":
+        return top_score
+    if source == "similarity":
+        return at_top(cos, top_index)
+    raise ValueError(f"unknown C_ret reading {source!r}")
 
 
 def gate(c_ret: torch.Tensor, tau_gate: float | torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import torch
 
-from synapse_pt.nn.functional import spreading_activation
+from synapse_pt.graph.pagerank import PAGERANK_SCALES
+from synapse_pt.nn.functional import (
+    INHIBITION_SCHEDULES,
+    activation_adjacency,
+    activation_dynamics,
+)
 
 from .anchors import initial_energy
 from .dense import cosine_scores, own_graph_mask
@@ -20,12 +25,34 @@ from .scoring import gate, rank, retrieval_confidence, triple_score
 Scalar = float | torch.Tensor
 
 
+ENERGY_READINGS = ("cosine", "max", "constant")
+C_RET_READINGS = ("activation", "max_activation", "potential", "score", "similarity")
+INHIBITION_SCOPES = ("all", "neighbourhood")
+
+
 @dataclass
 class SynapseParams:
     """Retrieval hyperparameters, named as in SPEC §1.2 (defaults: the paper's values).
 
     The continuous ones may be ``[B]`` tensors (one value per query column), which is how a batched
-    sweep evaluates many configurations in one pass.
+    sweep evaluates many configurations in one pass. The string-valued fields are the readings
+    SPEC §1.5 leaves open; each default is the literal reading:
+
+    * ``energy``: initial energy of anchors: ``"cosine"`` (dense anchors their cosine, BM25-only
+      anchors their normalised BM25 score), ``"max"`` (every anchor max(cosine, normalised BM25)),
+      ``"constant"`` (1 on every anchor);
+    * ``c_ret_source``: ``C_ret`` is the activation of the top-ranked node (``"activation"``), the
+      largest activation anywhere (``"max_activation"``), the top node's pre-sigmoid potential
+      (``"potential"``), the top score S(v) (``"score"``), or the top node's cosine
+      (``"similarity"``, the ``no_activation`` ablation);
+    * ``inhibition``: after every step (``"every_step"``) or once after the last (``"last_step"``);
+    * ``inhibition_scope``: top-M inhibitors among all of the graph's nodes (``"all"``) or only
+      among the anchors and their out-neighbours (``"neighbourhood"``);
+    * ``pagerank_scale``: ``"minmax"`` to [0, 1], ``"max"`` (divide by the maximum), ``"none"``
+      (raw scores), per conversation;
+    * ``rank_episodic_only`` / ``k_concepts``: the top-k may hold both node types (the paper) or
+      turns only, concepts still spreading activation; with turns only, ``k_concepts`` concepts
+      are listed after the k turns (for the answer model; recall counts turns only).
     """
 
     S: Scalar = 0.8
@@ -44,14 +71,30 @@ class SynapseParams:
     k: int = 30
     k_anchor: int = 10
     bm25_trigger: bool = True
-    # "activation" (paper) or "similarity" (the no_activation ablation)
+    energy: str = "cosine"
     c_ret_source: str = "activation"
+    inhibition: str = "every_step"
+    inhibition_scope: str = "all"
+    pagerank_scale: str = "minmax"
     rank_episodic_only: bool = False  # True: semantic nodes spread activation but are not returned
+    k_concepts: int = 0
 
     def __post_init__(self) -> None:
-        if self.c_ret_source not in ("activation", "similarity"):
-            raise ValueError(f"c_ret_source must be 'activation' or 'similarity', "
-                             f"got {self.c_ret_source!r}")
+        choices = {"energy": ENERGY_READINGS, "c_ret_source": C_RET_READINGS,
+                   "inhibition": INHIBITION_SCHEDULES, "inhibition_scope": INHIBITION_SCOPES,
+                   "pagerank_scale": PAGERANK_SCALES}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"memory.params.{name} must be one of {list(allowed)}, "
+                                 f"got {getattr(self, name)!r}")
+        for name, lo in (("k", 1), ("k_anchor", 1), ("M", 0), ("T", 0), ("k_concepts", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise ValueError(f"memory.params.{name} must be an integer >= {lo}, "
+                                 f"got {value!r}")
+        if self.k_concepts and not self.rank_episodic_only:
+            raise ValueError("memory.params.k_concepts lists concepts apart from the k turns and "
+                             "needs memory.params.rank_episodic_only=true")
 
     def repeat_columns(self, per_config: int) -> SynapseParams:
         """``[C]`` tensors -> ``[C * per_config]`` (each configuration's value repeated for its
@@ -96,24 +139,32 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
     Args:
         x: ``[N, d]`` unit node embeddings; node_graph: ``[N]`` conversation id per node.
         edge_index: ``[2, E]`` (source, target); edge_weight: ``[E]``.
-        pagerank_unit: ``[N]`` PageRank rescaled to [0, 1] per conversation.
+        pagerank_unit: ``[N]`` PageRank as it enters the score (rescaled per conversation by
+            ``params.pagerank_scale``, see :func:`~synapse_pt.graph.pagerank.rescale_pagerank`).
         query_emb: ``[B, d]`` unit query embeddings; query_graph: ``[B]`` conversation id per query.
         bm25: ``[N, B]`` BM25 scores of each node's text for each query (0 outside its graph).
-        params: hyperparameters.
+        params: hyperparameters and readings (:class:`SynapseParams`).
         node_active: optional ``[N]`` bool; inactive (collected) nodes are never retrieved.
         episodic: optional ``[N]`` bool marking episodic nodes; with
-            ``params.rank_episodic_only`` only they are ranked and returned.
+            ``params.rank_episodic_only`` only they are ranked and returned (then
+            ``params.k_concepts`` semantic nodes follow them).
     """
     p = params
     mask = own_graph_mask(node_graph, query_graph)
     if node_active is not None:
         mask &= node_active[:, None]
     cos = cosine_scores(x, query_emb)
-    a0, _ = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger)
-    activation = spreading_activation(
-        edge_index, edge_weight, a0, num_nodes=x.shape[0], S=p.S, delta=p.delta, beta=p.beta,
-        M=p.M, gamma=p.gamma, theta=p.theta, T=p.T, fan=p.fan, fire_zero=p.fire_zero,
-        node_mask=mask,
+    a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
+                                 energy=p.energy)
+    adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan, dtype=a0.dtype)
+    inhibitors = None
+    if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
+        reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
+        inhibitors = anchors | reached
+    activation, potential = activation_dynamics(
+        adj_t, a0, S=p.S, delta=p.delta, beta=p.beta, M=p.M, gamma=p.gamma, theta=p.theta,
+        T=p.T, fire_zero=p.fire_zero, node_mask=mask, inhibition=p.inhibition,
+        inhibitor_mask=inhibitors, return_potential=True,
     )
     score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
     rank_mask = mask
@@ -123,7 +174,12 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
         rank_mask = mask & episodic[:, None]
     top_score, top_index = rank(score, rank_mask, p.k)
     valid = torch.isfinite(top_score)
-    signal = activation if p.c_ret_source == "activation" else cos
-    c_ret = retrieval_confidence(signal, top_index[0])
+    c_ret = retrieval_confidence(
+        p.c_ret_source, top_index[0], top_score=top_score[0], activation=activation,
+        potential=potential, cos=cos, mask=mask)
     c_ret = torch.where(valid[0], c_ret, torch.zeros_like(c_ret))  # an empty memory: no confidence
+    if p.k_concepts:
+        c_score, c_index = rank(score, mask & ~episodic[:, None], p.k_concepts)
+        top_score, top_index = torch.cat([top_score, c_score]), torch.cat([top_index, c_index])
+        valid = torch.isfinite(top_score)
     return RankedBatch(top_index.T, top_score.T, valid.T, c_ret, gate(c_ret, p.tau_gate))

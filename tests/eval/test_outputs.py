@@ -87,7 +87,10 @@ def qa_run(tmp_path_factory) -> tuple[Path, dict, ScriptedLLM]:
     patch = pytest.MonkeyPatch()
     patch.setattr(run_module, "build_llm", lambda cfg: llm)
     try:
-        metrics = run_module.run(compose_cfg(tmp, "eval=judge", "llm=smollm2"))
+        # a threshold inside the sample's C_ret range (0.08-0.12 at the paper's values), so the
+        # run has both gated and answered questions
+        metrics = run_module.run(compose_cfg(tmp, "eval=judge", "llm=smollm2",
+                                             "memory.params.tau_gate=0.1"))
     finally:
         patch.undo()
     return tmp / "run", metrics, llm

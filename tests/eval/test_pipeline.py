@@ -17,6 +17,7 @@ import torch
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.records import Conversation, Dataset, Question
+from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
 from synapse_pt.eval.scorers.amem import score_amem
@@ -110,7 +111,7 @@ class Counter:
 
 def turn_item(ds: Dataset, dia_id: str, score: float = 1.0) -> RetrievedItem:
     t = next(t for t in ds.turns() if t.dia_id == dia_id)
-    return RetrievedItem(dia_id, t.content, EPISODIC, score, t.timestamp, t.speaker)
+    return RetrievedItem(dia_id, TurnRenderer()(t), EPISODIC, score, t.timestamp, t.speaker)
 
 
 @pytest.fixture(scope="module")
@@ -413,6 +414,11 @@ def test_undated_item_kinds_are_marked(ds: Dataset) -> None:
     from synapse_pt.eval.prompts import format_context
 
     items = [RetrievedItem("F:1", "Nora likes dogs", "fact", 1.0),
-             RetrievedItem("D1:1", "hello", EPISODIC, 0.5, datetime(2024, 3, 3, 14, 15), "Nora")]
+             RetrievedItem("D1:1", "Nora: hello", EPISODIC, 0.5, datetime(2024, 3, 3, 14, 15),
+                           "Nora"),
+             RetrievedItem("D1:2", "[3 March 2024] Tomas: hi", EPISODIC, 0.4,
+                           datetime(2024, 3, 3, 14, 16), "Tomas", dated=True)]
+    # a turn's text is the memory's rendering; the prompt adds the date unless it carries one
     assert format_context(items).splitlines() == ["- [3 March 2024] Nora: hello",
+                                                  "- [3 March 2024] Tomas: hi",
                                                   "- [fact] Nora likes dogs"]

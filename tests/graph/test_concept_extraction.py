@@ -49,7 +49,7 @@ def _windows():
 def test_llm_extractor_one_batch_prompt_and_cleaning():
     llm = ScriptedLLM({"WIN0": ['["Caroline", " support group ", "caroline", ""]'],
                        "WIN1": ['```json\n["painting", "lake sunrise"]\n```']})
-    ext = LLMConceptExtractor(llm, max_concepts=8)
+    ext = LLMConceptExtractor(llm, max_concepts=8, include_speakers=True)
     assert ext.extract(_windows()) == [["Caroline", "support group"],
                                        ["painting", "lake sunrise"]]
     assert llm.batches == [2] and not ext.llm_free
@@ -57,6 +57,14 @@ def test_llm_extractor_one_batch_prompt_and_cleaning():
     assert "Caroline: WIN0 I went to the LGBTQ support group." in prompt
     assert "Melanie: That's great!" in prompt and "JSON list" in prompt
     assert "08 May 2023" in prompt
+
+
+def test_llm_extractor_drops_the_speakers_by_default():
+    # SPEC §1.1: the two speakers are in every window; as concepts they would be hubs
+    llm = ScriptedLLM({"WIN0": ['["Caroline", "Melanie\'s", "support group", "Mark"]'],
+                       "WIN1": ['["melanie", "painting"]']})
+    assert LLMConceptExtractor(llm).extract(_windows()) == [["support group", "Mark"],
+                                                            ["painting"]]
 
 
 def test_llm_extractor_caps_concepts():
@@ -67,7 +75,7 @@ def test_llm_extractor_caps_concepts():
 def test_llm_extractor_repair_path():
     llm = ScriptedLLM({"WIN0": ["Sure! Concepts: {oops", '["Caroline"]'],
                        "WIN1": ['["painting"]']})
-    ext = LLMConceptExtractor(llm)
+    ext = LLMConceptExtractor(llm, include_speakers=True)
     assert ext.extract(_windows()) == [["Caroline"], ["painting"]]
     assert llm.batches == [2, 1]  # the one broken reply got one repair request
     repair = llm.requests[-1]

@@ -14,6 +14,7 @@ from graph_helpers import (
     unit,
 )
 
+from synapse_pt.data.render import TurnRenderer
 from synapse_pt.graph.consolidation import (
     GraphBuilder,
     cooccurrence_weight,
@@ -24,8 +25,12 @@ from synapse_pt.graph.pagerank import pagerank
 from synapse_pt.graph.types import ABSTRACTION, ASSOCIATION, EPISODIC, SEMANTIC, TEMPORAL
 from synapse_pt.models.hashing import HashingEncoder
 
+BARE = TurnRenderer("{text}{caption}")
+
 
 def _builder(script, encoder=None, **kw) -> GraphBuilder:
+    # graph-structure tests: nodes hold the bare utterance (the template is tested on its own)
+    kw.setdefault("renderer", BARE)
     return GraphBuilder(encoder or HashingEncoder(256), ScriptedExtractor(script), **kw)
 
 
@@ -162,13 +167,14 @@ def test_build_many_batches_encoder_and_extractor_calls():
     convs = [simple_conversation(7, "s1"), simple_conversation(3, "s2")]
     enc = TableEncoder(dim=16)
     script = [["a", "b"], ["c"], ["a", "d"]]
-    builder = GraphBuilder(enc, ScriptedExtractor(script), window=5)
+    builder = GraphBuilder(enc, ScriptedExtractor(script), window=5, renderer=BARE)
     graphs = builder.build_many(convs)
     assert enc.calls == [10, 4]  # all turns in one call, all distinct concepts in another
     assert builder.extractor.calls == [3]  # all windows of all conversations at once
     assert set(builder.last_timings) >= {"embed_turns_s", "extract_s", "consolidate_s", "total_s"}
     # the same graph as building each conversation alone
-    alone = GraphBuilder(TableEncoder(dim=16), ScriptedExtractor(script[2:]), window=5)
+    alone = GraphBuilder(TableEncoder(dim=16), ScriptedExtractor(script[2:]), window=5,
+                         renderer=BARE)
     g2 = alone.build(convs[1])
     assert graphs[1].node_keys == g2.node_keys and graphs[1].sample_id == "s2"
     assert torch.equal(graphs[1].edge_index, g2.edge_index)

@@ -123,7 +123,7 @@ def test_vector_rag_finds_a_turn_by_its_own_text(two: Dataset) -> None:
     memory = VectorRAG(HashingEncoder(512), k=3)
     memory.ingest(two.conversations)
     turn = list(two.conversations[0].turns())[9]
-    result = memory.retrieve([ask("sample-1", turn.content)])
+    result = memory.retrieve([ask("sample-1", f"{turn.speaker}: {turn.content}")])
     assert result.items[0][0].node_id == turn.dia_id
     assert result.c_ret[0].item() == pytest.approx(1.0, abs=1e-5)
 
@@ -188,7 +188,7 @@ def test_full_context_returns_every_turn_in_order(two: Dataset) -> None:
     result = memory.retrieve([ask(COPY_ID, "anything"), ask("sample-1", "anything")])
     for row, conv in zip(result.items, reversed(two.conversations), strict=True):
         assert [it.node_id for it in row] == [t.dia_id for t in conv.turns()]
-        assert [it.text for it in row] == [t.content for t in conv.turns()]
+        assert [it.text for it in row] == [f"{t.speaker}: {t.content}" for t in conv.turns()]
         stamps = [it.timestamp for it in row]
         assert stamps == sorted(stamps)
     assert result.c_ret.tolist() == [1.0, 1.0] and not result.gated.any()

@@ -46,9 +46,21 @@ def test_triple_score_gate_and_confidence():
     s = triple_score(cos, act, pr, 0.5, 0.3, 0.2)
     assert s[:, 0].tolist() == pytest.approx([0.5 * 0.8 + 0.3 * 0.1, 0.5 * 0.2 + 0.3 * 0.9 + 0.2])
     top = s.argmax(dim=0)
-    c_ret = retrieval_confidence(act, top)
-    assert c_ret.tolist() == pytest.approx([0.9])
-    assert gate(c_ret, 0.95).tolist() == [True] and gate(c_ret, 0.12).tolist() == [False]
+    potential = torch.tensor([[0.3], [0.7]])
+    mask = torch.ones(2, 1, dtype=torch.bool)
+
+    def c_ret(source: str) -> list[float]:
+        return retrieval_confidence(source, top, top_score=s.amax(dim=0), activation=act,
+                                    potential=potential, cos=cos, mask=mask).tolist()
+
+    # node 1 is on top (0.57 > 0.43): every reading of SPEC §1.5, by hand
+    assert c_ret("activation") == pytest.approx([0.9])
+    assert c_ret("max_activation") == pytest.approx([0.9])
+    assert c_ret("potential") == pytest.approx([0.7])
+    assert c_ret("score") == pytest.approx([0.57])
+    assert c_ret("similarity") == pytest.approx([0.2])
+    assert gate(torch.tensor([0.9]), 0.95).tolist() == [True]
+    assert gate(torch.tensor([0.9]), 0.12).tolist() == [False]
 
 
 def _two_graph_inputs():
