@@ -1,0 +1,47 @@
+"""Run a study (``configs/study/<name>.yaml``): every variant in one process, then its tables.
+
+    python scripts/run_study.py readings --out multirun/study_readings [overrides...]
+
+Each variant's run folder (resolved config, predictions, metrics) lands in ``OUT/<i>_<label>``;
+``OUT/tables/`` gets the usual tables (``scripts/make_tables.py``) and ``OUT/study.md`` the study
+table (one row per variant: recall@5/10/30 per category and over categories 1-4, context tokens,
+false/true rejection, AUC of C_ret). Extra arguments are Hydra overrides added to every variant.
+The last line is the study's best recall@10 over categories 1-4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
+from synapse_pt.eval.study import load_study, run_study, study_table
+from synapse_pt.eval.tables import to_markdown
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("study", help="name in configs/study/ or a path to a study file")
+    parser.add_argument("--out", required=True, type=Path, help="folder for runs and tables")
+    parser.add_argument("--baseline", default=None, help="label of the delta tables' base row")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every variant")
+    args = parser.parse_args(argv)
+    study = load_study(args.study)
+    results = run_study(study, args.out, args.overrides)
+    runs, where = load_runs(find_runs([args.out]), baseline=args.baseline)
+    write(build_tables(runs, where, args.baseline if args.baseline in runs else None),
+          args.out / "tables")
+    table = study_table(results)
+    (args.out / "study.md").write_text(
+        f"# study {args.study} ({study['path']})\n\nrecall and rates as fractions\n\n"
+        + to_markdown(table, floatfmt=".3f") + "\n")
+    print(to_markdown(table, floatfmt=".3f"))
+    best = table["R@10 (1-4)"].idxmax()
+    print(f"study_best_recall@10: {table.loc[best, 'R@10 (1-4)']:.4f} ({best})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
