@@ -52,3 +52,11 @@ def sample_dataset():
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory):
+    """The bundled all-MiniLM-L6-v2 (the paper's embedder), with a session-scoped disk cache."""
+    from synapse_pt.models.embedder import HFEmbedder
+
+    return HFEmbedder(cache_dir=str(tmp_path_factory.mktemp("minilm_cache")))

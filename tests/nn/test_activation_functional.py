@@ -183,9 +183,13 @@ def test_one_full_step_by_hand(device):
 # --------------------------------------------------------------------------------------------
 # Plain-loop reference, straight from SPEC §1.2 (loops over columns, steps, edges and nodes).
 # --------------------------------------------------------------------------------------------
-def reference_dynamics(edges, num_nodes, a0_cols, params, *, M, T, fan, fire_zero, masks=None):
+def reference_dynamics(edges, num_nodes, a0_cols, params, *, M, T, fan, fire_zero, masks=None,
+                       last_step_only=False, inhibitors=None, potentials=None):
     """edges: list of (j, i, w); a0_cols: list of B lists of N floats; params: list of B dicts
-    with S, delta, beta, gamma, theta; masks: list of B sets of allowed nodes (or None)."""
+    with S, delta, beta, gamma, theta; masks: list of B sets of allowed nodes (or None).
+    SPEC §1.5 readings: ``last_step_only`` inhibits at the last step only; ``inhibitors``: list of
+    B sets of nodes that may be top-M inhibitors; ``potentials``: a list that receives each
+    column's last-step uhat."""
     fan_count = [0] * num_nodes
     for j, _, _ in edges:
         fan_count[j] += 1
@@ -194,16 +198,20 @@ def reference_dynamics(edges, num_nodes, a0_cols, params, *, M, T, fan, fire_zer
         p = params[b]
         allowed = set(range(num_nodes)) if masks is None else masks[b]
         a = list(a0)
-        for _ in range(T):
+        may_inhibit = allowed if inhibitors is None else allowed & inhibitors[b]
+        for step in range(T):
+            m = M if (not last_step_only or step == T - 1) else 0
             u = [(1 - p["delta"]) * a[i] for i in range(num_nodes)]
             for j, i, w in edges:
                 u[i] += p["S"] * w * a[j] / (fan_count[j] if fan else 1)
             u = [u[i] if i in allowed else 0.0 for i in range(num_nodes)]
-            top = sorted((u[i] for i in allowed), reverse=True)[:M]
+            top = sorted((u[i] for i in may_inhibit), reverse=True)[:m]
             uhat = []
             for i in range(num_nodes):
                 inhibition = sum(uk - u[i] for uk in top if uk > u[i])
                 uhat.append(max(0.0, u[i] - p["beta"] * inhibition))
+            if potentials is not None and step == T - 1:
+                potentials.append(uhat)
             a = []
             for i in range(num_nodes):
                 if i not in allowed or (uhat[i] == 0 and not fire_zero):
@@ -488,3 +496,39 @@ def test_inputs_untouched_and_inplace_variants(device):
     torch.testing.assert_close(
         spreading_activation(ei, w, a0_g, num_nodes=300), out, atol=1e-12, rtol=1e-12
     )
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("inhibition", ["every_step", "last_step"])
+@pytest.mark.parametrize("scoped", [False, True])
+def test_readings_equal_plain_loop_reference(device, seed, inhibition, scoped):
+    # SPEC §1.5: inhibition once after the last step; top-M among a subset (the anchors'
+    # neighbourhood); the last step's pre-sigmoid potential
+    num_nodes = 5 + seed
+    ei, w, g = random_graph(100 + seed, num_nodes, 3 * num_nodes, device)
+    B = 3
+    a0 = torch.rand(num_nodes, B, generator=g, dtype=torch.float64)
+    a0[torch.rand(num_nodes, B, generator=g) < 0.4] = 0.0
+    inhibitors = torch.rand(num_nodes, B, generator=g) < 0.5 if scoped else None
+    hp = {"S": 0.8, "delta": 0.3, "beta": 0.3, "gamma": 5.0, "theta": 0.2}
+    out, potential = activation_dynamics(
+        activation_adjacency(ei, w, num_nodes), a0.to(device), M=2, T=3,
+        inhibition=inhibition, return_potential=True,
+        inhibitor_mask=None if inhibitors is None else inhibitors.to(device), **hp)
+    edges = list(zip(ei[0].tolist(), ei[1].tolist(), w.tolist(), strict=True))
+    pots: list = []
+    ref = reference_dynamics(
+        edges, num_nodes, a0.T.tolist(), [hp] * B, M=2, T=3, fan=True, fire_zero=False,
+        last_step_only=inhibition == "last_step", potentials=pots,
+        inhibitors=None if inhibitors is None else
+        [set(inhibitors[:, b].nonzero().flatten().tolist()) for b in range(B)])
+    for b in range(B):
+        torch.testing.assert_close(out[:, b].cpu(), torch.tensor(ref[b], dtype=torch.float64))
+        torch.testing.assert_close(potential[:, b].cpu(), torch.tensor(pots[b],
+                                                                       dtype=torch.float64))
+
+
+def test_unknown_inhibition_schedule_is_named():
+    adj = activation_adjacency(torch.tensor([[0], [1]]), None, 2)
+    with pytest.raises(ValueError, match="inhibition must be one of"):
+        activation_dynamics(adj, torch.ones(2, 1), inhibition="sometimes")

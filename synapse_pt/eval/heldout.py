@@ -1,0 +1,194 @@
+"""Held-out tuning of SYNAPSE's retrieval hyperparameters (SPEC §1.5: tuned numbers held out).
+
+The search evaluates every candidate configuration on every question once, batched
+(:meth:`~synapse_pt.memory.synapse.SynapseMemory.sweep`: the (configuration, question) pairs are
+the activation columns), giving ``[C, Q]`` matrices of evidence recall@k and ``C_ret``. Folds are
+sets of *conversations*: for each fold the configuration with the best recall@10 over the
+answerable questions of the other conversations is chosen, and only then read on the fold's own
+questions. Every question is thus scored by a configuration chosen without it. The gate's
+``tau_gate`` is calibrated the same way: the ``target_fr`` quantile of ``C_ret`` over the training
+conversations' answerable questions (the paper's < 2.5 % false rejection).
+
+Candidates: random combinations of the discrete readings (``DISCRETE``), each with
+``per_combination`` random draws of the continuous hyperparameters (``CONTINUOUS`` ranges); the
+paper's values are candidate 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from synapse_pt.data.records import Question
+from synapse_pt.memory.synapse import SynapseMemory
+from synapse_pt.retrieval.synapse import SynapseParams
+
+from .scorers.retrieval import evidence_recall_from_index, roc_auc
+
+CONTINUOUS: dict[str, tuple[float, float]] = {
+    "S": (0.2, 1.0), "delta": (0.0, 1.0), "beta": (0.0, 0.5), "gamma": (1.0, 10.0),
+    "theta": (0.1, 0.9), "lambda1": (0.0, 1.0), "lambda2": (0.0, 1.0), "lambda3": (0.0, 0.5)}
+DISCRETE: dict[str, tuple] = {
+    "rank_episodic_only": (False, True), "energy": ("cosine", "max", "constant"),
+    "inhibition": ("every_step", "last_step"), "inhibition_scope": ("all", "neighbourhood"),
+    "pagerank_scale": ("minmax", "max", "none"), "fire_zero": (False, True), "fan": (True, False),
+    "k_anchor": (5, 10, 20), "T": (1, 2, 3)}
+KS = (5, 10, 30)
+
+
+def make_folds(sample_ids: Sequence[str], scheme: str | Sequence[str]) -> list[list[str]]:
+    """Test folds (lists of conversations). ``"kfold<n>"``: ``n`` folds of consecutive
+    conversations; a list of ids: one fold holding them (a fixed split, tuned on the rest)."""
+    ids = list(sample_ids)
+    if isinstance(scheme, str):
+        if not scheme.startswith("kfold") or not scheme[5:].isdigit():
+            raise ValueError(f"folds must be 'kfold<n>' or a list of sample ids, got {scheme!r}")
+        n = int(scheme[5:])
+        if not 2 <= n <= len(ids):
+            raise ValueError(f"folds={scheme!r}: need 2 <= n <= {len(ids)} conversations")
+        return [list(part) for part in np.array_split(np.array(ids, dtype=object), n)]
+    test = list(scheme)
+    unknown = sorted(set(test) - set(ids))
+    if unknown or not test or len(test) == len(ids):
+        raise ValueError(f"split {test}: needs a proper subset of the conversations {ids} "
+                         f"(unknown: {unknown})")
+    return [test]
+
+
+def candidates(num_combinations: int, per_combination: int, seed: int
+               ) -> list[tuple[dict, dict[str, torch.Tensor]]]:
+    """``[(discrete settings, {name: [per_combination] tensor})]``; the paper's values first."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    defaults = SynapseParams()
+    grid = list(itertools.product(*DISCRETE.values()))
+    literal = tuple(getattr(defaults, k) for k in DISCRETE)
+    rest = [g for g in grid if g != literal]
+    chosen = [literal, *rng.sample(rest, min(num_combinations - 1, len(rest)))]
+    out = []
+    for i, combo in enumerate(chosen):
+        values = {name: lo + (hi - lo) * torch.rand(per_combination, generator=gen)
+                  for name, (lo, hi) in CONTINUOUS.items()}
+        if i == 0:
+            for name in CONTINUOUS:
+                values[name][0] = float(getattr(defaults, name))
+        out.append((dict(zip(DISCRETE, combo, strict=True)), values))
+    return out
+
+
+@dataclass
+class SweepMatrix:
+    """Per candidate (rows) and question (columns): ``recall[k]`` ``[C, Q]`` and ``c_ret``."""
+
+    configs: list[dict]
+    recall: dict[int, torch.Tensor]
+    c_ret: torch.Tensor
+
+
+def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
+                 blinded: Sequence[Question],
+                 cands: Sequence[tuple[dict, Mapping[str, torch.Tensor]]],
+                 base: SynapseParams, chunk: int = 32) -> SweepMatrix:
+    """Evaluate every candidate on every question (``questions`` for evidence, ``blinded`` go to
+    the memory), ``chunk`` continuous draws per batched call."""
+    rows = [[memory.batch.index_of(q.sample_id, e) for e in q.evidence] for q in questions]
+    width = max(1, max(len(r) for r in rows))
+    evidence = torch.tensor([r + [-1] * (width - len(r)) for r in rows], device=memory.device)
+    B = len(questions)
+    recall: dict[int, list[torch.Tensor]] = {k: [] for k in KS}
+    c_ret: list[torch.Tensor] = []
+    configs: list[dict] = []
+    fixed = {k: v for k, v in vars(base).items() if k not in CONTINUOUS and k not in DISCRETE}
+    fixed["tau_gate"] = 0.0  # the gate is calibrated afterwards, from c_ret
+    for discrete, values in cands:
+        n = next(iter(values.values())).numel()
+        for c0 in range(0, n, chunk):
+            part = {k: v[c0:c0 + chunk].to(memory.device) for k, v in values.items()}
+            C = next(iter(part.values())).numel()
+            params = SynapseParams(**fixed, **discrete, **part)
+            ranked = memory.sweep(blinded, params)
+            rec = evidence_recall_from_index(ranked.index, ranked.valid, evidence.repeat(C, 1),
+                                             ks=KS)
+            for k in KS:
+                recall[k].append(rec[k].view(C, B).cpu())
+            c_ret.append(ranked.c_ret.view(C, B).float().cpu())
+            configs.extend({**discrete, **{k: float(v[i]) for k, v in part.items()}}
+                           for i in range(C))
+    return SweepMatrix(configs, {k: torch.cat(v) for k, v in recall.items()}, torch.cat(c_ret))
+
+
+def _mean(recall: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """``[C]`` mean over the chosen question columns, ignoring NaN (no evidence)."""
+    return torch.nanmean(recall[:, cols], dim=1)
+
+
+def choose(sweep: SweepMatrix, train: torch.Tensor, answerable: torch.Tensor) -> int:
+    """Index of the candidate with the best recall@10 over the training answerable questions
+    (ties: the earlier candidate)."""
+    score = _mean(sweep.recall[10], train & answerable)
+    return int(torch.nan_to_num(score, nan=-1.0).argmax())
+
+
+def calibrate_tau(c_ret: torch.Tensor, target_fr: float) -> float:
+    """The threshold gating a share ``target_fr`` of ``c_ret`` (answerable training questions)."""
+    return float(torch.quantile(c_ret.double(), target_fr))
+
+
+def heldout(sweep: SweepMatrix, questions: Sequence[Question], folds: Sequence[Sequence[str]],
+            names: Mapping[int, str], target_fr: float = 0.025
+            ) -> tuple[pd.DataFrame, list[dict]]:
+    """Per-question held-out results and one record per fold (chosen config, tau, train score)."""
+    sample = np.array([q.sample_id for q in questions])
+    category = torch.tensor([q.category for q in questions])
+    answerable = category < 5
+    per_q = pd.DataFrame({"sample_id": sample, "category": category.numpy()})
+    for k in KS:
+        per_q[f"recall@{k}"] = np.nan
+    per_q["c_ret"] = np.nan
+    per_q["gated"] = False
+    records = []
+    for i, fold in enumerate(folds):
+        test = torch.from_numpy(np.isin(sample, list(fold)))
+        best = choose(sweep, ~test, answerable)
+        tau = calibrate_tau(sweep.c_ret[best][~test & answerable], target_fr)
+        cols = test.numpy()
+        for k in KS:
+            per_q.loc[cols, f"recall@{k}"] = sweep.recall[k][best][test].numpy()
+        per_q.loc[cols, "c_ret"] = sweep.c_ret[best][test].numpy()
+        per_q.loc[cols, "gated"] = (sweep.c_ret[best][test] < tau).numpy()
+        records.append({"fold": i, "test": list(fold), "candidate": best,
+                        "config": sweep.configs[best], "tau_gate": tau,
+                        "train_recall@10": float(_mean(sweep.recall[10][best:best + 1],
+                                                       ~test & answerable)),
+                        "test_recall@10": float(_mean(sweep.recall[10][best:best + 1],
+                                                      test & answerable))})
+    per_q["category_name"] = per_q["category"].map(names)
+    return per_q, records
+
+
+def summary_table(per_q: pd.DataFrame, names: Mapping[int, str]
+                  ) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Rows recall@5/10/30 (per category and over categories 1-4's questions) and gate figures,
+    from the scored questions of ``per_q`` (those in some test fold)."""
+    scored = per_q.dropna(subset=["c_ret"])
+    ans = scored[scored["category"] < 5]
+    rows = {}
+    for k in KS:
+        col = f"recall@{k}"
+        row = {names[c]: ans.loc[ans["category"] == c, col].mean() for c in (1, 2, 3, 4)}
+        row["mean_q_1_4"] = ans[col].mean()
+        rows[col] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    adv = scored["category"] == 5
+    gate = {"false_rejection (1-4)": float(ans["gated"].mean()),
+            "true_rejection (5)": float(scored.loc[adv, "gated"].mean()) if adv.any()
+            else float("nan"),
+            "auc_c_ret": roc_auc(torch.tensor(-scored["c_ret"].to_numpy()),
+                                 torch.tensor(adv.to_numpy())) if adv.any() else float("nan")}
+    return table, gate
