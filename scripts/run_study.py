@@ -1,4 +1,4 @@
-"""Run a study (``configs/study/<name>.yaml``): every variant in one process, then its tables.
+"""Run a study (``studies/<name>.yaml``): every variant in one process, then its tables.
 
     python scripts/run_study.py readings --out multirun/study_readings [overrides...]
 
@@ -23,7 +23,7 @@ from synapse_pt.eval.tables import to_markdown
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("study", help="name in configs/study/ or a path to a study file")
+    parser.add_argument("study", help="name in studies/ or a path to a study file")
     parser.add_argument("--out", required=True, type=Path, help="folder for runs and tables")
     parser.add_argument("--baseline", default=None, help="label of the delta tables' base row")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every variant")

@@ -1,6 +1,6 @@
 """Studies: named variants of one run configuration, run in one process, tabulated together.
 
-A study file (``configs/study/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares)
+A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares)
 and ``variants`` (``{label: [overrides]}``). :func:`run_study` composes each variant's config from
 the real ``configs/``, runs it through :func:`synapse_pt.run.run` into its own folder (labelled by
 ``experiment_name=<label>``, so the usual tables name the rows), and variants that change only
@@ -23,12 +23,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-STUDY_DIR = CONFIG_DIR / "study"
+STUDY_DIR = CONFIG_DIR.parent / "studies"
 _LABEL = re.compile(r"[A-Za-z0-9_.=+-]+")
 
 
 def load_study(name_or_path: str | Path) -> dict[str, Any]:
-    """``{"base", "variants": {label: [overrides]}}`` of ``configs/study/<name>.yaml`` or a path."""
+    """``{"base", "variants": {label: [overrides]}}`` of ``studies/<name>.yaml`` or a path."""
     path = Path(name_or_path)
     if not path.suffix:
         path = STUDY_DIR / f"{name_or_path}.yaml"
