@@ -51,6 +51,10 @@ class TurnMemory(MemorySystem):
                  device: str = "cpu") -> None:
         if self.needs_embeddings and encoder is None:
             raise ValueError(f"{type(self).__name__} needs an encoder")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"memory.k must be an integer >= 1, got {k!r}")
+        if tau_gate is not None and not float(tau_gate) >= 0.0:
+            raise ValueError(f"memory.tau_gate must be >= 0 or null, got {tau_gate!r}")
         self.encoder = encoder
         self.renderer = TurnRenderer(turn_template)
         self.k = k

@@ -92,6 +92,21 @@ class SynapseParams:
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise ValueError(f"memory.params.{name} must be an integer >= {lo}, "
                                  f"got {value!r}")
+        ranges = {"S": (0.0, None), "delta": (0.0, 1.0), "beta": (0.0, None),
+                  "gamma": (0.0, None), "theta": (0.0, 1.0), "lambda1": (0.0, None),
+                  "lambda2": (0.0, None), "lambda3": (0.0, None),
+                  # C_ret readings in [0, 1] except the pre-sigmoid potential
+                  "tau_gate": (0.0, None if self.c_ret_source == "potential" else 1.0)}
+        for name, (lo, hi) in ranges.items():
+            value = getattr(self, name)
+            t = torch.as_tensor(value, dtype=torch.float64)
+            if t.numel() == 0 or not torch.isfinite(t).all():
+                raise ValueError(f"memory.params.{name} must be finite, got {value!r}")
+            if float(t.min()) < lo or (hi is not None and float(t.max()) > hi):
+                allowed = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+                shown = value if t.numel() == 1 else f"values in [{float(t.min()):g}, " \
+                                                     f"{float(t.max()):g}]"
+                raise ValueError(f"memory.params.{name} must be {allowed}, got {shown}")
         if self.k_concepts and not self.rank_episodic_only:
             raise ValueError("memory.params.k_concepts lists concepts apart from the k turns and "
                              "needs memory.params.rank_episodic_only=true")

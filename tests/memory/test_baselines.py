@@ -224,3 +224,10 @@ def test_retrieval_result_checks_shapes_and_lists_ids() -> None:
         RetrievalResult(items, torch.tensor([0.9]), torch.tensor([False, True]))
     with pytest.raises(ValueError, match=r"must both be \[2\]"):
         RetrievalResult(items, torch.tensor([0.9, 0.1]), torch.tensor([[False, True]]))
+
+
+@pytest.mark.parametrize("k", [0, -3, 2.5, True])
+def test_k_must_be_a_positive_integer(k) -> None:
+    # memory=bm25 memory.k=-3 used to return all but 3 turns (Python slicing)
+    with pytest.raises(ValueError, match="memory.k must be an integer >= 1"):
+        BM25Memory(k=k)

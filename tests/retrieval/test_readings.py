@@ -89,3 +89,17 @@ def test_c_ret_readings_on_a_graph() -> None:
 def test_params_validated_with_the_key_named(field, value, message) -> None:
     with pytest.raises(ValueError, match=message):
         SynapseParams(**{field: value})
+
+
+@pytest.mark.parametrize("field, value", [
+    ("tau_gate", 1.5), ("tau_gate", -0.1), ("delta", 1.2), ("beta", -1.0), ("S", -0.5),
+    ("gamma", -1.0), ("theta", 2.0), ("lambda1", -0.1), ("delta", float("nan")),
+    ("beta", torch.tensor([0.1, -0.2])),
+])
+def test_out_of_range_hyperparameters_name_key_and_range(field, value) -> None:
+    with pytest.raises(ValueError, match=f"memory.params.{field} must be"):
+        SynapseParams(**{field: value})
+
+
+def test_potential_gate_may_exceed_one() -> None:
+    assert SynapseParams(c_ret_source="potential", tau_gate=1.5).tau_gate == 1.5
