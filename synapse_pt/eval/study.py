@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 STUDY_DIR = CONFIG_DIR.parent / "studies"
-_LABEL = re.compile(r"[A-Za-z0-9_.=+-]+")
+_LABEL = re.compile(r"[A-Za-z0-9_.+-]+")
 
 
 def load_study(name_or_path: str | Path) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
     for label, overrides in study["variants"].items():
         if not _LABEL.fullmatch(str(label)):
             raise ValueError(f"{path}: variant label {label!r} may hold only letters, digits and "
-                             "_ . = + -")
+                             "_ . + -")
         if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
             raise ValueError(f"{path}: variant {label!r} must be a list of override strings")
     return {"base": base, "variants": study["variants"], "path": str(path)}
