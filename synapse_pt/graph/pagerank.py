@@ -104,6 +104,16 @@ def pagerank(
     return pr
 
 
+def _per_graph(pr: Tensor, batch: Tensor | None, num_graphs: int | None, reduce: str) -> Tensor:
+    """``[N]``: the ``reduce`` (min, max) of ``pr`` over each node's graph."""
+    if batch is None:
+        batch = torch.zeros(pr.numel(), dtype=torch.long, device=pr.device)
+    batch = batch.to(device=pr.device, dtype=torch.long)
+    if num_graphs is None:
+        num_graphs = _num_graphs(batch)
+    return scatter(pr, batch, dim=0, dim_size=num_graphs, reduce=reduce)[batch]
+
+
 def rescale_unit_interval(
     pr: Tensor,
     batch: Tensor | None = None,
@@ -131,13 +141,8 @@ def rescale_unit_interval(
     """
     if pr.numel() == 0:
         return pr.clone()
-    if batch is None:
-        batch = torch.zeros(pr.numel(), dtype=torch.long, device=pr.device)
-    batch = batch.to(device=pr.device, dtype=torch.long)
-    if num_graphs is None:
-        num_graphs = _num_graphs(batch)
-    lo = scatter(pr, batch, dim=0, dim_size=num_graphs, reduce="min")[batch]
-    hi = scatter(pr, batch, dim=0, dim_size=num_graphs, reduce="max")[batch]
+    lo = _per_graph(pr, batch, num_graphs, "min")
+    hi = _per_graph(pr, batch, num_graphs, "max")
     span = hi - lo
     flat = span <= rtol * torch.maximum(hi.abs(), lo.abs())
     return torch.where(flat, torch.zeros_like(pr), (pr - lo) / torch.where(flat, 1.0, span))
@@ -162,10 +167,5 @@ def rescale_pagerank(pr: Tensor, batch: Tensor | None = None, mode: str = "minma
         raise ValueError(f"pagerank_scale must be one of {PAGERANK_SCALES}, got {mode!r}")
     if pr.numel() == 0:
         return pr.clone()
-    if batch is None:
-        batch = torch.zeros(pr.numel(), dtype=torch.long, device=pr.device)
-    batch = batch.to(device=pr.device, dtype=torch.long)
-    if num_graphs is None:
-        num_graphs = _num_graphs(batch)
-    hi = scatter(pr, batch, dim=0, dim_size=num_graphs, reduce="max")[batch]
+    hi = _per_graph(pr, batch, num_graphs, "max")
     return torch.where(hi > 0, pr / torch.where(hi > 0, hi, 1.0), torch.zeros_like(pr))
