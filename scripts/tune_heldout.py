@@ -1,7 +1,7 @@
 """Tune SYNAPSE's retrieval hyperparameters on some conversations, score them on the others.
 
-    python scripts/tune_heldout.py --folds kfold5 --out experiments/heldout [overrides...]
-    python scripts/tune_heldout.py --split conv-26,conv-30,conv-41,conv-42,conv-43 --out ...
+    python scripts/tune_heldout.py --out multirun/heldout \
+        --folds kfold5 conv-44,conv-47,conv-48,conv-49,conv-50 -- experiment=paper_main
 
 The memory is built once from the run config (``configs/run.yaml`` plus overrides; default
 ``experiment=paper_main``). Candidates (random combinations of the SPEC §1.5 readings and of the
@@ -10,10 +10,11 @@ evaluated on every question in batched sweeps; then, per fold, the candidate wit
 recall@10 over the *other* conversations' answerable questions is read on the fold's questions,
 and tau_gate is calibrated on the other conversations for ``--target-fr`` false rejection
 (:mod:`synapse_pt.eval.heldout`). Writes ``OUT/heldout.md`` (held-out table, folds, chosen
-configs), ``OUT/folds.json``, ``OUT/per_question.parquet``, ``OUT/candidates.parquet`` (in-sample
-recall of every candidate, labelled as such) and ``OUT/chosen_on_all.json`` (the configuration the
-same procedure picks on all conversations: ``experiment=synapse_tuned``). The last line is the
-held-out recall@10 over categories 1-4.
+configs), ``OUT/folds.json``, ``OUT/per_question_<scheme>.parquet``,
+``OUT/candidates.parquet`` (in-sample recall of every candidate, labelled as such) and
+``OUT/chosen_on_all.json`` (the configuration the same procedure picks on all conversations:
+``experiment=synapse_tuned``). The last line is the first scheme's held-out recall@10 over
+categories 1-4.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ from synapse_pt.run import build_dataset, build_extractor, build_memory, git_com
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--folds", default="kfold5", help="kfold<n> over the conversations")
-    group.add_argument("--split", default=None, help="comma-separated test conversations")
+    parser.add_argument("--folds", nargs="+", default=["kfold5"],
+                        help="fold schemes, each 'kfold<n>' over the conversations or a "
+                             "comma-separated list of test conversations (a fixed split); all "
+                             "are read from one sweep")
     parser.add_argument("--combinations", type=int, default=24,
                         help="random combinations of the discrete settings")
     parser.add_argument("--per-combination", type=int, default=32,
@@ -78,8 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     memory.ingest(dataset.conversations)
     ingest_s = time.perf_counter() - t0
     questions = list(dataset.questions())
-    scheme = args.split.split(",") if args.split else args.folds
-    folds = make_folds([c.sample_id for c in dataset], scheme)
+    schemes = [f if f.startswith("kfold") else f.split(",") for f in args.folds]
+    all_folds = [make_folds([c.sample_id for c in dataset], scheme) for scheme in schemes]
 
     cands = candidates(args.combinations, args.per_combination, args.seed)
     base = SynapseParams(**resolved["memory"]["params"])
@@ -88,9 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep = sweep_matrix(memory, questions, [blind(q) for q in questions], cands, base,
                              chunk=args.chunk)
     sweep_s = time.perf_counter() - t0
-    per_q, records = heldout(sweep, questions, folds, names, args.target_fr)
-    table, gate = summary_table(per_q, names)
-
     answerable = torch.tensor([q.category < 5 for q in questions])
     everything = torch.ones(len(questions), dtype=torch.bool)
     best_all = choose(sweep, everything, answerable)
@@ -106,35 +105,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         cand[f"in_sample_recall@{k}"] = torch.nanmean(
             sweep.recall[k][:, answerable], dim=1).numpy()
     cand.to_parquet(args.out / "candidates.parquet")
-    per_q.to_parquet(args.out / "per_question.parquet")
+    commit = git_commit(Path(__file__).resolve().parent)
+    text = ["# held-out SYNAPSE", "",
+            f"{len(sweep.configs)} candidates ({args.combinations} combinations x "
+            f"{args.per_combination}, seed {args.seed}), sweep {sweep_s:.0f} s, ingest "
+            f"{ingest_s:.0f} s; commit {commit}", ""]
     meta = {"command": " ".join(["scripts/tune_heldout.py", *(argv or sys.argv[1:])]),
-            "git_commit": git_commit(Path(__file__).resolve().parent),
-            "dataset_sha256": dataset.sha256, "folds": [list(f) for f in folds],
-            "scheme": scheme, "candidates": len(sweep.configs),
-            "combinations": args.combinations, "per_combination": args.per_combination,
-            "seed": args.seed, "target_fr": args.target_fr, "ingest_s": ingest_s,
-            "sweep_s": sweep_s, "records": records, "gate": gate, "paper_values": paper}
+            "git_commit": commit, "dataset_sha256": dataset.sha256,
+            "candidates": len(sweep.configs), "combinations": args.combinations,
+            "per_combination": args.per_combination, "seed": args.seed,
+            "target_fr": args.target_fr, "ingest_s": ingest_s, "sweep_s": sweep_s,
+            "paper_values": paper, "schemes": []}
+    headline: float | None = None
+    for scheme, folds in zip(schemes, all_folds, strict=True):
+        name = scheme if isinstance(scheme, str) else "split"
+        per_q, records = heldout(sweep, questions, folds, names, args.target_fr)
+        table, gate = summary_table(per_q, names)
+        per_q.to_parquet(args.out / f"per_question_{name}.parquet")
+        meta["schemes"].append({"scheme": scheme, "folds": [list(f) for f in folds],
+                                "records": records, "gate": gate,
+                                "table": table.to_dict()})
+        fold_rows = pd.DataFrame([{"fold": r["fold"], "test": " ".join(r["test"]),
+                                   "train R@10": r["train_recall@10"],
+                                   "test R@10": r["test_recall@10"], "tau_gate": r["tau_gate"],
+                                   **{k: r["config"][k] for k in ("rank_episodic_only", "energy",
+                                                                  "T", "k_anchor")}}
+                                  for r in records]).set_index("fold")
+        text += [f"## {name}: held-out evidence recall (fractions)", "",
+                 to_markdown(table, floatfmt=".3f"), "",
+                 "gate (tau_gate calibrated on the training conversations): " + ", ".join(
+                     f"{k} {v:.3f}" for k, v in gate.items()), "",
+                 f"### {name}: folds", "", to_markdown(fold_rows, floatfmt=".3f"), ""]
+        if headline is None:  # the first scheme's figure ends the output
+            headline = float(table.loc["recall@10", "mean_q_1_4"])
+    text += [f"paper values (candidate 0), all questions: {paper}", "",
+             f"chosen on all conversations (in-sample {chosen_all['in_sample_recall@10']:.3f}): "
+             f"{json.dumps(chosen_all['config'])}, tau_gate {chosen_all['tau_gate']:.4f}"]
     (args.out / "folds.json").write_text(json.dumps(meta, indent=1, default=str))
     (args.out / "chosen_on_all.json").write_text(json.dumps(chosen_all, indent=1))
-    fold_rows = pd.DataFrame([{"fold": r["fold"], "test": " ".join(r["test"]),
-                               "train R@10": r["train_recall@10"],
-                               "test R@10": r["test_recall@10"], "tau_gate": r["tau_gate"],
-                               **{k: r["config"][k] for k in ("rank_episodic_only", "energy",
-                                                              "T", "k_anchor")}}
-                              for r in records]).set_index("fold")
-    text = [f"# held-out SYNAPSE ({scheme})", "",
-            f"{len(sweep.configs)} candidates, sweep {sweep_s:.0f} s, ingest {ingest_s:.0f} s; "
-            f"commit {meta['git_commit']}", "", "## held-out evidence recall (fractions)", "",
-            to_markdown(table, floatfmt=".3f"), "",
-            "gate (tau_gate calibrated on the training conversations): " + ", ".join(
-                f"{k} {v:.3f}" for k, v in gate.items()), "",
-            "## folds", "", to_markdown(fold_rows, floatfmt=".3f"), "",
-            f"paper values (candidate 0), all questions: {paper}", "",
-            f"chosen on all conversations (in-sample {chosen_all['in_sample_recall@10']:.3f}): "
-            f"{json.dumps(chosen_all['config'])}, tau_gate {chosen_all['tau_gate']:.4f}"]
     (args.out / "heldout.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
-    print(f"heldout_recall@10: {table.loc['recall@10', 'mean_q_1_4']:.4f}")
+    print(f"heldout_recall@10: {headline:.4f}")
     return 0
 
 
