@@ -81,11 +81,11 @@ class GraphBuilder:
        (a weight-0 edge is kept: the structure is the paper's, the weight floors it);
     5. association edges in both directions between every two concept nodes of the window, weight
 
-       * ``"cooccurrence"`` (default): :math:`1 - 2^{-c_{ab}}` with :math:`c_{ab}` the number of
+       * ``"cooccurrence"``: :math:`1 - 2^{-c_{ab}}` with :math:`c_{ab}` the number of
          windows in which both occurred (counted even while the edge is pruned); a repeat
          co-occurrence raises the weight of the existing edge instead of adding one;
-       * ``"similarity"``: :math:`\max(0, \cos(\mathbf{h}_a, \mathbf{h}_b))`, the paper's semantic
-         edge weight (unchanged on a repeat);
+       * ``"similarity"`` (default): :math:`\max(0, \cos(\mathbf{h}_a, \mathbf{h}_b))`, the
+         paper's semantic edge weight (unchanged on a repeat);
 
     6. maintenance (:mod:`~synapse_pt.graph.maintenance`): activity bookkeeping, at most
        ``max_in_edges`` incoming edges per node, dormant-node collection above ``max_nodes``, and
@@ -101,7 +101,8 @@ class GraphBuilder:
         rho: temporal decay :math:`\rho` (default 0.01 per ``time_unit``).
         time_unit: unit of :math:`\Delta\tau` in the temporal weight: ``"hours"`` (default; the
             paper is silent), ``"seconds"``, ``"minutes"``, ``"days"`` or ``"weeks"``.
-        association_weighting: ``"cooccurrence"`` (default) or ``"similarity"``.
+        association_weighting: ``"similarity"`` (default, the paper's formula) or
+            ``"cooccurrence"``.
         max_in_edges: keep at most this many incoming edges per node, highest weight first, ties
             to the older edge (default 15; ``None`` disables).
         dormancy_eps: :math:`\epsilon`: a node is *activated* in a window when it is created in it
@@ -121,7 +122,7 @@ class GraphBuilder:
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, window: int = 5,
                  tau_dup: float = 0.92, rho: float = 0.01, time_unit: str = "hours",
-                 association_weighting: str = "cooccurrence", max_in_edges: int | None = 15,
+                 association_weighting: str = "similarity", max_in_edges: int | None = 15,
                  dormancy_eps: float = 0.01, dormancy_windows: int = 10,
                  max_nodes: int | None = 10_000, pagerank_damping: float = 0.85,
                  renderer: TurnRenderer | None = None,

@@ -117,7 +117,7 @@ def test_new_concepts_of_one_window_merge_among_themselves():
 
 def test_cooccurrence_weight_accumulates_without_duplicate_edges():
     enc = TableEncoder({"Mark": [1, 0, 0, 0], "ski trip": [0, 1, 0, 0]}, dim=4)
-    builder = _builder([], enc, window=1)
+    builder = _builder([], enc, window=1, association_weighting="cooccurrence")
     g = builder.new_graph("s1")
     for k in range(3):
         turn = make_turn(k, hours=k)
