@@ -37,7 +37,8 @@ def at_top(signal: torch.Tensor, top_index: torch.Tensor) -> torch.Tensor:
 
 
 def retrieval_confidence(source: str, top_index: torch.Tensor, *, top_score: torch.Tensor,
-                         activation: torch.Tensor, potential: torch.Tensor, cos: torch.Tensor,
+                         activation: torch.Tensor, potential: torch.Tensor | None,
+                         cos: torch.Tensor,
                          mask: torch.Tensor) -> torch.Tensor:
     r"""``C_ret`` ``[B]`` by one of the readings of SPEC §1.5 (``SynapseParams.c_ret_source``):
 
@@ -54,6 +55,8 @@ def retrieval_confidence(source: str, top_index: torch.Tensor, *, top_score: tor
     if source == "max_activation":
         return activation.masked_fill(~mask, float("-inf")).amax(dim=0).clamp_min(0.0)
     if source == "potential":
+        if potential is None:
+            raise ValueError("C_ret reading 'potential' needs the last step's potential")
         return at_top(potential, top_index)
     if source == "score":
         return top_score

@@ -176,11 +176,12 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
     if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
         reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
         inhibitors = anchors | reached
-    activation, potential = activation_dynamics(
+    dynamics = activation_dynamics(
         adj_t, a0, S=p.S, delta=p.delta, beta=p.beta, M=p.M, gamma=p.gamma, theta=p.theta,
         T=p.T, fire_zero=p.fire_zero, node_mask=mask, inhibition=p.inhibition,
-        inhibitor_mask=inhibitors, return_potential=True,
+        inhibitor_mask=inhibitors, return_potential=p.c_ret_source == "potential",
     )
+    activation, potential = dynamics if p.c_ret_source == "potential" else (dynamics, None)
     score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
     rank_mask = mask
     if p.rank_episodic_only:
