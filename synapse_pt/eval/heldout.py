@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from synapse_pt.data.records import Question
 from synapse_pt.memory.synapse import SynapseMemory
@@ -106,7 +107,7 @@ def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
     configs: list[dict] = []
     fixed = {k: v for k, v in vars(base).items() if k not in CONTINUOUS and k not in DISCRETE}
     fixed["tau_gate"] = 0.0  # the gate is calibrated afterwards, from c_ret
-    for discrete, values in cands:
+    for discrete, values in tqdm(cands, desc="sweep", unit="combination"):
         n = next(iter(values.values())).numel()
         for c0 in range(0, n, chunk):
             part = {k: v[c0:c0 + chunk].to(memory.device) for k, v in values.items()}
