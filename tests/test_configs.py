@@ -51,7 +51,7 @@ def make_cfg(*overrides: str, output_dir: str = "/tmp/synapse_pt_test_unused",
 def test_every_group_has_options():
     assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
                            "paths", "experiment", "hparams_search"}
-    assert set(EXPERIMENTS) == {"paper_main", *ABLATIONS}
+    assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", *ABLATIONS}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -210,3 +210,19 @@ def test_synapse_memory_gets_every_param():
     for name, (key, _) in SPEC_HPARAMS.items():
         if key.startswith("memory.params."):
             assert getattr(memory.params, key.rsplit(".", 1)[1]) == OmegaConf.select(cfg, key), name
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_hyperparameters_pass_validation(experiment):
+    from synapse_pt.retrieval.synapse import SynapseParams
+
+    cfg = make_cfg(f"experiment={experiment}")
+    if cfg.memory._target_.endswith("SynapseMemory"):
+        SynapseParams(**OmegaConf.to_container(cfg.memory.params, resolve=True))
+
+
+def test_synapse_tuned_changes_retrieval_only():
+    tuned, paper = make_cfg("experiment=synapse_tuned"), make_cfg("experiment=paper_main")
+    assert tuned.memory.graph == paper.memory.graph and tuned.extractor == paper.extractor
+    assert tuned.memory.params != paper.memory.params
+    assert tuned.memory.params.rank_episodic_only
