@@ -324,9 +324,20 @@ class SqliteStorageDir(Callback):
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
+# third-party loggers that log every request at INFO (httpx: one line per LLM call)
+QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "filelock")
+
+
+def quiet_third_party_logs(level: int = logging.WARNING) -> None:
+    """Raise the level of chatty third-party loggers (their warnings and errors still show)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
 @hydra.main(version_base="1.3", config_path="../configs", config_name="run")
 def main(cfg: DictConfig) -> float:
     """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise)."""
+    quiet_third_party_logs()
     metrics = run(cfg)
     print(json.dumps(flatten_metrics(metrics), indent=1, sort_keys=True))
     value = lookup_metric(metrics, cfg.objective)

@@ -176,3 +176,14 @@ def test_retrieval_only_change_reuses_the_ingested_memory(tmp_path):
     run(smoke_cfg(tmp_path / "d", "memory.params.beta=0.0", "extractor.max_concepts=3"))
     timing = json.loads((tmp_path / "d" / "run" / "timing.json").read_text())
     assert timing["ingest_reused"] == 0.0
+
+
+def test_request_logging_is_quiet_by_default() -> None:
+    import logging
+
+    from synapse_pt.run import quiet_third_party_logs
+
+    logging.getLogger("httpx").setLevel(logging.NOTSET)
+    quiet_third_party_logs()
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)

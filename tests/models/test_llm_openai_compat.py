@@ -99,7 +99,9 @@ def test_timeout_every_time_raises(fake_server):
 
 @pytest.mark.parametrize("body", ["<html>502 bad gateway</html>", '{"choices": []}',
                                   '{"object": "chat.completion"}',
-                                  '{"choices": [{"message": {"content": null}}]}'])
+                                  '{"choices": [{"message": {"content": null}}]}',
+                                  '{"choices": [{"message": {"content": ""}}]}',
+                                  '{"choices": [{"message": {"content": " \\n "}}]}'])
 def test_malformed_body_counts_as_failure(fake_server, body):
     fake_server.behaviour = lambda b, n: (200, body, 0.0) if n == 1 else (
         200, completion_body("good"), 0.0)
@@ -157,3 +159,17 @@ def test_api_key_header_and_missing_openai_key(fake_server, monkeypatch):
 def test_empty_batch_sends_nothing(fake_server):
     assert make_llm(fake_server).generate([]) == []
     assert fake_server.bodies == []
+
+
+def test_empty_completion_every_time_raises(fake_server):
+    fake_server.behaviour = lambda b, n: (200, completion_body(""), 0.0)
+    with pytest.raises(LLMError, match="empty completion"):
+        make_llm(fake_server, max_retries=1).generate([ask("q")])
+
+
+def test_cache_identity_names_the_endpoint(fake_server):
+    # the same model name on another base_url must not be served the first one's answers
+    a = make_llm(fake_server)
+    b = OpenAICompatibleLLM("fake-model", base_url="http://127.0.0.1:9/v1", api_key_env=None)
+    assert a.cache_identity != b.cache_identity
+    assert a.cache_identity == f"fake-model@{fake_server.url}"

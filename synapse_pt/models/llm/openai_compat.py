@@ -157,7 +157,15 @@ class OpenAICompatibleLLM(LLM):
         if not isinstance(content, str):
             raise _Retryable(f"HTTP 200 without choices[0].message.content: "
                              f"{_excerpt(response.text)}")
+        if not content.strip():  # an empty completion is a failure, never a scored answer
+            raise _Retryable(f"HTTP 200 with an empty completion: {_excerpt(response.text)}")
         return data
+
+    @property
+    def cache_identity(self) -> str:
+        """``model@base_url``: the same model name served by another endpoint (a vLLM server, a
+        fine-tune behind a proxy) is another model for the response cache."""
+        return f"{self.model}@{self.base_url}"
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         delay = self.backoff_s * (2 ** attempt)
