@@ -46,13 +46,23 @@ def load_locomo(path: str | Path, *, turn_offset_seconds: float = 60.0,
     path = Path(path)
     raw_bytes = path.read_bytes()
     try:
-        samples = json.loads(raw_bytes)
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw_bytes[:err.start].count(b"\n") + 1
+        raise DataFormatError(str(path), "file", f"byte {err.start} (line {line})",
+                              f"not UTF-8 ({err.reason}: {raw_bytes[err.start:err.end]!r}); "
+                              "the LoCoMo release is UTF-8 JSON") from err
+    try:
+        samples = json.loads(text)
     except json.JSONDecodeError as err:
         raise DataFormatError(str(path), "file", f"line {err.lineno} column {err.colno}",
                               f"invalid JSON ({err.msg})") from err
     if not isinstance(samples, list):
         raise DataFormatError(str(path), "file", "<top level>",
                               f"expected a list of samples, got {type(samples).__name__}")
+    if not samples:
+        raise DataFormatError(str(path), "file", "<top level>",
+                              "the list of samples is empty: no conversation to evaluate")
     offset = timedelta(seconds=turn_offset_seconds)
     conversations = [_parse_sample(str(path), i, s, offset) for i, s in enumerate(samples)]
     seen: set[str] = set()

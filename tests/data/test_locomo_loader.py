@@ -7,6 +7,7 @@ import json
 import logging
 from collections import Counter
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +134,24 @@ def test_truncated_json(tmp_path, locomo_path):
     path.write_bytes(locomo_path.read_bytes()[:5000])
     with pytest.raises(DataFormatError, match=r"truncated\.json: file: line \d+ column \d+"):
         load_locomo(path)
+
+
+def test_not_utf8_names_file_and_position(tmp_path, sample_dataset):
+    path = tmp_path / "latin1.json"
+    raw = Path(sample_dataset.path).read_bytes()
+    cut = raw.index(b"Tomas")
+    path.write_bytes(raw[:cut] + "Tom\u00e1s".encode("latin-1") + raw[cut + 5:])
+    with pytest.raises(DataFormatError, match=r"latin1\.json: file: byte \d+ \(line \d+\): "
+                                              r"not UTF-8"):
+        load_locomo(path)
+
+
+def test_empty_dataset_is_an_error_everywhere(tmp_path, capsys):
+    path = write(tmp_path, [])
+    with pytest.raises(DataFormatError, match="list of samples is empty"):
+        load_locomo(path)
+    assert data_main([str(path)]) == 2  # the CLI exits non-zero, naming the file
+    assert "list of samples is empty" in capsys.readouterr().err
 
 
 def test_not_a_list(tmp_path):
