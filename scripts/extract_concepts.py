@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = [f"dataset.sample_ids=[{args.sample_id}]", f"llm={args.llm}",
             "paths.output_dir=/tmp/extract_concepts", *args.overrides]
     cfg = compose_variant(base)
-    dataset = build_dataset(cfg.dataset)
+    dataset = build_dataset(cfg.dataset, refuse_fallback="extract_concepts")
     windows = windows_of(list(dataset.conversations[0].turns()), int(cfg.memory.graph.window))
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     found: dict[str, list[list[str]]] = {}

@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("tune_heldout tunes SYNAPSE: the overrides must select memory=synapse")
     resolved = OmegaConf.to_container(cfg, resolve=True)
     names = category_names(cfg.dataset.categories)
-    dataset = build_dataset(cfg.dataset)
+    dataset = build_dataset(cfg.dataset, refuse_fallback="held-out tuning")
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     extractor = build_extractor(cfg.extractor, encoder, None)
     memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)

@@ -25,7 +25,14 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from synapse_pt.data import Conversation, Dataset, category_names, load_locomo, resolve_dataset_path
+from synapse_pt.data import (
+    Conversation,
+    Dataset,
+    DatasetNotFoundError,
+    category_names,
+    load_locomo,
+    resolve_dataset_path,
+)
 from synapse_pt.data.source import sample_path
 from synapse_pt.eval.aggregate import summarize
 from synapse_pt.eval.outputs import (
@@ -52,6 +59,14 @@ log = logging.getLogger("synapse_pt.run")
 SMOKE_QUESTIONS = 12
 
 
+def in_multirun() -> bool:
+    """True inside a Hydra multirun job (``-m``: sweeps, Optuna studies, launchers)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (the keyword extractor, ties and sampling are deterministic)."""
     random.seed(seed)
@@ -59,8 +74,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_dataset(cfg: Mapping[str, Any], smoke: bool = False) -> Dataset:
-    """Resolve and load the dataset named by the ``dataset`` config group, then subset it."""
+SAMPLE_REFUSED = ("no LoCoMo-10 file was found, and {what} never falls back to the shipped sample "
+                  "conversation (a 14-question smoke test). Provide the data: "
+                  "dataset.path=/path/to/locomo10.json, SYNAPSE_DATA=..., or "
+                  "../shared/data/locomo10.json beside the checkout; or choose the sample "
+                  "explicitly with dataset=sample")
+
+
+def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
+                  refuse_fallback: str | None = None) -> Dataset:
+    """Resolve and load the dataset named by the ``dataset`` config group, then subset it.
+
+    ``refuse_fallback`` names a context in which falling back to the shipped sample is an error
+    (``"a multirun"``, ``"a sweep"``): only a single run may fall back, with a warning, and only
+    when the sample was not asked for explicitly."""
     path = cfg.get("path")
     if path == "sample":
         path = str(sample_path())
@@ -73,6 +100,8 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False) -> Dataset:
     dataset = load_locomo(source.path, name=name,
                           turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
     if source.is_sample:
+        if refuse_fallback:
+            raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
     max_conv = cfg.get("max_conversations")
     max_q = cfg.get("max_questions")
@@ -186,8 +215,11 @@ def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
     raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
-    """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``."""
+def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
+    """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
+
+    ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
+    shipped sample; a Hydra multirun always refuses."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -205,7 +237,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     try:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke))
+        dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke),
+                                refuse_fallback=refuse_fallback or (
+                                    "a multirun" if in_multirun() else None))
         llm = build_llm(cfg.llm)
         key = ingest_key(resolved, dataset)
         reused = _INGESTED.get(key) if cfg.get("reuse_ingested", True) else None

@@ -68,7 +68,7 @@ def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
                                f"task_name={label}", f"paths.output_dir={folder}"])
         print(f"[study] {i + 1}/{len(study['variants'])} {label}: "
               f"{' '.join([*study['base'], *overrides, *extra]) or '(base config)'}")
-        results[label] = run(cfg)
+        results[label] = run(cfg, refuse_fallback="a study")
     return results
 
 
