@@ -215,6 +215,31 @@ def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
     raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")
 
 
+class OutputDirInUse(RuntimeError):
+    """A run folder already holds the outputs of another configuration."""
+
+
+def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
+    """Refuse to write into a folder whose ``config.yaml`` is another configuration's.
+
+    The same resolved configuration resumes (its cached answers make the rerun cheap and its
+    outputs identical); ``overwrite=true`` replaces the other configuration's outputs."""
+    saved = output_dir / "config.yaml"
+    if overwrite or not saved.is_file():
+        return
+    before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
+    after = OmegaConf.to_container(OmegaConf.create(config_text))
+    for conf in (before, after):
+        conf.pop("overwrite", None)  # how a run was asked to write is not what it computes
+    differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if not differ:
+        return
+    raise OutputDirInUse(
+        f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
+        "choose another hydra.run.dir, rerun the same configuration to resume, or pass "
+        "overwrite=true to replace them")
+
+
 def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
@@ -223,7 +248,9 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    config_text = OmegaConf.to_yaml(cfg, resolve=True)
+    check_output_dir(output_dir, config_text, overwrite=bool(cfg.get("overwrite", False)))
+    (output_dir / "config.yaml").write_text(config_text)
     seed_everything(int(cfg.seed))
     names = category_names(cfg.dataset.categories if isinstance(cfg.dataset.categories, str)
                            else OmegaConf.to_container(cfg.dataset.categories))

@@ -187,3 +187,18 @@ def test_request_logging_is_quiet_by_default() -> None:
     quiet_third_party_logs()
     assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
     assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)
+
+
+def test_a_run_folder_of_another_configuration_is_refused(tmp_path):
+    from synapse_pt.run import OutputDirInUse
+
+    run(smoke_cfg(tmp_path, "memory=bm25"))
+    first = (tmp_path / "run" / "metrics.json").read_text()
+    with pytest.raises(OutputDirInUse, match=r"another configuration \(differs in \['memory'\]\)"):
+        run(smoke_cfg(tmp_path, "memory=vector_rag"))
+    assert (tmp_path / "run" / "metrics.json").read_text() == first  # nothing lost
+    run(smoke_cfg(tmp_path, "memory=bm25"))  # the same configuration resumes
+    run(smoke_cfg(tmp_path, "memory=vector_rag", "overwrite=true"))
+    saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
+    assert saved.memory._target_.endswith("VectorRAG")
+    run(smoke_cfg(tmp_path, "memory=vector_rag"))  # resumes the overwritten run
