@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,11 +53,21 @@ def _key(item) -> str:
     return item.key or "/".join(item.nested_key)
 
 
-def offline_run(output_dir: Path) -> tuple[Path, list[pb.Record]]:
+def offline_run(output_dir: Path, timeout_s: float = 30.0) -> tuple[Path, list[pb.Record]]:
+    """The offline run's folder and its records, once W&B's writer has flushed the exit record
+    (it writes from a service process: on a loaded machine the file can lag ``finish``)."""
     runs = sorted((output_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, f"expected one offline run under {output_dir / 'wandb'}, got {runs}"
-    log = next(runs[0].glob("run-*.wandb"))
-    return runs[0], list(read_records(log))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = [p for p in runs[0].glob("run-*.wandb") if p.stat().st_size >= 7]
+        records = list(read_records(logs[0])) if logs else []
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return runs[0], records
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{runs[0]}: no exit record after {timeout_s:.0f} s "
+                                 f"({len(records)} records)")
+        time.sleep(0.2)
 
 
 @pytest.fixture
