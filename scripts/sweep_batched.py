@@ -67,10 +67,7 @@ def main() -> None:
     memory.ingest(dataset.conversations)
     questions = list(dataset.questions())
     B = len(questions)
-    # evidence turns as global node ids, padded with -1 ([B, E])
-    rows = [[memory.batch.index_of(q.sample_id, e) for e in q.evidence] for q in questions]
-    width = max(1, max(len(r) for r in rows))
-    evidence = torch.tensor([r + [-1] * (width - len(r)) for r in rows], device=args.device)
+    evidence = memory.evidence_index(questions)  # [B, E] global node ids, padded with -1
     answerable = torch.tensor([q.category < 5 for q in questions], device=args.device)
     adversarial = ~answerable
     blinded = [blind(q) for q in questions]

@@ -98,9 +98,7 @@ def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
                  base: SynapseParams, chunk: int = 32) -> SweepMatrix:
     """Evaluate every candidate on every question (``questions`` for evidence, ``blinded`` go to
     the memory), ``chunk`` continuous draws per batched call."""
-    rows = [[memory.batch.index_of(q.sample_id, e) for e in q.evidence] for q in questions]
-    width = max(1, max(len(r) for r in rows))
-    evidence = torch.tensor([r + [-1] * (width - len(r)) for r in rows], device=memory.device)
+    evidence = memory.evidence_index(questions)
     B = len(questions)
     recall: dict[int, list[torch.Tensor]] = {k: [] for k in KS}
     c_ret: list[torch.Tensor] = []

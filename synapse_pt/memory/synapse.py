@@ -161,6 +161,16 @@ class SynapseMemory(MemorySystem):
             gated[cols] = ranked.gated
         return RankedBatch(index, score, valid, c_ret, gated)
 
+    def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
+        """``[B, E]`` global node ids of each question's evidence turns, padded with -1: the input
+        of :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+        if self.batch is None:
+            raise RuntimeError("SynapseMemory.evidence_index called before ingest")
+        rows = [[self.batch.index_of(q.sample_id, e) for e in q.evidence] for q in questions]
+        width = max(1, max((len(r) for r in rows), default=0))
+        return torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
+                            device=self.device)
+
     def pagerank(self, scale: str) -> torch.Tensor:
         """``[N]`` cached PageRank rescaled per conversation by ``scale`` (SPEC §1.5)."""
         if scale not in self._pagerank:

@@ -39,7 +39,11 @@ def test_keybert_phrases_come_from_the_window(sample_dataset) -> None:
         assert all(c.lower() in words for c in concepts)  # unigrams: words of the window
         assert not {c.casefold() for c in concepts} & {conv.speaker_a.casefold(),
                                                        conv.speaker_b.casefold()}
-    assert ext.extract(windows[:1]) == out[:1] or len(ext.extract(windows[:1])) == 1
+    # one window alone: KeyBERT returns a flat list for a single document; still one list of
+    # the window's own words
+    (single,) = ext.extract(windows[:1])
+    assert 1 <= len(single) <= 3
+    assert all(c.lower() in window_text(windows[0]).lower() for c in single)
 
 
 def test_speakers_kept_on_request(sample_dataset) -> None:
