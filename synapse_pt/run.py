@@ -8,7 +8,6 @@ sweeps call :func:`run` directly; the hydra entry point returns the configured `
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import random
 import time
@@ -35,6 +34,7 @@ from synapse_pt.data import (
 )
 from synapse_pt.data.source import sample_path
 from synapse_pt.eval.aggregate import summarize
+from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
     git_commit,
@@ -52,9 +52,11 @@ from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.none import NoLLM
+from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import make_tracker
 
 log = logging.getLogger("synapse_pt.run")
+register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 SMOKE_QUESTIONS = 12
 
@@ -240,6 +242,13 @@ def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False
         "overwrite=true to replace them")
 
 
+def run_category_names(cfg: DictConfig) -> dict[int, str]:
+    """The category names of ``dataset.categories`` (a scheme name or a mapping)."""
+    categories = cfg.dataset.categories
+    return category_names(categories if isinstance(categories, str)
+                          else OmegaConf.to_container(categories))
+
+
 def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
@@ -252,8 +261,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
     check_output_dir(output_dir, config_text, overwrite=bool(cfg.get("overwrite", False)))
     (output_dir / "config.yaml").write_text(config_text)
     seed_everything(int(cfg.seed))
-    names = category_names(cfg.dataset.categories if isinstance(cfg.dataset.categories, str)
-                           else OmegaConf.to_container(cfg.dataset.categories))
+    names = run_category_names(cfg)
     label = cfg.get("experiment_name") or cfg.task_name
     tags = list(cfg.get("tags") or [])
     if label not in tags:  # W&B runs are tagged with their experiment (ablation) name
@@ -324,15 +332,17 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         judge = {k: v for k, v in summary.items() if k.startswith("judge")}
         if judge:
             metrics["judge"] = judge
+        prices = resolved["llm"].get("prices") or {}
         if llm is not None and settings.mode == "qa":
             answered = df[~df["gated"]]
-            metrics["usage"] = summarize_usage(
-                answered[["prompt_tokens", "completion_tokens", "latency_s"]].to_dict("records"),
-                OmegaConf.to_container(cfg.llm.get("prices") or {}), model=llm.model,
-                num_queries=len(df))
+            metrics["usage"] = method_usage(answered, prices, model=llm.model,
+                                            num_queries=len(df))
         write_predictions(output_dir / "predictions.parquet", df)
         write_json(output_dir / "metrics.json", metrics)
         write_json(output_dir / "timing.json", timings)
+        spend = run_spend(llm, prices)
+        if spend is not None:
+            write_json(output_dir / "spend.json", spend)
         tables = build_tables(metrics, names, run_label=label)
         write_tables(output_dir / "tables", tables)
         flat = flatten_metrics(metrics)
@@ -348,6 +358,38 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         return metrics
     finally:
         tracker.finish(exit_code)
+
+
+# what a run's answers cost wherever they came from (metrics.json, identical when a run resumes);
+# which of them were paid for in this run is in spend.json
+RUN_STATE_USAGE = ("n_cached", "cost_usd_spent")
+
+
+def method_usage(answered: pd.DataFrame, prices: Mapping[str, Any], *, model: str,
+                 num_queries: int) -> dict[str, Any]:
+    """Tokens, latency and cost of the method's answers (the efficiency table, SPEC §1.4): the
+    answers' recorded token counts, whether or not this run found them in the cache."""
+    usage = summarize_usage(
+        answered[["prompt_tokens", "completion_tokens", "latency_s"]].to_dict("records"),
+        prices, model=model, num_queries=num_queries)
+    return {k: v for k, v in usage.items() if k not in RUN_STATE_USAGE}
+
+
+def run_spend(llm: LLM | None, prices: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What this run sent to the model and paid: every response the run's LLM served (answers,
+    judge, extraction), cache hits at no cost. ``None`` without a cached LLM."""
+    served = getattr(llm, "served", None)
+    if served is None:
+        return None
+    usage = summarize_usage(served, prices)
+    paid = [r for r in served if not r.cached]
+    return {"n_responses": usage["n_responses"], "n_cached": usage["n_cached"],
+            "n_paid": len(paid),
+            "prompt_tokens_paid": sum(r.prompt_tokens for r in paid),
+            "completion_tokens_paid": sum(r.completion_tokens for r in paid),
+            "cost_usd_spent": usage["cost_usd_spent"],
+            "cost_usd_if_uncached": usage["cost_usd"],
+            "unpriced_models": usage["unpriced_models"]}
 
 
 def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -400,7 +442,9 @@ def main(cfg: DictConfig) -> float:
     """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise)."""
     quiet_third_party_logs()
     metrics = run(cfg)
-    print(json.dumps(flatten_metrics(metrics), indent=1, sort_keys=True))
+    print(render_summary(metrics, run_category_names(cfg),
+                         label=cfg.get("experiment_name") or cfg.task_name,
+                         output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
     value = lookup_metric(metrics, cfg.objective)
     print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
     return value

@@ -82,7 +82,7 @@ def test_hydra_launchers_and_sweeper_compose():
     assert sweeper.sampler._target_ == "optuna.samplers.TPESampler"
     assert sweeper.sampler.seed == sweep.seed
     assert sweeper.storage.startswith("sqlite:///") and sweeper.storage.endswith("optuna.sqlite")
-    assert sweeper.study_name == "synapse_optuna_sample_recall@10.mean_q_1_4"
+    assert sweeper.study_name.startswith("synapse_optuna_sample_recall@10.mean_q_1_4_")  # + key
     assert sweep.objective == "recall@10.mean_q_1_4"
     assert set(sweeper.params) == {f"memory.params.{k}" for k in (
         "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",

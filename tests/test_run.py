@@ -101,6 +101,7 @@ def test_cli_prints_outputs_and_objective(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"[synapse_pt] outputs: {out.resolve()}" in proc.stdout
     assert "[synapse_pt] objective recall@10.mean_q_1_4 = " in proc.stdout
+    assert "SAMPLE DATA" in proc.stdout and "recall@10" in proc.stdout  # the end-of-run table
     assert "ingest" in proc.stderr  # the progress bar
     assert (out / "metrics.json").is_file() and (out / ".hydra" / "config.yaml").is_file()
     value = float(proc.stdout.rsplit("= ", 1)[1].split()[0])
@@ -202,3 +203,15 @@ def test_a_run_folder_of_another_configuration_is_refused(tmp_path):
     saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
     assert saved.memory._target_.endswith("VectorRAG")
     run(smoke_cfg(tmp_path, "memory=vector_rag"))  # resumes the overwritten run
+
+
+def test_cli_help_describes_the_program_groups_and_examples():
+    proc = subprocess.run([sys.executable, "-m", "synapse_pt.run", "--help"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout
+    assert text.startswith("synapse_pt: SYNAPSE (arXiv 2601.02744)")
+    assert "memory: bm25, full_context, hybrid, synapse, vector_rag" in text
+    assert "Examples:" in text and "-m hparams_search=synapse_optuna" in text
+    assert "turn_template:" not in text  # no config dump (that is --cfg job)
+    assert len(text.splitlines()) < 40

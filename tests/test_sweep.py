@@ -53,7 +53,10 @@ def test_optuna_sweep_runs_and_resumes(tmp_path):
     assert results["best_value"] == pytest.approx(max(objectives))
 
     storage = f"sqlite:///{tmp_path / 'cache' / 'optuna.sqlite'}"
-    study_name = f"synapse_optuna_sample_{OBJECTIVE}"
+    # one study, named by the content hash of what its trials compute (synapse_pt/study_key.py)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    assert len(names) == 1 and names[0].startswith(f"synapse_optuna_sample_{OBJECTIVE}_"), names
+    study_name = names[0]
     study = optuna.load_study(study_name=study_name, storage=storage)
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(done) == 2
@@ -63,6 +66,7 @@ def test_optuna_sweep_runs_and_resumes(tmp_path):
     optuna_sweep(tmp_path, tmp_path / "sweep2")
     study = optuna.load_study(study_name=study_name, storage=storage)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+    assert len(optuna.get_all_study_summaries(storage)) == 1
 
 
 def test_submitit_local_launcher(tmp_path):

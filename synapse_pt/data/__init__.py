@@ -4,11 +4,12 @@ from .categories import AMEM, OFFICIAL, category_names
 from .errors import DataFormatError, DatasetNotFoundError
 from .frames import questions_frame, turns_frame
 from .locomo import load_locomo, parse_date_time
-from .records import Conversation, Dataset, Question, Session, Turn
+from .records import Conversation, Dataset, Dialogue, Question, Session, Turn
 from .source import ResolvedSource, resolve_dataset_path, sample_path
 
 __all__ = [
     "AMEM", "OFFICIAL", "Conversation", "DataFormatError", "Dataset", "DatasetNotFoundError",
+    "Dialogue",
     "Question", "ResolvedSource", "Session", "Turn", "category_names", "load_dataset",
     "load_locomo", "parse_date_time", "questions_frame", "resolve_dataset_path", "sample_path",
     "turns_frame",

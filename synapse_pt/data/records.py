@@ -68,12 +68,16 @@ class Question:
 
 
 @dataclass(frozen=True)
-class Conversation:
+class Dialogue:
+    """What a memory system may ingest: the speakers and the sessions of one conversation, and
+    nothing about the questions asked of it (no label leakage, SPEC §3). It has no field that could
+    carry a question, a gold answer or evidence; :class:`MemorySystem.ingest
+    <synapse_pt.memory.base.MemorySystem.ingest>` hands its systems only this type."""
+
     sample_id: str
     speaker_a: str
     speaker_b: str
     sessions: tuple[Session, ...]
-    questions: tuple[Question, ...]
 
     def turns(self) -> Iterator[Turn]:
         for session in self.sessions:
@@ -82,6 +86,19 @@ class Conversation:
     @property
     def num_turns(self) -> int:
         return sum(len(s.turns) for s in self.sessions)
+
+
+@dataclass(frozen=True)
+class Conversation(Dialogue):
+    """A dialogue with the questions asked of it, as the dataset holds it (the evaluation reads
+    the questions; memories see only :attr:`dialogue`)."""
+
+    questions: tuple[Question, ...] = ()
+
+    @property
+    def dialogue(self) -> Dialogue:
+        """This conversation without its questions."""
+        return Dialogue(self.sample_id, self.speaker_a, self.speaker_b, self.sessions)
 
 
 @dataclass

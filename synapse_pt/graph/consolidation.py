@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from ..data.records import Conversation, Turn
+from ..data.records import Dialogue, Turn
 from ..data.render import TurnRenderer
 from ..models.base import TextEncoder
 from .extraction import ConceptExtractor, clean_concepts
@@ -165,11 +165,11 @@ class GraphBuilder:
         self.last_timings: dict[str, float] = {}
 
     # ----------------------------------------------------------------------------- batched entry
-    def build(self, conversation: Conversation) -> MemoryGraph:
+    def build(self, conversation: Dialogue) -> MemoryGraph:
         """The graph of one conversation."""
         return self.build_many([conversation])[0]
 
-    def build_many(self, conversations: Sequence[Conversation]) -> list[MemoryGraph]:
+    def build_many(self, conversations: Sequence[Dialogue]) -> list[MemoryGraph]:
         """Graphs of many conversations: all turns embedded in one encoder call, all windows'
         concepts extracted in one extractor call and embedded in one more encoder call; then each
         conversation is consolidated window by window. Phase times land in ``last_timings``."""

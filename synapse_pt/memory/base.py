@@ -13,7 +13,7 @@ from datetime import datetime
 
 import torch
 
-from synapse_pt.data.records import Conversation, Question
+from synapse_pt.data.records import Conversation, Dialogue, Question
 
 EPISODIC = "episodic"
 SEMANTIC = "semantic"
@@ -64,6 +64,16 @@ class RetrievalResult:
         return [[it.node_id for it in row] for row in self.items]
 
 
+def as_dialogue(item: Dialogue, index: int = 0) -> Dialogue:
+    """``item`` as a bare :class:`Dialogue` (a :class:`Conversation` loses its questions)."""
+    if type(item) is Dialogue:
+        return item
+    if isinstance(item, Conversation):
+        return item.dialogue
+    raise TypeError(f"MemorySystem.ingest: item {index} is a {type(item).__name__}, not a "
+                    "Conversation or Dialogue")
+
+
 class MemorySystem(ABC):
     """A conversational memory: ``ingest`` conversations, then ``retrieve`` for many questions.
 
@@ -85,9 +95,17 @@ class MemorySystem(ABC):
         for key, value in settings.items():
             setattr(self, key, value)
 
+    def ingest(self, conversations: Sequence[Dialogue]) -> None:
+        """Build the memory of each conversation (a later call adds more conversations).
+
+        Conversations are stripped to their :class:`~synapse_pt.data.records.Dialogue` (speakers
+        and sessions) before the system sees them: no memory can read the questions, gold
+        answers or evidence of what it ingests."""
+        self.ingest_dialogues([as_dialogue(c, i) for i, c in enumerate(conversations)])
+
     @abstractmethod
-    def ingest(self, conversations: Sequence[Conversation]) -> None:
-        """Build the memory of each conversation (a later call adds more conversations)."""
+    def ingest_dialogues(self, dialogues: Sequence[Dialogue]) -> None:
+        """Build the memory of each dialogue (called by :meth:`ingest`; adds to what is held)."""
 
     @abstractmethod
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:

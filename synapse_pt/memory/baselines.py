@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from synapse_pt.data.records import Conversation, Question
+from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
@@ -74,7 +74,7 @@ class TurnMemory(MemorySystem):
             out["encoder"] = self.encoder.name
         return out
 
-    def ingest(self, conversations: Sequence[Conversation]) -> None:
+    def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
         first = len(self.registry.order)
         self.registry.add(conversations)

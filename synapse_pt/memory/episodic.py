@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from synapse_pt.data.records import Conversation, Question, Turn
+from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 
 from .base import EPISODIC, RetrievedItem
@@ -26,10 +26,10 @@ class TurnRegistry:
     def __init__(self, renderer: TurnRenderer | None = None) -> None:
         self.renderer = renderer or TurnRenderer(DEFAULT_TURN_TEMPLATE)
         self.turns: dict[tuple[str, str], Turn] = {}
-        self.conversations: dict[str, Conversation] = {}
+        self.conversations: dict[str, Dialogue] = {}
         self.order: list[str] = []
 
-    def add(self, conversations: Sequence[Conversation]) -> None:
+    def add(self, conversations: Sequence[Dialogue]) -> None:
         for conv in conversations:
             if conv.sample_id in self.conversations:
                 raise ValueError(f"conversation {conv.sample_id!r} was already ingested")

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Conversation, Question
+from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import GraphBuilder
@@ -83,7 +83,7 @@ class SynapseMemory(MemorySystem):
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
                 "use_graph": self.use_graph, "turn_template": self.renderer.template}
 
-    def ingest(self, conversations: Sequence[Conversation]) -> None:
+    def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
         self.registry.add(conversations)
         graphs = self.builder.build_many(list(conversations))

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.data.records import Conversation, Dataset, Question
+from synapse_pt.data.records import Dataset, Dialogue, Question
 from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
@@ -91,7 +91,7 @@ class HandMemory(MemorySystem):
         self.default = default or []
         self.seen: list[Question] = []
 
-    def ingest(self, conversations: Sequence[Conversation]) -> None:
+    def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         pass
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:

@@ -134,3 +134,36 @@ def test_interrupted_run_resumes_without_reasking_and_writes_identical_files(
     assert backend.answered == 0
     for name in OUTPUTS:
         assert (out_dir / name).read_bytes() == reference[name], name
+
+
+def test_spend_counts_cache_hits_as_free_and_metrics_keep_the_method_cost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``spend.json`` says what this run paid (a hit costs nothing); ``metrics.json``'s usage is
+    what the answers cost, the same whether they came from the cache or not (issue 10, item 3)."""
+    import json
+
+    out_dir = tmp_path / "run"
+    prices = "+llm.prices={scripted-1: {prompt: 1.0, completion: 2.0}}"
+    cfg = compose_cfg(out_dir, tmp_path / "cache", prices)
+    cache_file = tmp_path / "spend.sqlite"
+    backend, _ = run_with(monkeypatch, cfg, cache_file, limit=None)
+    total = backend.answered
+    first = json.loads((out_dir / "spend.json").read_text())
+    usage = json.loads((out_dir / "metrics.json").read_text())["usage"]
+    # hand-computed from the predictions: 1 USD per 1M prompt tokens, 2 per 1M completion tokens
+    import pandas as pd
+    df = pd.read_parquet(out_dir / "predictions.parquet")
+    expected = (df["prompt_tokens"].sum() * 1.0 + df["completion_tokens"].sum() * 2.0) / 1e6
+    assert expected > 0
+    assert usage["cost_usd"] == pytest.approx(expected)
+    assert "cost_usd_spent" not in usage and "n_cached" not in usage
+    assert (first["n_paid"], first["n_cached"]) == (total, 0)
+    assert first["cost_usd_spent"] == pytest.approx(expected)
+
+    backend, _ = run_with(monkeypatch, cfg, cache_file, limit=None)  # everything from the cache
+    assert backend.answered == 0
+    second = json.loads((out_dir / "spend.json").read_text())
+    assert (second["n_paid"], second["n_cached"]) == (0, total)
+    assert second["cost_usd_spent"] == 0.0
+    assert second["cost_usd_if_uncached"] == pytest.approx(expected)
+    assert json.loads((out_dir / "metrics.json").read_text())["usage"] == usage

@@ -98,9 +98,14 @@ def test_parameters_model_and_backend_are_part_of_the_key(tmp_path):
 
 def test_duplicates_in_one_batch_are_asked_once(tmp_path):
     inner = FakeLLM()
-    out = CachedLLM(inner, tmp_path / "r.sqlite").generate([ask("a"), ask("a"), ask("b")])
+    llm = CachedLLM(inner, tmp_path / "r.sqlite")
+    out = llm.generate([ask("a"), ask("a"), ask("b")])
     assert [r.text for r in out] == ["answer to a", "answer to a", "answer to b"]
     assert inner.batches == [["a", "b"]]
+    # the second "a" cost no call: the spend ledger says so
+    assert [r.cached for r in llm.served] == [False, True, False]
+    llm.generate([ask("b")])
+    assert [r.cached for r in llm.served] == [False, True, False, True]
 
 
 def test_resume_after_backend_failure_mid_batch(tmp_path):

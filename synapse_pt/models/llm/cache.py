@@ -133,6 +133,9 @@ class CachedLLM(LLM):
     Attributes:
         hits: requests served from the cache (in this process).
         misses: distinct requests sent to the inner backend.
+        served: every response this wrapper returned, in order, ``cached=True`` for those that
+            cost no call (a cache hit, or a duplicate of another request of the same batch): what
+            :func:`~synapse_pt.models.accounting.summarize_usage` turns into this run's spend.
     """
 
     def __init__(self, llm: LLM, cache: ResponseCache | str | Path) -> None:
@@ -142,6 +145,7 @@ class CachedLLM(LLM):
         self.model = llm.model
         self.hits = 0
         self.misses = 0
+        self.served: list[ChatResponse] = []
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         return self.generate_incremental(requests, lambda i, r: None)
@@ -170,7 +174,7 @@ class CachedLLM(LLM):
             self.cache.put(key, docs[first], response)
             for n, i in enumerate(waiting[key]):
                 results[i] = response if n == 0 else dataclasses.replace(
-                    response, meta=dict(response.meta))
+                    response, meta=dict(response.meta), cached=True)
                 on_response(i, results[i])
 
         if miss_keys:
@@ -179,7 +183,9 @@ class CachedLLM(LLM):
         if missing:
             raise LLMError(f"CachedLLM: inner backend {self.llm.backend}/{self.llm.model} "
                            f"returned without answering requests {missing[:10]}")
-        return [r for r in results if r is not None]
+        answered = [r for r in results if r is not None]
+        self.served.extend(answered)
+        return answered
 
     @property
     def cache_identity(self) -> str:

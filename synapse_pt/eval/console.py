@@ -1,0 +1,97 @@
+"""The compact, titled table a run prints when it ends (the full metrics stay in ``metrics.json``).
+
+Rows are the run's headline metrics (recall@10 in retrieval mode; F1 under both protocols, BLEU-1
+and the judge in QA mode), columns the categories and the two means of categories 1-4; below it the
+gate figures. The title names the run and the data it actually loaded, and says so loudly when that
+was the shipped sample conversation rather than LoCoMo-10.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .aggregate import MACRO, MICRO
+
+RETRIEVAL_HEADLINE = ("recall@10",)
+QA_HEADLINE = ("f1_official", "f1_amem", "bleu1", "judge")
+GATE_FIGURES = (("false_rejection_rate", "false rejection (cat. 1-4)"),
+                ("true_rejection_rate", "true rejection (cat. 5)"),
+                ("c_ret_auc_adversarial", "C_ret ROC AUC, cat. 5 vs rest"))
+SAMPLE_WARNING = "SAMPLE DATA: the shipped smoke-test conversation, not LoCoMo-10"
+
+
+def is_sample(identity: Mapping[str, Any]) -> bool:
+    """Whether the run loaded the shipped sample (chosen, or fallen back to)."""
+    data = identity.get("dataset", {})
+    return data.get("name") == "sample" or any("sample" in n for n in data.get("notes", []))
+
+
+def run_title(identity: Mapping[str, Any], label: str) -> str:
+    """``"<label>: <memory> on <dataset> (<n> conversations, <m> questions)"``, sample flagged."""
+    data = identity.get("dataset", {})
+    memory = identity.get("memory", {}).get("memory", "?")
+    title = (f"{label}: {memory} on {data.get('name')} ({data.get('conversations')} "
+             f"conversations, {data.get('questions')} questions, {identity.get('eval_mode')} "
+             "mode)")
+    if identity.get("smoke"):
+        title += " [smoke subset]"
+    if is_sample(identity):
+        title += f" [{SAMPLE_WARNING}]"
+    return title
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{100 * float(value):.1f}"
+
+
+def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
+                   headline: Sequence[str] | None = None) -> Table:
+    """The rich table of the run's headline metrics (values in percent; its title is
+    :func:`run_title`, printed above it by :func:`render_summary`)."""
+    identity = metrics.get("identity", {})
+    if headline is None:
+        headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
+    table = Table()
+    columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO]
+    table.add_column("metric (%)")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for metric in headline:
+        entry = metrics.get("metrics", {}).get(metric)
+        if entry is not None:
+            table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
+    return table
+
+
+def gate_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """One line of gate figures (percent, AUC as a fraction)."""
+    retrieval = metrics.get("retrieval", {})
+    parts = []
+    for key, text in GATE_FIGURES:
+        value = retrieval.get(key)
+        if value is None:
+            continue
+        shown = f"{float(value):.3f}" if "auc" in key else f"{100 * float(value):.1f}%"
+        parts.append(f"{text} {shown}")
+    return ["gate: " + "; ".join(parts)] if parts else []
+
+
+def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: str,
+                   output_dir: str, width: int = 120) -> str:
+    """The whole end-of-run text: table, gate line, where the outputs went."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
+    console.print(run_title(metrics.get("identity", {}), label), soft_wrap=True)
+    console.print(headline_table(metrics, names))
+    for line in gate_lines(metrics):
+        console.print(line)
+    if is_sample(metrics.get("identity", {})):
+        console.print(f"{SAMPLE_WARNING}: these numbers say nothing about the method; provide "
+                      "LoCoMo-10 (dataset.path=..., SYNAPSE_DATA=...)", soft_wrap=True)
+    console.print(f"full metrics: {output_dir}/metrics.json; tables: {output_dir}/tables/")
+    return buffer.getvalue()

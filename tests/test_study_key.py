@@ -1,0 +1,62 @@
+"""Study names come from what a trial computes (issue 10, item 1): the loaded data's content hash,
+the subset and the embedder change the name; a swept key, a cache folder or the device do not."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import synapse_pt.run  # noqa: F401  (registers ${study_key:})
+from synapse_pt.data import DatasetNotFoundError
+from synapse_pt.data.source import sample_path
+from synapse_pt.study_key import study_content, study_key
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def key(*overrides: str) -> str:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("run", overrides=["hparams_search=synapse_optuna", "dataset=sample",
+                                        *overrides], return_hydra_config=True)
+        return study_key(_root_=cfg)
+
+
+def test_study_key_hashes_the_loaded_file_not_the_dataset_name() -> None:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("run", overrides=["hparams_search=synapse_optuna", "dataset=sample"],
+                      return_hydra_config=True)
+        content = study_content(cfg)
+    assert content["data_sha256"] == hashlib.sha256(sample_path().read_bytes()).hexdigest()
+    # the swept keys are left out of what is hashed
+    assert "S" not in content["memory"]["params"] and "T" in content["memory"]["params"]
+
+
+def test_study_key_changes_with_subset_embedder_and_unswept_settings() -> None:
+    base = key()
+    assert key("dataset.max_questions=5") != base
+    assert key("embedder=hashing") != base
+    assert key("memory.params.T=2") != base  # not swept: another study
+    assert key("extractor=yake") != base
+
+
+def test_study_key_ignores_swept_keys_caches_and_device(tmp_path: Path) -> None:
+    base = key()
+    assert key("memory.params.S=0.1") == base  # swept: the same study
+    assert key(f"paths.cache_dir={tmp_path}") == base
+    assert key("device=cuda") == base
+
+
+def test_study_key_of_a_missing_data_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DatasetNotFoundError):
+        key(f"dataset.path={tmp_path / 'absent.json'}")
+
+
+def test_study_name_resolves_with_the_key() -> None:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("run", overrides=["hparams_search=synapse_optuna", "dataset=sample"],
+                      return_hydra_config=True)
+        name = cfg.hydra.sweeper.study_name
+        assert name == f"synapse_optuna_sample_recall@10.mean_q_1_4_{study_key(_root_=cfg)}"
