@@ -203,15 +203,20 @@ def ingest_key(resolved: Mapping[str, Any], dataset: Dataset) -> str:
 def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
     """``"recall@10.mean_q_1_4"`` -> ``metrics["metrics"]["recall@10"]["mean_q_1_4"]``; also
     top-level sections (``"retrieval.false_rejection_rate"``). Clear error when missing."""
+    missing = object()
     for root in (metrics.get("metrics", {}), metrics):
         node: Any = root
         for part in name.split("."):
             if not isinstance(node, Mapping) or part not in node:
-                node = None
+                node = missing
                 break
             node = node[part]
         if isinstance(node, (int, float)):
             return float(node)
+        if node is None:
+            raise ValueError(f"objective {name!r} has no value in this run (null in "
+                             "metrics.json: no questions it is defined over, e.g. a category "
+                             "absent from the subset); choose another objective or more data")
     available = sorted(f"{m}.{k}" for m, v in metrics.get("metrics", {}).items() for k in v
                        if k != "n")
     raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")

@@ -3,10 +3,9 @@ written straight from the spec, invariances and ablation switches."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
+from reference import reference_dynamics, sigmoid
 
 from synapse_pt.nn.functional import (
     activation_adjacency,
@@ -18,10 +17,6 @@ from synapse_pt.nn.functional import (
     propagate,
     spreading_activation,
 )
-
-
-def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,45 +178,6 @@ def test_one_full_step_by_hand(device):
 # --------------------------------------------------------------------------------------------
 # Plain-loop reference, straight from SPEC §1.2 (loops over columns, steps, edges and nodes).
 # --------------------------------------------------------------------------------------------
-def reference_dynamics(edges, num_nodes, a0_cols, params, *, M, T, fan, fire_zero, masks=None,
-                       last_step_only=False, inhibitors=None, potentials=None):
-    """edges: list of (j, i, w); a0_cols: list of B lists of N floats; params: list of B dicts
-    with S, delta, beta, gamma, theta; masks: list of B sets of allowed nodes (or None).
-    SPEC §1.5 readings: ``last_step_only`` inhibits at the last step only; ``inhibitors``: list of
-    B sets of nodes that may be top-M inhibitors; ``potentials``: a list that receives each
-    column's last-step uhat."""
-    fan_count = [0] * num_nodes
-    for j, _, _ in edges:
-        fan_count[j] += 1
-    out = []
-    for b, a0 in enumerate(a0_cols):
-        p = params[b]
-        allowed = set(range(num_nodes)) if masks is None else masks[b]
-        a = list(a0)
-        may_inhibit = allowed if inhibitors is None else allowed & inhibitors[b]
-        for step in range(T):
-            m = M if (not last_step_only or step == T - 1) else 0
-            u = [(1 - p["delta"]) * a[i] for i in range(num_nodes)]
-            for j, i, w in edges:
-                u[i] += p["S"] * w * a[j] / (fan_count[j] if fan else 1)
-            u = [u[i] if i in allowed else 0.0 for i in range(num_nodes)]
-            top = sorted((u[i] for i in may_inhibit), reverse=True)[:m]
-            uhat = []
-            for i in range(num_nodes):
-                inhibition = sum(uk - u[i] for uk in top if uk > u[i])
-                uhat.append(max(0.0, u[i] - p["beta"] * inhibition))
-            if potentials is not None and step == T - 1:
-                potentials.append(uhat)
-            a = []
-            for i in range(num_nodes):
-                if i not in allowed or (uhat[i] == 0 and not fire_zero):
-                    a.append(0.0)
-                else:
-                    a.append(sigmoid(p["gamma"] * (uhat[i] - p["theta"])))
-        out.append(a)
-    return out
-
-
 def random_graph(seed, num_nodes, num_edges, device):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_nodes, (num_edges,), generator=g)
