@@ -96,6 +96,18 @@ class TurnMemory(MemorySystem):
               query_graph: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
+        """``[B, E]`` turn rows of each question's evidence, padded with -1: the input of
+        :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+        row = {key: i for i, key in enumerate(self.keys)}
+        missing = [(q.key, e) for q in questions for e in q.evidence if (q.sample_id, e) not in row]
+        if missing:
+            raise KeyError(f"evidence turns that were not ingested: {missing[:5]}")
+        rows = [[row[(q.sample_id, e)] for e in q.evidence] for q in questions]
+        width = max(1, max((len(r) for r in rows), default=0))
+        return torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
+                            device=self.device)
+
     def _dense(self, questions: Sequence[Question]) -> torch.Tensor:
         q = self.encoder.encode([q.question for q in questions]).to(self.device)
         return cosine_scores(self.x, q)

@@ -1,0 +1,201 @@
+r"""``memory=fused``: the strong LLM-free retriever over turns (issue 16), a baseline of its own.
+
+Signals, each ``[N, B]`` over all turns and questions at once (:meth:`FusedMemory.signals`):
+
+* ``dense``: cosine of the turn rendering and the question with the speakers' names removed
+  (:func:`~synapse_pt.retrieval.text.neutralise_speakers`);
+* ``dense_named``: cosine with the question as asked (what ``memory=vector_rag`` ranks by);
+* ``dense_sentence``: the turn's best-matching sentence, :math:`\max_{s \in i} \cos(e_s, q)`;
+* ``bm25``: BM25 over turn renderings with the configured analyser (stop words, Porter stems)
+  and ``k1``, ``b``;
+* ``bm25_window``: BM25 over context windows (the turn with ``window`` neighbours either side in
+  its session, after the session date);
+* ``speaker``: 1 for turns spoken by the speaker the question names.
+
+The fused score is :func:`~synapse_pt.retrieval.fusion.fuse`: min-max normalised signals summed
+with ``weights``, then propagated to neighbouring turns with ``rho``. ``c_ret`` is the top fused
+score (the gate stays off unless ``tau_gate`` is set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from synapse_pt.data.records import Dialogue, Question
+from synapse_pt.data.render import format_date
+from synapse_pt.models.base import TextEncoder
+from synapse_pt.retrieval.bm25 import BM25Index
+from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.fusion import fuse, speaker_prior
+from synapse_pt.retrieval.text import Analyzer, named_speaker, neutralise_speakers, split_sentences
+
+from .baselines import TurnMemory
+
+SIGNALS = ("dense", "dense_named", "dense_sentence", "bm25", "bm25_window", "speaker")
+
+
+class FusedMemory(TurnMemory):
+    """Weighted fusion of dense, sentence, lexical, window and speaker signals over turns.
+
+    Args:
+        encoder: the sentence embedder (turns, sentences and queries).
+        weights: ``{signal: weight >= 0}`` over :data:`SIGNALS` (missing: 0).
+        rho: neighbour propagation of the fused score (0: off).
+        window: neighbours either side in a ``bm25_window`` document.
+        stopwords, stem: the BM25 analyser (scikit-learn's English stop words; Porter stems).
+        bm25_k1, bm25_b: BM25 parameters of both lexical signals.
+        k, tau_gate, turn_template, device: as every turn memory.
+    """
+
+    name = "fused"
+    retrieval_fields = ("k", "tau_gate", "weights", "rho")
+    needs_bm25 = False  # its own analyser's indices, built below
+
+    def __init__(self, encoder: TextEncoder | None = None, *,
+                 weights: Mapping[str, float] | None = None, rho: float = 0.0, window: int = 1,
+                 stopwords: bool = True, stem: bool = True, bm25_k1: float = 1.5,
+                 bm25_b: float = 0.75, **kwargs) -> None:
+        super().__init__(encoder, **kwargs)
+        self.weights = self._check_weights(weights if weights is not None
+                                           else {"dense": 1.0, "bm25": 1.0})
+        if not float(rho) >= 0.0:
+            raise ValueError(f"memory.rho must be >= 0, got {rho!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+            raise ValueError(f"memory.window must be an integer >= 0, got {window!r}")
+        if not float(bm25_k1) >= 0.0 or not 0.0 <= float(bm25_b) <= 1.0:
+            raise ValueError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
+                             f"{bm25_k1!r}, {bm25_b!r}")
+        self.rho = float(rho)
+        self.window = window
+        self.analyzer = Analyzer(stopwords=bool(stopwords), stem=bool(stem))
+        self.bm25_args = {"k1": float(bm25_k1), "b": float(bm25_b)}
+        self.node_speaker = torch.empty(0, dtype=torch.long, device=self.device)
+        self.prev = torch.empty(0, dtype=torch.long, device=self.device)
+        self.next = torch.empty(0, dtype=torch.long, device=self.device)
+        self.sentence_emb: torch.Tensor | None = None
+        self.sentence_turn = torch.empty(0, dtype=torch.long, device=self.device)
+        self.windows: list[str] = []
+        self.turn_tokens: list[list[str]] = []
+        self.window_tokens: list[list[str]] = []
+        self._lexical: dict[tuple[float, float], tuple[BM25Index, BM25Index]] = {}
+
+    @staticmethod
+    def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
+        unknown = sorted(set(weights) - set(SIGNALS))
+        if unknown:
+            raise ValueError(f"memory.weights: unknown signals {unknown}; known: {list(SIGNALS)}")
+        bad = {k: v for k, v in weights.items() if not float(v) >= 0.0}
+        if bad:
+            raise ValueError(f"memory.weights must be >= 0, got {bad}")
+        if not any(float(v) > 0 for v in weights.values()):
+            raise ValueError("memory.weights: at least one signal needs a positive weight")
+        return {k: float(v) for k, v in weights.items()}
+
+    def configure_retrieval(self, **settings: object) -> None:
+        if "weights" in settings:
+            settings["weights"] = self._check_weights(settings["weights"])  # type: ignore[arg-type]
+        super().configure_retrieval(**settings)
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "weights": dict(self.weights), "rho": self.rho,
+                "window": self.window, "analyzer": self.analyzer.name, **self.bm25_args,
+                "llm_free": True}
+
+    # ---------------------------------------------------------------------------- ingest
+    def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
+        first = len(self.keys)
+        super().ingest_dialogues(conversations)
+        turns = [self.registry.turns[k] for k in self.keys[first:]]
+        speakers = {c.sample_id: c.speaker_a for c in conversations}
+        self.node_speaker = torch.cat([self.node_speaker, torch.tensor(
+            [0 if t.speaker == speakers[t.sample_id] else 1 for t in turns], dtype=torch.long,
+            device=self.device)])
+        session = [(t.sample_id, t.session_index) for t in turns]
+        prev, nxt = [], []
+        for i in range(len(turns)):
+            prev.append(first + i - 1 if i > 0 and session[i - 1] == session[i] else -1)
+            nxt.append(first + i + 1 if i + 1 < len(turns) and session[i + 1] == session[i]
+                       else -1)
+            lo = i
+            while lo > 0 and i - lo < self.window and session[lo - 1] == session[i]:
+                lo -= 1
+            hi = i
+            while hi + 1 < len(turns) and hi - i < self.window and session[hi + 1] == session[i]:
+                hi += 1
+            self.windows.append(f"{format_date(turns[i])} "
+                                + " ".join(self.renderer.render(turns[lo:hi + 1])))
+        self.prev = torch.cat([self.prev, torch.tensor(prev, dtype=torch.long, device=self.device)])
+        self.next = torch.cat([self.next, torch.tensor(nxt, dtype=torch.long, device=self.device)])
+        sentences, owner = [], []
+        for i, t in enumerate(turns):
+            for s in split_sentences(t.content):
+                sentences.append(s)
+                owner.append(first + i)
+        emb = self.encoder.encode(sentences).to(self.device)
+        self.sentence_emb = emb if self.sentence_emb is None else torch.cat([self.sentence_emb,
+                                                                            emb])
+        self.sentence_turn = torch.cat([self.sentence_turn, torch.tensor(
+            owner, dtype=torch.long, device=self.device)])
+        self.turn_tokens.extend(self.analyzer(self.renderer(t)) for t in turns)
+        self.window_tokens.extend(self.analyzer(w) for w in self.windows[first:])
+        self._lexical = {}
+
+    def lexical_indices(self, k1: float | None = None, b: float | None = None
+                        ) -> tuple[BM25Index, BM25Index]:
+        """The turn and window BM25 indices for ``k1``, ``b`` (default: the configured ones),
+        built on first use and kept."""
+        k1 = self.bm25_args["k1"] if k1 is None else float(k1)
+        b = self.bm25_args["b"] if b is None else float(b)
+        if (k1, b) not in self._lexical:
+            self._lexical[(k1, b)] = (
+                BM25Index(self.turn_tokens, doc_group=self.node_graph, k1=k1, b=b),
+                BM25Index(self.window_tokens, doc_group=self.node_graph, k1=k1, b=b))
+        return self._lexical[(k1, b)]
+
+    # ---------------------------------------------------------------------------- signals
+    def _speakers(self, question: Question) -> list[str]:
+        c = self.registry.conversations[question.sample_id]
+        return [c.speaker_a, c.speaker_b]
+
+    def signals(self, questions: Sequence[Question], query_graph: torch.Tensor,
+                names: Sequence[str] = SIGNALS, bm25_k1: float | None = None,
+                bm25_b: float | None = None) -> dict[str, torch.Tensor]:
+        """``{signal: [N, B]}`` for the named signals (0 outside a question's conversation for
+        the lexical ones; the caller masks); ``bm25_k1``/``bm25_b`` override the configured
+        BM25 parameters (sweeps)."""
+        out: dict[str, torch.Tensor] = {}
+        texts = [q.question for q in questions]
+        neutral = [neutralise_speakers(q.question, self._speakers(q)) for q in questions]
+        if {"dense", "dense_sentence"} & set(names):
+            q_neutral = self.encoder.encode(neutral).to(self.device)
+            if "dense" in names:
+                out["dense"] = cosine_scores(self.x, q_neutral)
+            if "dense_sentence" in names:
+                cos = cosine_scores(self.sentence_emb, q_neutral)  # [S, B]
+                best = torch.full((self.x.shape[0], len(questions)), -1.0, dtype=cos.dtype,
+                                  device=cos.device)
+                index = self.sentence_turn[:, None].expand_as(cos)
+                out["dense_sentence"] = best.scatter_reduce(0, index, cos, reduce="amax")
+        if "dense_named" in names:
+            out["dense_named"] = cosine_scores(self.x, self.encoder.encode(texts).to(self.device))
+        tokens = [self.analyzer(t) for t in texts]
+        if {"bm25", "bm25_window"} & set(names):
+            turn_index, window_index = self.lexical_indices(bm25_k1, bm25_b)
+            if "bm25" in names:
+                out["bm25"] = turn_index.scores(tokens, query_group=query_graph).T.to(self.device)
+            if "bm25_window" in names:
+                out["bm25_window"] = window_index.scores(
+                    tokens, query_group=query_graph).T.to(self.device)
+        if "speaker" in names:
+            named = torch.tensor([named_speaker(q.question, self._speakers(q)) for q in questions],
+                                 dtype=torch.long, device=self.device)
+            out["speaker"] = speaker_prior(self.node_speaker, named)
+        return out
+
+    def score(self, questions, mask, query_graph):
+        used = [n for n, w in self.weights.items() if w > 0]
+        signals = self.signals(questions, query_graph, used)
+        return fuse(signals, {n: self.weights[n] for n in used}, mask, prev=self.prev,
+                    nxt=self.next, rho=self.rho)

@@ -1,0 +1,103 @@
+r"""Query and text processing shared by the strong LLM-free retrieval stack (issue 16).
+
+* :class:`Analyzer`: the BM25 analyser, :func:`~synapse_pt.retrieval.tokenize.tokenize`'s
+  ``\w+`` tokens, optionally without English stop words (scikit-learn's list,
+  ``ENGLISH_STOP_WORDS``) and Porter-stemmed (``nltk.stem.PorterStemmer``). The same analyser runs
+  on documents and queries.
+* :func:`neutralise_speakers`: a dense query with the conversation's speaker names removed. In a
+  rendering ``"{speaker}: {text}"`` every turn of a speaker carries the name, so a query naming
+  that speaker matches all of them and the content drowns; the speaker is used as a separate prior
+  instead (:func:`~synapse_pt.retrieval.fusion.speaker_prior`).
+* :func:`named_speaker`: which of the two speakers a question names (``-1``: neither or both).
+* :func:`split_sentences`: a turn's sentences (nltk's Punkt tokenizer with its default parameters:
+  no trained model, nothing downloaded; it knows no abbreviations, so "Dr. Lee" is split after
+  "Dr.", which costs a sentence-level signal little).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from nltk.stem import PorterStemmer
+from nltk.tokenize import PunktSentenceTokenizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from .tokenize import tokenize
+
+__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "split_sentences"]
+
+_STEMMER = PorterStemmer()
+_PUNKT = PunktSentenceTokenizer()
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(token: str) -> str:
+    return _STEMMER.stem(token)
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """BM25 analyser: lowercase ``\\w+`` tokens, optionally stop-word-free and stemmed.
+
+    >>> Analyzer(stopwords=True, stem=True)("Caroline went running with her friends")
+    ['carolin', 'went', 'run', 'friend']
+    """
+
+    stopwords: bool = False
+    stem: bool = False
+    stop_list: frozenset[str] = field(default=frozenset(ENGLISH_STOP_WORDS), repr=False)
+
+    def __call__(self, text: str) -> list[str]:
+        tokens = tokenize(text)
+        if self.stopwords:
+            tokens = [t for t in tokens if t not in self.stop_list]
+        if self.stem:
+            tokens = [_stem(t) for t in tokens]
+        return tokens
+
+    @property
+    def name(self) -> str:
+        parts = [p for p, on in (("nostop", self.stopwords), ("porter", self.stem)) if on]
+        return "+".join(["word", *parts])
+
+
+def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True) if n)
+    return re.compile(rf"\b(?:{alternatives})(?:'s|’s)?\b", flags=re.IGNORECASE)
+
+
+def neutralise_speakers(text: str, speakers: Sequence[str]) -> str:
+    """``text`` without the speakers' names (and their possessive ``'s``), spaces tidied.
+
+    >>> neutralise_speakers("What did Caroline's mom give Melanie?", ["Caroline", "Melanie"])
+    'What did mom give?'
+    """
+    if not any(speakers):
+        return text
+    out = _name_pattern(speakers).sub("", text)
+    out = re.sub(r"\s+([?.!,;:])", r"\1", out)
+    return re.sub(r"\s{2,}", " ", out).strip()
+
+
+def named_speaker(text: str, speakers: Sequence[str]) -> int:
+    """Index in ``speakers`` of the one speaker ``text`` names; ``-1`` if it names none or several.
+
+    >>> named_speaker("When did Melanie paint a sunrise?", ["Caroline", "Melanie"])
+    1
+    """
+    found = [i for i, name in enumerate(speakers)
+             if name and _name_pattern([name]).search(text) is not None]
+    return found[0] if len(found) == 1 else -1
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (Punkt with default parameters); ``[text]`` if it has none.
+
+    >>> split_sentences("I went hiking. It was great! You?")
+    ['I went hiking.', 'It was great!', 'You?']
+    """
+    sentences = [s for s in _PUNKT.tokenize(text) if s.strip()]
+    return sentences or [text]

@@ -1,0 +1,128 @@
+"""``memory=fused`` (synapse_pt/memory/fused.py): each signal against a plain computation, the
+single-signal rankings against the baselines they stand for, and the fused ranking against
+:func:`~synapse_pt.retrieval.fusion.fuse` of those signals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rank_bm25 import BM25Okapi
+
+from synapse_pt.data import load_locomo, sample_path
+from synapse_pt.data.render import TurnRenderer, format_date
+from synapse_pt.eval.pipeline import blind
+from synapse_pt.memory.baselines import VectorRAG
+from synapse_pt.memory.fused import FusedMemory
+from synapse_pt.models.hashing import HashingEncoder
+from synapse_pt.retrieval.dense import own_graph_mask
+from synapse_pt.retrieval.text import Analyzer, neutralise_speakers, split_sentences
+
+ENC = HashingEncoder(64)
+
+
+@pytest.fixture(scope="module")
+def data():
+    dataset = load_locomo(sample_path())
+    conv = dataset.conversations[0]
+    return conv, [blind(q) for q in conv.questions], list(conv.questions)
+
+
+def build(conv, **kw) -> FusedMemory:
+    memory = FusedMemory(ENC, **kw)
+    memory.ingest([conv])
+    return memory
+
+
+def test_signals_equal_plain_computations(data) -> None:
+    conv, questions, _ = data
+    memory = build(conv, window=1)
+    qg = memory.registry.graph_ids(questions, "cpu")
+    sig = memory.signals(questions, qg)
+    turns = list(conv.turns())
+    speakers = [conv.speaker_a, conv.speaker_b]
+    render = TurnRenderer("{speaker}: {text}{caption}")
+    for b, q in enumerate(questions[:4]):
+        neutral = ENC.encode([neutralise_speakers(q.question, speakers)])[0]
+        named = ENC.encode([q.question])[0]
+        for i, t in enumerate(turns[:12]):
+            turn_emb = ENC.encode([render(t)])[0]
+            assert float(sig["dense"][i, b]) == pytest.approx(float(turn_emb @ neutral), abs=1e-5)
+            assert float(sig["dense_named"][i, b]) == pytest.approx(float(turn_emb @ named),
+                                                                    abs=1e-5)
+            best = max(float(e @ neutral) for e in ENC.encode(split_sentences(t.content)))
+            assert float(sig["dense_sentence"][i, b]) == pytest.approx(best, abs=1e-5)
+            spoken_by = speakers.index(t.speaker)
+            names = [s for s in speakers if s.lower() in q.question.lower()]
+            expected = float(len(names) == 1 and names[0] == speakers[spoken_by])
+            assert float(sig["speaker"][i, b]) == expected
+    # BM25 signals equal rank_bm25 on the analysed turn texts and on the hand-built windows
+    analyzer = Analyzer(stopwords=True, stem=True)
+    okapi = BM25Okapi([analyzer(render(t)) for t in turns])
+    session = [t.session_index for t in turns]
+    windows = []
+    for i, t in enumerate(turns):
+        near = [turns[j] for j in (i - 1, i, i + 1)
+                if 0 <= j < len(turns) and session[j] == session[i]]
+        windows.append(f"{format_date(t)} " + " ".join(render(u) for u in near))
+    okapi_w = BM25Okapi([analyzer(w) for w in windows])
+    for b, q in enumerate(questions):
+        torch.testing.assert_close(sig["bm25"][:, b].double(), torch.tensor(
+            okapi.get_scores(analyzer(q.question)), dtype=torch.float64), atol=1e-6, rtol=0)
+        torch.testing.assert_close(sig["bm25_window"][:, b].double(), torch.tensor(
+            okapi_w.get_scores(analyzer(q.question)), dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_dense_named_alone_ranks_as_vector_rag(data) -> None:
+    conv, questions, _ = data
+    fused = build(conv, weights={"dense_named": 1.0}, k=10).retrieve(questions)
+    rag = VectorRAG(ENC, k=10)
+    rag.ingest([conv])
+    assert fused.node_ids() == rag.retrieve(questions).node_ids()
+
+
+def test_fused_ranking_is_fuse_of_its_signals(data) -> None:
+    conv, questions, _ = data
+    weights = {"dense": 0.4, "dense_sentence": 0.3, "bm25": 0.8, "bm25_window": 0.5,
+               "speaker": 0.2}
+    memory = build(conv, weights=weights, rho=0.25, k=8)
+    result = memory.retrieve(questions)
+    qg = memory.registry.graph_ids(questions, "cpu")
+    mask = own_graph_mask(memory.node_graph, qg)
+    sig = memory.signals(questions, qg)
+    # the fused score by hand: min-max per question, weighted sum, neighbour propagation
+    fused = torch.zeros(mask.shape)
+    for name, w in weights.items():
+        s = sig[name].float()
+        lo, hi = s.min(dim=0).values, s.max(dim=0).values
+        fused += w * torch.where(hi > lo, (s - lo) / (hi - lo).clamp_min(1e-12), 0.0)
+    pad = torch.cat([fused, torch.zeros(1, fused.shape[1])])
+    prev = torch.where(memory.prev >= 0, memory.prev, len(fused))
+    nxt = torch.where(memory.next >= 0, memory.next, len(fused))
+    fused = fused + 0.25 * torch.maximum(pad[prev], pad[nxt])
+    keys = [dia for _, dia in memory.keys]
+    for b in range(len(questions)):
+        top = fused[:, b].argsort(descending=True, stable=True)[:8].tolist()
+        assert result.node_ids()[b] == [keys[i] for i in top]
+        assert float(result.c_ret[b]) == pytest.approx(float(fused[top[0], b]), abs=1e-5)
+
+
+def test_config_errors_name_the_key(data) -> None:
+    with pytest.raises(ValueError, match="memory.weights: unknown signals"):
+        FusedMemory(ENC, weights={"colour": 1.0})
+    with pytest.raises(ValueError, match="memory.weights must be >= 0"):
+        FusedMemory(ENC, weights={"dense": -1.0})
+    with pytest.raises(ValueError, match="at least one signal"):
+        FusedMemory(ENC, weights={"dense": 0.0})
+    with pytest.raises(ValueError, match="memory.rho"):
+        FusedMemory(ENC, rho=-0.1)
+    with pytest.raises(ValueError, match="memory.bm25_b"):
+        FusedMemory(ENC, bm25_b=1.5)
+
+
+def test_evidence_index_rows_point_at_the_evidence_turns(data) -> None:
+    conv, _, questions = data
+    memory = build(conv)
+    ev = memory.evidence_index(questions)
+    for b, q in enumerate(questions):
+        rows = [int(r) for r in ev[b] if r >= 0]
+        assert [memory.keys[r][1] for r in rows] == list(q.evidence)
