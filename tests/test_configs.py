@@ -12,6 +12,10 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.study_key import register_resolvers
+
+register_resolvers()  # ${study_key:} of configs/hparams_search (synapse_pt.run does this too)
+
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
 OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONFIG_DIR / g).glob("*.yaml"))]

@@ -19,12 +19,14 @@ from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
-from synapse_pt.retrieval.tokenize import tokenize
+from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
 
 log = logging.getLogger(__name__)
+
+TRIGGER_OPTIONS = ("neutralise_speakers", "stopwords", "stem")
 
 
 class SynapseMemory(MemorySystem):
@@ -42,6 +44,10 @@ class SynapseMemory(MemorySystem):
         turn_template: how an episodic node renders its turn for embedding, BM25 and the prompt
             (the template every memory system shares, :mod:`synapse_pt.data.render`).
         device: where the graph tensors and the retrieval maths run.
+        triggers: the query and text processing of the two triggers (issue 16; all off = the
+            paper's): ``neutralise_speakers`` removes the speakers' names from the dense query
+            (:func:`~synapse_pt.retrieval.text.neutralise_speakers`), ``stopwords`` and ``stem``
+            set the BM25 analyser (:class:`~synapse_pt.retrieval.text.Analyzer`).
     """
 
     name = "synapse"
@@ -52,7 +58,15 @@ class SynapseMemory(MemorySystem):
                  params: SynapseParams | Mapping[str, Any] | None = None,
                  use_graph: bool = True, bm25: Mapping[str, float] | None = None,
                  group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", triggers: Mapping[str, bool] | None = None) -> None:
+        triggers = dict(triggers or {})
+        unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
+        if unknown:
+            raise ValueError(f"memory.triggers: unknown options {unknown}; known: "
+                             f"{list(TRIGGER_OPTIONS)}")
+        self.triggers = {k: bool(triggers.get(k, False)) for k in TRIGGER_OPTIONS}
+        self.analyzer = Analyzer(stopwords=self.triggers["stopwords"],
+                                 stem=self.triggers["stem"])
         self.encoder = encoder
         self.renderer = TurnRenderer(turn_template)
         self.use_graph = use_graph
@@ -81,7 +95,8 @@ class SynapseMemory(MemorySystem):
     def describe(self) -> dict[str, object]:
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
-                "use_graph": self.use_graph, "turn_template": self.renderer.template}
+                "use_graph": self.use_graph, "turn_template": self.renderer.template,
+                "triggers": dict(self.triggers)}
 
     def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
@@ -94,7 +109,8 @@ class SynapseMemory(MemorySystem):
                                           device=g.device))
         self.graphs.extend(graphs)
         self.batch = GraphBatch(self.graphs, device=self.device)
-        self.bm25 = BM25Index([tokenize(t) for t in self.batch.texts], doc_group=self.batch.batch,
+        self.bm25 = BM25Index([self.analyzer(t) for t in self.batch.texts],
+                              doc_group=self.batch.batch,
                               **self.bm25_args)
         self._pagerank = {}
         self.ingest_seconds += time.perf_counter() - start
@@ -112,8 +128,14 @@ class SynapseMemory(MemorySystem):
             raise RuntimeError("SynapseMemory.retrieve called before ingest")
         g = self.batch
         query_graph = self.registry.graph_ids(questions, self.device)
-        query_emb = self.encoder.encode([q.question for q in questions]).to(self.device)
-        bm25 = self.bm25.scores([tokenize(q.question) for q in questions],
+        texts = [q.question for q in questions]
+        if self.triggers["neutralise_speakers"]:
+            convs = self.registry.conversations
+            texts = [neutralise_speakers(q.question, [convs[q.sample_id].speaker_a,
+                                                      convs[q.sample_id].speaker_b])
+                     for q in questions]
+        query_emb = self.encoder.encode(texts).to(self.device)
+        bm25 = self.bm25.scores([self.analyzer(q.question) for q in questions],
                                 query_group=query_graph).T.to(self.device, g.x.dtype)
         return query_graph, query_emb, bm25
 

@@ -214,3 +214,32 @@ def test_evidence_recall_from_index_matches_id_based():
     for k in (1, 2, 4):
         assert torch.allclose(got[k], want[k].to(torch.float64), equal_nan=True)
     assert got[4].tolist()[:2] == [1.0, 0.0]  # the padded slot (9) does not count
+
+
+def test_strong_triggers_neutral_query_and_analysed_bm25(two_conversations):
+    """``memory.triggers``: the dense trigger embeds the question without the speakers' names, and
+    the lexical trigger is BM25Okapi over stop-word-free Porter-stemmed node texts."""
+    from rank_bm25 import BM25Okapi
+
+    from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
+
+    conv = two_conversations[0]
+    enc = HashingEncoder(32)
+    memory = SynapseMemory(enc, KeywordConceptExtractor(),
+                           triggers={"neutralise_speakers": True, "stopwords": True, "stem": True})
+    memory.ingest([conv])
+    questions = [dataclasses.replace(q, category=0, answer=None) for q in conv.questions[:5]]
+    _, query_emb, bm25 = memory.query_inputs(questions)
+    speakers = [conv.speaker_a, conv.speaker_b]
+    expected = enc.encode([neutralise_speakers(q.question, speakers) for q in questions])
+    torch.testing.assert_close(query_emb, expected.to(query_emb))
+    assert any(neutralise_speakers(q.question, speakers) != q.question for q in questions)
+    analyzer = Analyzer(stopwords=True, stem=True)
+    okapi = BM25Okapi([analyzer(t) for t in memory.batch.texts])
+    for b, q in enumerate(questions):
+        torch.testing.assert_close(bm25[:, b].double(), torch.tensor(
+            okapi.get_scores(analyzer(q.question)), dtype=torch.float64), atol=1e-5, rtol=0)
+    assert memory.describe()["triggers"] == {"neutralise_speakers": True, "stopwords": True,
+                                             "stem": True}
+    with pytest.raises(ValueError, match="memory.triggers: unknown options"):
+        SynapseMemory(enc, KeywordConceptExtractor(), triggers={"lemmatise": True})
