@@ -94,6 +94,14 @@ class EvalSettings:
             setattr(self, name, int(value))
         if self.judge_runs < 0:
             raise ValueError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+        if not self.recall_ks or min(self.recall_ks) < 1:
+            raise ValueError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
+        for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
+            if isinstance(getattr(self, name), int) and getattr(self, name) < 1:
+                raise ValueError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
+        if isinstance(self.retrieval_batch_size, int) and self.retrieval_batch_size < 0:
+            raise ValueError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
+                             f"once), got {self.retrieval_batch_size}")
 
 
 def blind(question: Question) -> Question:

@@ -422,3 +422,18 @@ def test_undated_item_kinds_are_marked(ds: Dataset) -> None:
     assert format_context(items).splitlines() == ["- [3 March 2024] Nora: hello",
                                                   "- [3 March 2024] Tomas: hi",
                                                   "- [fact] Nora likes dogs"]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("recall_ks", (0, 10), "eval.recall_ks must be integers >= 1"),
+    ("recall_ks", (), "eval.recall_ks must be integers >= 1"),
+    ("max_answer_tokens", 0, "eval.max_answer_tokens must be >= 1"),
+    ("answer_batch_size", -2, "eval.answer_batch_size must be >= 1"),
+    ("judge_max_tokens", 0, "eval.judge_max_tokens must be >= 1"),
+    ("retrieval_batch_size", -1, "eval.retrieval_batch_size must be >= 0"),
+    ("judge_runs", -1, "eval.judge_runs must be >= 0"),
+    ("mode", "answers", "eval.mode must be"),
+])
+def test_eval_settings_are_validated_with_the_key_named(field, value, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        EvalSettings(**{field: value})

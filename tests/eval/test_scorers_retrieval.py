@@ -107,3 +107,26 @@ def test_rejection_auc_orientation() -> None:
     assert rejection_auc(c_ret, category) == pytest.approx(5 / 6)
     is_adv = (category == 5).numpy()
     assert rejection_auc(c_ret, category) == pytest.approx(roc_auc_score(is_adv, -c_ret.numpy()))
+
+
+def test_survivor_cases_single_evidence_single_positive_and_padding() -> None:
+    """Survivors of the mutation run (experiments/hardening.md): a question with one evidence
+    turn, an AUC with exactly one positive, and padding slots next to evidence node ids 2."""
+    from synapse_pt.eval.scorers.retrieval import evidence_recall_from_index
+
+    rec = evidence_recall_at_k([["D1:1", "D1:2"], ["D1:3"]], [["D1:2"], ["D1:9"]], ks=(1, 2))
+    assert rec[1].tolist() == [0.0, 0.0] and rec[2].tolist() == [1.0, 0.0]
+    scores = torch.tensor([0.9, 0.1, 0.4, 0.3])
+    labels = torch.tensor([False, True, False, False])
+    assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels.numpy(),
+                                                                  scores.numpy()))
+    assert roc_auc(scores, labels) == pytest.approx(0.0)
+    assert math.isnan(roc_auc(scores, torch.zeros(4, dtype=torch.bool)))
+    # padding slots (valid False) must never count as a hit, whatever id they hold
+    top = torch.tensor([[5, 2, 2]])
+    valid = torch.tensor([[True, False, False]])
+    out = evidence_recall_from_index(top, valid, torch.tensor([[2, -1]]), ks=(1, 3))
+    assert out[1].tolist() == [0.0] and out[3].tolist() == [0.0]
+    out = evidence_recall_from_index(torch.tensor([[7, 0]]), torch.tensor([[True, False]]),
+                                     torch.tensor([[-2, 7]]), ks=(2,))
+    assert out[2].tolist() == [1.0]
