@@ -55,7 +55,7 @@ def make_cfg(*overrides: str, output_dir: str = "/tmp/synapse_pt_test_unused",
 def test_every_group_has_options():
     assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
                            "paths", "experiment", "hparams_search"}
-    assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", *ABLATIONS}
+    assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", "synapse_strong", *ABLATIONS}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -113,7 +113,7 @@ def test_experiment_overrides(experiment):
         assert OmegaConf.select(cfg, key) == value, key
     if experiment == "vectors_only":
         assert cfg.memory._target_.endswith("VectorRAG")
-    elif experiment != "synapse_tuned":  # tuned: test_synapse_tuned_changes_retrieval_only
+    elif experiment not in ("synapse_tuned", "synapse_strong"):  # tested on their own below
         assert cfg.memory._target_.endswith("SynapseMemory")
         # nested experiments keep every other paper value of paper_main
         for key, _ in SPEC_HPARAMS.values():
@@ -223,6 +223,15 @@ def test_experiment_hyperparameters_pass_validation(experiment):
     cfg = make_cfg(f"experiment={experiment}")
     if cfg.memory._target_.endswith("SynapseMemory"):
         SynapseParams(**OmegaConf.to_container(cfg.memory.params, resolve=True))
+
+
+def test_synapse_strong_changes_triggers_and_retrieval_only():
+    strong, paper = make_cfg("experiment=synapse_strong"), make_cfg("experiment=paper_main")
+    assert strong.memory.graph == paper.memory.graph and strong.extractor == paper.extractor
+    assert dict(strong.memory.triggers) == {"neutralise_speakers": True, "stopwords": True,
+                                            "stem": True}
+    assert not any(paper.memory.triggers.values())  # the paper's triggers by default
+    assert strong.memory.params.rank_episodic_only and strong.memory.params.T == 2
 
 
 def test_synapse_tuned_changes_retrieval_only():
