@@ -6,6 +6,9 @@ Signals, each ``[N, B]`` over all turns and questions at once (:meth:`FusedMemor
   (:func:`~synapse_pt.retrieval.text.neutralise_speakers`);
 * ``dense_named``: cosine with the question as asked (what ``memory=vector_rag`` ranks by);
 * ``dense_sentence``: the turn's best-matching sentence, :math:`\max_{s \in i} \cos(e_s, q)`;
+* ``dense_resolved``: cosine of the turn with first and second person replaced by the speakers'
+  names (:func:`~synapse_pt.retrieval.text.resolve_pronouns`, no speaker prefix) and the
+  question as asked: whose life a turn describes, matched against the person the question names;
 * ``bm25``: BM25 over turn renderings with the configured analyser (stop words, Porter stems)
   and ``k1``, ``b``;
 * ``bm25_window``: BM25 over context windows (the turn with ``window`` neighbours either side in
@@ -29,11 +32,18 @@ from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.fusion import fuse, speaker_prior
-from synapse_pt.retrieval.text import Analyzer, named_speaker, neutralise_speakers, split_sentences
+from synapse_pt.retrieval.text import (
+    Analyzer,
+    named_speaker,
+    neutralise_speakers,
+    resolve_pronouns,
+    split_sentences,
+)
 
 from .baselines import TurnMemory
 
-SIGNALS = ("dense", "dense_named", "dense_sentence", "bm25", "bm25_window", "speaker")
+SIGNALS = ("dense", "dense_named", "dense_sentence", "dense_resolved", "bm25", "bm25_window",
+           "speaker")
 
 
 class FusedMemory(TurnMemory):
@@ -77,6 +87,8 @@ class FusedMemory(TurnMemory):
         self.sentence_emb: torch.Tensor | None = None
         self.sentence_turn = torch.empty(0, dtype=torch.long, device=self.device)
         self.windows: list[str] = []
+        self.resolved: list[str] = []  # pronoun-resolved turn texts, embedded on first use
+        self._resolved_emb: torch.Tensor | None = None
         self.turn_tokens: list[list[str]] = []
         self.window_tokens: list[list[str]] = []
         self._lexical: dict[tuple[float, float], tuple[BM25Index, BM25Index]] = {}
@@ -109,6 +121,11 @@ class FusedMemory(TurnMemory):
         super().ingest_dialogues(conversations)
         turns = [self.registry.turns[k] for k in self.keys[first:]]
         speakers = {c.sample_id: c.speaker_a for c in conversations}
+        pair = {c.sample_id: (c.speaker_a, c.speaker_b) for c in conversations}
+        for t in turns:
+            a, b = pair[t.sample_id]
+            self.resolved.append(resolve_pronouns(t.content, t.speaker, b if t.speaker == a else a))
+        self._resolved_emb = None
         self.node_speaker = torch.cat([self.node_speaker, torch.tensor(
             [0 if t.speaker == speakers[t.sample_id] else 1 for t in turns], dtype=torch.long,
             device=self.device)])
@@ -178,6 +195,11 @@ class FusedMemory(TurnMemory):
                                   device=cos.device)
                 index = self.sentence_turn[:, None].expand_as(cos)
                 out["dense_sentence"] = best.scatter_reduce(0, index, cos, reduce="amax")
+        if "dense_resolved" in names:
+            if self._resolved_emb is None:
+                self._resolved_emb = self.encoder.encode(self.resolved).to(self.device)
+            out["dense_resolved"] = cosine_scores(self._resolved_emb,
+                                                  self.encoder.encode(texts).to(self.device))
         if "dense_named" in names:
             out["dense_named"] = cosine_scores(self.x, self.encoder.encode(texts).to(self.device))
         tokens = [self.analyzer(t) for t in texts]

@@ -9,6 +9,7 @@ r"""Query and text processing shared by the strong LLM-free retrieval stack (iss
   that speaker matches all of them and the content drowns; the speaker is used as a separate prior
   instead (:func:`~synapse_pt.retrieval.fusion.speaker_prior`).
 * :func:`named_speaker`: which of the two speakers a question names (``-1``: neither or both).
+* :func:`resolve_pronouns`: a turn with first and second person replaced by the speakers' names.
 * :func:`split_sentences`: a turn's sentences (nltk's Punkt tokenizer with its default parameters:
   no trained model, nothing downloaded; it knows no abbreviations, so "Dr. Lee" is split after
   "Dr.", which costs a sentence-level signal little).
@@ -27,7 +28,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from .tokenize import tokenize
 
-__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "split_sentences"]
+__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "resolve_pronouns",
+           "split_sentences"]
 
 _STEMMER = PorterStemmer()
 _PUNKT = PunktSentenceTokenizer()
@@ -91,6 +93,33 @@ def named_speaker(text: str, speakers: Sequence[str]) -> int:
     found = [i for i, name in enumerate(speakers)
              if name and _name_pattern([name]).search(text) is not None]
     return found[0] if len(found) == 1 else -1
+
+
+# first and second person -> the speaker's and the listener's names ({s}, {l}); contractions first
+_PERSON_RULES: tuple[tuple[str, str], ...] = (
+    (r"i'm", "{s} is"), (r"i've", "{s} has"), (r"i'll", "{s} will"), (r"i'd", "{s} would"),
+    (r"you're", "{l} is"), (r"you've", "{l} has"), (r"you'll", "{l} will"),
+    (r"you'd", "{l} would"), (r"we're", "{s} and {l} are"), (r"we've", "{s} and {l} have"),
+    (r"my|mine", "{s}'s"), (r"myself|me|i", "{s}"), (r"your|yours", "{l}'s"),
+    (r"yourself|yourselves|you", "{l}"), (r"our|ours", "{s} and {l}'s"),
+    (r"ourselves|we|us", "{s} and {l}"),
+)
+_PERSON = [(re.compile(rf"\b(?:{pattern})\b", flags=re.IGNORECASE), repl)
+           for pattern, repl in _PERSON_RULES]
+
+
+def resolve_pronouns(text: str, speaker: str, listener: str) -> str:
+    """``text`` spoken by ``speaker`` to ``listener`` with first and second person replaced by
+    their names, so a turn says whose life it describes ("you ran a race" -> "Melanie ran a
+    race"). Apostrophes are normalised to ``'`` first.
+
+    >>> resolve_pronouns("I'm proud of you and your kids, my friend!", "Caroline", "Melanie")
+    "Caroline is proud of Melanie and Melanie's kids, Caroline's friend!"
+    """
+    out = text.replace("\u2019", "'")
+    for pattern, repl in _PERSON:
+        out = pattern.sub(repl.format(s=speaker, l=listener), out)
+    return out
 
 
 def split_sentences(text: str) -> list[str]:

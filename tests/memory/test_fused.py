@@ -15,7 +15,12 @@ from synapse_pt.memory.baselines import VectorRAG
 from synapse_pt.memory.fused import FusedMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import own_graph_mask
-from synapse_pt.retrieval.text import Analyzer, neutralise_speakers, split_sentences
+from synapse_pt.retrieval.text import (
+    Analyzer,
+    neutralise_speakers,
+    resolve_pronouns,
+    split_sentences,
+)
 
 ENC = HashingEncoder(64)
 
@@ -51,6 +56,10 @@ def test_signals_equal_plain_computations(data) -> None:
                                                                     abs=1e-5)
             best = max(float(e @ neutral) for e in ENC.encode(split_sentences(t.content)))
             assert float(sig["dense_sentence"][i, b]) == pytest.approx(best, abs=1e-5)
+            listener = speakers[1 - speakers.index(t.speaker)]
+            resolved = ENC.encode([resolve_pronouns(t.content, t.speaker, listener)])[0]
+            assert float(sig["dense_resolved"][i, b]) == pytest.approx(
+                float(resolved @ named), abs=1e-5)
             spoken_by = speakers.index(t.speaker)
             names = [s for s in speakers if s.lower() in q.question.lower()]
             expected = float(len(names) == 1 and names[0] == speakers[spoken_by])

@@ -5,7 +5,13 @@ from __future__ import annotations
 from nltk.stem import PorterStemmer
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from synapse_pt.retrieval.text import Analyzer, named_speaker, neutralise_speakers, split_sentences
+from synapse_pt.retrieval.text import (
+    Analyzer,
+    named_speaker,
+    neutralise_speakers,
+    resolve_pronouns,
+    split_sentences,
+)
 
 
 def test_analyzer_variants_by_hand() -> None:
@@ -45,3 +51,14 @@ def test_split_sentences() -> None:
     # untrained Punkt knows no abbreviations: it splits after "Dr." (documented)
     assert split_sentences("Dr. Lee liked it.") == ["Dr.", "Lee liked it."]
     assert split_sentences("no punctuation") == ["no punctuation"]
+
+
+def test_resolve_pronouns_by_hand() -> None:
+    assert resolve_pronouns("You ran a charity race? I'm so proud of you!", "Caroline",
+                            "Melanie") == ("Melanie ran a charity race? Caroline is so proud "
+                                           "of Melanie!")
+    assert resolve_pronouns("We met my mom; your dog liked us.", "Ann", "Bob") == \
+        "Ann and Bob met Ann's mom; Bob's dog liked Ann and Bob."
+    # whole words only, curly apostrophes too
+    assert resolve_pronouns("Imagine youth music. I\u2019ve seen it.", "Ann", "Bob") == \
+        "Imagine youth music. Ann has seen it."
