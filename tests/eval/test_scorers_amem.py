@@ -88,3 +88,11 @@ def test_score_amem_errors() -> None:
         score_amem("x", None, 1)
     with pytest.raises(ValueError, match="unknown category"):
         score_amem("x", "x", 0)
+
+
+def test_f1_set_with_an_empty_side_is_zero() -> None:
+    # survivor of the mutation run: either side empty scores 0, not only both
+    from synapse_pt.eval.scorers.amem import f1_set
+
+    assert f1_set("", "paris") == 0.0 and f1_set("paris", "") == 0.0 and f1_set("", "") == 0.0
+    assert f1_set("paris france", "paris") == pytest.approx(2 * 0.5 * 1.0 / 1.5)

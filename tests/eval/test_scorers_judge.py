@@ -128,3 +128,21 @@ def test_judge_defaults_are_the_mem0_protocol_and_one_run_works() -> None:
         judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=0)
     with pytest.raises(ValueError, match="1 questions but 2 categories"):
         judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1, 2])
+
+
+def test_judge_parsing_and_request_survivors() -> None:
+    """Survivors of the mutation run: a JSON object without a label is skipped for the next one
+    (not the end of the search); temperature and extra parameters reach the request; zip is
+    strict; a run with no parsed reply has accuracy NaN."""
+    assert parse_judge_label('{"reasoning": "WRONG, no"} {"label": "CORRECT"}') == "CORRECT"
+    req, = build_judge_requests(["q"], ["g"], ["p"], temperature=0.5,
+                                extra={"response_format": {"type": "json_object"}})
+    assert req.temperature == 0.5
+    assert dict(req.extra) == {"response_format": {"type": "json_object"}}
+    assert build_judge_requests(["q"], ["g"], ["p"])[0].seed == 0
+    with pytest.raises(ValueError):
+        build_judge_requests(["q", "r"], ["g", "h"], ["p"])
+    llm = ScriptedJudge({(0, "q0"): "CORRECT", (1, "q0"): "???"})
+    res = judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=2)
+    acc = res.run_accuracy()
+    assert acc[0] == 1.0 and math.isnan(acc[1])

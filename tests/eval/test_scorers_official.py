@@ -154,3 +154,8 @@ def test_every_locomo_gold_scores_one_against_itself(locomo_path) -> None:
             pred = str(gold).split(";")[0] if cat == 3 else str(gold)
             assert score_official(pred, gold, cat) == 1.0, (conv["sample_id"], qa["question"])
     assert counts == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
+
+
+def test_normalize_answer_drops_thousands_separators() -> None:
+    # survivor of the mutation run: commas are removed before tokenising ("1,000" == "1000")
+    assert normalize_answer("1,000 dogs, two cats") == "1000 dogs two cats"

@@ -243,3 +243,31 @@ def test_strong_triggers_neutral_query_and_analysed_bm25(two_conversations):
                                              "stem": True}
     with pytest.raises(ValueError, match="memory.triggers: unknown options"):
         SynapseMemory(enc, KeywordConceptExtractor(), triggers={"lemmatise": True})
+
+
+def test_mutation_survivors_lexical_anchors_need_positive_bm25_and_gate_boundary():
+    """Survivors of the mutation run (experiments/hardening.md): a zero BM25 score never makes a
+    lexical anchor; without the BM25 trigger the max/constant energies use the dense anchors only;
+    the gate rejects strictly below tau_gate; the triple score's defaults are the paper's."""
+    cos = torch.tensor([[0.9], [0.1], [0.2], [0.3]])
+    bm25 = torch.tensor([[0.0], [2.0], [0.0], [0.0]])  # one positive score only
+    mask = torch.ones(4, 1, dtype=torch.bool)
+    a0, anchors = initial_energy(cos, bm25, mask, k_anchor=1)
+    assert anchors[:, 0].tolist() == [True, True, False, False]  # dense {0}, lexical {1}
+    assert a0[:, 0].tolist() == pytest.approx([0.9, 1.0, 0.0, 0.0])
+    a0, anchors = initial_energy(cos, torch.zeros(4, 1), mask, k_anchor=2)
+    assert anchors[:, 0].tolist() == [True, False, False, True]  # no lexical anchor at all
+    for energy, expected in (("max", [0.9, 0.0, 0.0, 0.3]), ("constant", [1.0, 0.0, 0.0, 1.0])):
+        a0, anchors = initial_energy(cos, bm25, mask, k_anchor=2, use_bm25=False, energy=energy)
+        assert anchors[:, 0].tolist() == [True, False, False, True]
+        assert a0[:, 0].tolist() == pytest.approx(expected)
+    assert gate(torch.tensor([0.12, 0.1199]), 0.12).tolist() == [False, True]
+    cos2, act, pr = torch.tensor([[1.0]]), torch.tensor([[1.0]]), torch.tensor([1.0])
+    assert triple_score(cos2, act, pr).item() == pytest.approx(0.5 + 0.3 + 0.2)
+    top = torch.tensor([0])
+    with pytest.raises(ValueError, match="'potential' needs the last step's potential"):
+        retrieval_confidence("potential", top, top_score=torch.ones(1), activation=act,
+                             potential=None, cos=cos2, mask=torch.ones(1, 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="unknown C_ret reading 'energy'"):
+        retrieval_confidence("energy", top, top_score=torch.ones(1), activation=act,
+                             potential=None, cos=cos2, mask=torch.ones(1, 1, dtype=torch.bool))
