@@ -55,7 +55,8 @@ def make_cfg(*overrides: str, output_dir: str = "/tmp/synapse_pt_test_unused",
 def test_every_group_has_options():
     assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
                            "paths", "experiment", "hparams_search"}
-    assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", "synapse_strong", *ABLATIONS}
+    assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", "synapse_strong", "synapse_fused",
+                                *ABLATIONS}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -113,7 +114,7 @@ def test_experiment_overrides(experiment):
         assert OmegaConf.select(cfg, key) == value, key
     if experiment == "vectors_only":
         assert cfg.memory._target_.endswith("VectorRAG")
-    elif experiment not in ("synapse_tuned", "synapse_strong"):  # tested on their own below
+    elif experiment not in ("synapse_tuned", "synapse_strong", "synapse_fused"):  # own tests
         assert cfg.memory._target_.endswith("SynapseMemory")
         # nested experiments keep every other paper value of paper_main
         for key, _ in SPEC_HPARAMS.values():

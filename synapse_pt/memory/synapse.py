@@ -18,11 +18,13 @@ from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
+from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
+from .fused import FusedMemory
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,12 @@ class SynapseMemory(MemorySystem):
             paper's): ``neutralise_speakers`` removes the speakers' names from the dense query
             (:func:`~synapse_pt.retrieval.text.neutralise_speakers`), ``stopwords`` and ``stem``
             set the BM25 analyser (:class:`~synapse_pt.retrieval.text.Analyzer`).
+        fused_trigger: ``None`` (the paper's dense trigger) or the arguments of a
+            :class:`~synapse_pt.memory.fused.FusedMemory` built over the same turns; its fused
+            score, divided by each question's best, replaces the cosine of episodic nodes
+            everywhere the cosine enters retrieval (anchors, energy, triple score); concept nodes
+            keep their cosine. With ``lambda2 = 0`` and turns ranked, SYNAPSE then ranks as the
+            fused retriever: what activation adds on top of it is measurable.
     """
 
     name = "synapse"
@@ -58,7 +66,8 @@ class SynapseMemory(MemorySystem):
                  params: SynapseParams | Mapping[str, Any] | None = None,
                  use_graph: bool = True, bm25: Mapping[str, float] | None = None,
                  group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
-                 device: str = "cpu", triggers: Mapping[str, bool] | None = None) -> None:
+                 device: str = "cpu", triggers: Mapping[str, bool] | None = None,
+                 fused_trigger: Mapping[str, Any] | None = None) -> None:
         triggers = dict(triggers or {})
         unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
         if unknown:
@@ -69,6 +78,14 @@ class SynapseMemory(MemorySystem):
                                  stem=self.triggers["stem"])
         self.encoder = encoder
         self.renderer = TurnRenderer(turn_template)
+        self.fused: FusedMemory | None = None
+        if fused_trigger is not None:
+            args = dict(fused_trigger)
+            for key in ("k", "tau_gate", "turn_template", "device"):
+                if key in args:
+                    raise ValueError(f"memory.fused_trigger.{key}: set by the SYNAPSE memory")
+            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
+        self._fused_rows: torch.Tensor | None = None
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
         self.extractor = extractor if use_graph else NoConceptExtractor()
@@ -96,7 +113,8 @@ class SynapseMemory(MemorySystem):
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
                 "use_graph": self.use_graph, "turn_template": self.renderer.template,
-                "triggers": dict(self.triggers)}
+                "triggers": dict(self.triggers),
+                "fused_trigger": None if self.fused is None else self.fused.describe()}
 
     def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
@@ -113,11 +131,39 @@ class SynapseMemory(MemorySystem):
                               doc_group=self.batch.batch,
                               **self.bm25_args)
         self._pagerank = {}
+        if self.fused is not None:
+            self.fused.ingest_dialogues(conversations)
+            row = {key: i for i, key in enumerate(self.fused.keys)}
+            graph_ids = self.batch.batch.tolist()
+            node_type = self.batch.node_type.tolist()
+            self._fused_rows = torch.tensor(
+                [row[(self.registry.order[graph_ids[i]], key)] if node_type[i] != SEMANTIC_NODE
+                 else -1 for i, key in enumerate(self.batch.node_keys)],
+                dtype=torch.long, device=self.device)
         self.ingest_seconds += time.perf_counter() - start
+
+    def fused_similarity(self, questions: Sequence[Question], query_emb: torch.Tensor
+                         ) -> torch.Tensor | None:
+        """``[N, B]``: the fused trigger's score of each episodic node (divided by the question's
+        best turn) and the cosine of each concept node; ``None`` without a fused trigger."""
+        if self.fused is None:
+            return None
+        f = self.fused
+        query_graph = f.registry.graph_ids(questions, self.device)
+        mask = own_graph_mask(f.node_graph, query_graph)
+        score = f.score(questions, mask, query_graph).masked_fill(~mask, 0.0)
+        score = score / score.amax(dim=0, keepdim=True).clamp_min(1e-12)
+        cos = cosine_scores(self.batch.x, query_emb)
+        rows = self._fused_rows
+        episodic = rows >= 0
+        taken = score[rows.clamp_min(0)].to(cos.dtype)
+        return torch.where(episodic[:, None], taken, cos)
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
         """Retrieve for all questions in one call (see :meth:`rank`)."""
-        ranked = self.rank(*self.query_inputs(questions), self.params)
+        query_graph, query_emb, bm25 = self.query_inputs(questions)
+        ranked = self.rank(query_graph, query_emb, bm25, self.params,
+                           similarity=self.fused_similarity(questions, query_emb))
         return RetrievalResult(self._items(questions, ranked.index, ranked.score, ranked.valid),
                                ranked.c_ret.cpu(), ranked.gated.cpu())
 
@@ -140,7 +186,7 @@ class SynapseMemory(MemorySystem):
         return query_graph, query_emb, bm25
 
     def rank(self, query_graph: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
-             params: SynapseParams) -> RankedBatch:
+             params: SynapseParams, similarity: torch.Tensor | None = None) -> RankedBatch:
         """Top-k global node ids, scores, ``C_ret`` and the gate for ``B`` query columns.
 
         The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has queries (a loop
@@ -156,7 +202,7 @@ class SynapseMemory(MemorySystem):
                 x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
                 pagerank_unit=pagerank, query_emb=query_emb,
                 query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
-                episodic=g.node_type != SEMANTIC_NODE)
+                episodic=g.node_type != SEMANTIC_NODE, similarity=similarity)
         B, k = query_graph.shape[0], params.k + params.k_concepts
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
         score = torch.full((B, k), float("-inf"), device=self.device)
@@ -174,7 +220,8 @@ class SynapseMemory(MemorySystem):
                 pagerank_unit=pagerank[n0:n1], query_emb=query_emb[cols],
                 query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
                 bm25=bm25[n0:n1][:, cols], params=params.select(cols),
-                node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE)
+                node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
+                similarity=None if similarity is None else similarity[n0:n1][:, cols])
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -216,8 +263,10 @@ class SynapseMemory(MemorySystem):
                              f"got lengths {sorted(sizes)}")
         C, B = sizes.pop(), len(questions)
         columns = configs.repeat_columns(B)
+        similarity = self.fused_similarity(questions, query_emb)
         return self.rank(query_graph.repeat(C), query_emb.repeat(C, 1), bm25.repeat(1, C),
-                         columns)
+                         columns, similarity=None if similarity is None
+                         else similarity.repeat(1, C))
 
     def _items(self, questions: Sequence[Question], index: torch.Tensor, score: torch.Tensor,
                valid: torch.Tensor) -> list[list[RetrievedItem]]:

@@ -148,7 +148,8 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
                      edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
                      query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
                      params: SynapseParams, node_active: torch.Tensor | None = None,
-                     episodic: torch.Tensor | None = None) -> RankedBatch:
+                     episodic: torch.Tensor | None = None,
+                     similarity: torch.Tensor | None = None) -> RankedBatch:
     """Retrieve for ``B`` queries at once.
 
     Args:
@@ -163,12 +164,16 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
         episodic: optional ``[N]`` bool marking episodic nodes; with
             ``params.rank_episodic_only`` only they are ranked and returned (then
             ``params.k_concepts`` semantic nodes follow them).
+        similarity: optional ``[N, B]`` query-node similarity replacing the cosine of ``x`` and
+            ``query_emb`` wherever the cosine enters (dense anchors, their energy, the triple
+            score, the ``similarity`` reading of C_ret): e.g. a fused retriever's score of the
+            turns (:class:`~synapse_pt.memory.synapse.SynapseMemory`'s ``fused_trigger``).
     """
     p = params
     mask = own_graph_mask(node_graph, query_graph)
     if node_active is not None:
         mask &= node_active[:, None]
-    cos = cosine_scores(x, query_emb)
+    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
     a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
                                  energy=p.energy)
     adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan, dtype=a0.dtype)

@@ -271,3 +271,27 @@ def test_mutation_survivors_lexical_anchors_need_positive_bm25_and_gate_boundary
     with pytest.raises(ValueError, match="unknown C_ret reading 'energy'"):
         retrieval_confidence("energy", top, top_score=torch.ones(1), activation=act,
                              potential=None, cos=cos2, mask=torch.ones(1, 1, dtype=torch.bool))
+
+
+def test_fused_trigger_without_activation_ranks_as_the_fused_retriever(two_conversations):
+    """``memory.fused_trigger``: with lambda2 = lambda3 = 0 and turns ranked, SYNAPSE's ranking is
+    the fused retriever's; with activation back on it differs."""
+    from synapse_pt.memory.fused import FusedMemory
+
+    conv = two_conversations[0]
+    enc = HashingEncoder(32)
+    fused_args = {"weights": {"dense": 0.7, "bm25_window": 0.9, "speaker": 0.5}, "rho": 0.3}
+    questions = [dataclasses.replace(q, category=0, answer=None) for q in conv.questions]
+    fused = FusedMemory(enc, k=10, **fused_args)
+    fused.ingest([conv])
+    expected = fused.retrieve(questions).node_ids()
+    params = {"lambda2": 0.0, "lambda3": 0.0, "rank_episodic_only": True, "k": 10}
+    memory = SynapseMemory(enc, KeywordConceptExtractor(), params=params,
+                           fused_trigger=fused_args)
+    memory.ingest([conv])
+    assert memory.retrieve(questions).node_ids() == expected
+    memory.configure_retrieval(params={**params, "lambda2": 0.8})
+    assert memory.retrieve(questions).node_ids() != expected
+    assert memory.describe()["fused_trigger"]["weights"] == fused_args["weights"]
+    with pytest.raises(ValueError, match="memory.fused_trigger.k: set by the SYNAPSE memory"):
+        SynapseMemory(enc, KeywordConceptExtractor(), fused_trigger={"k": 5})
