@@ -102,6 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return fusion_sweep(stacks, order, mask, evidence, cands, prev=memory.prev,
                                 nxt=memory.next, chunk=args.chunk)
 
+    ablations: dict[str, SweepMatrix] = {}
+
+    def ablation_sweep(signal: str) -> SweepMatrix:
+        """The first ``--ablation-candidates`` candidates with ``signal``'s weight 0 (once)."""
+        if signal not in ablations:
+            ablated = [{**c, "weights": {**c["weights"], signal: 0.0}}
+                       for c in cands[:args.ablation_candidates]]
+            ablations[signal] = sweep([c for c in ablated if any(c["weights"].values())])
+        return ablations[signal]
+
     cands = fusion_candidates(tuned, list(stacks), args.candidates, args.seed)
     t0 = time.perf_counter()
     full = sweep(cands)
@@ -148,10 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ref_q, _ = heldout(single, questions, folds, names)
             rows[name] = summary_table(ref_q[scored], names)[0]
         for signal in tuned:  # held-out ablation: the search without this signal
-            ablated = [{**c, "weights": {**c["weights"], signal: 0.0}}
-                       for c in cands[:args.ablation_candidates]]
-            ablated = [c for c in ablated if any(c["weights"].values())]
-            abl_q, abl_records = heldout(sweep(ablated), questions, folds, names)
+            abl_q, abl_records = heldout(ablation_sweep(signal), questions, folds, names)
             rows[f"fused without {signal} (held out)"] = summary_table(abl_q, names)[0]
             records_out[f"without {signal}"] = abl_records
         summary = pd.DataFrame({name: {**{f"R@10 {c}": t.loc["recall@10", c]

@@ -64,6 +64,14 @@ class RetrievalResult:
         return [[it.node_id for it in row] for row in self.items]
 
 
+def padded_rows(rows: Sequence[Sequence[int]], device: torch.device | str) -> torch.Tensor:
+    """``[B, E]`` long tensor of ragged index rows, padded with -1 (at least one column): the
+    evidence input of :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+    width = max(1, max((len(r) for r in rows), default=0))
+    return torch.tensor([list(r) + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
+                        device=device)
+
+
 def as_dialogue(item: Dialogue, index: int = 0) -> Dialogue:
     """``item`` as a bare :class:`Dialogue` (a :class:`Conversation` loses its questions)."""
     if type(item) is Dialogue:

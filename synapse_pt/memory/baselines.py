@@ -20,7 +20,7 @@ from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.tokenize import tokenize
 
-from .base import MemorySystem, RetrievalResult
+from .base import MemorySystem, RetrievalResult, padded_rows
 from .episodic import TurnRegistry
 
 
@@ -103,10 +103,8 @@ class TurnMemory(MemorySystem):
         missing = [(q.key, e) for q in questions for e in q.evidence if (q.sample_id, e) not in row]
         if missing:
             raise KeyError(f"evidence turns that were not ingested: {missing[:5]}")
-        rows = [[row[(q.sample_id, e)] for e in q.evidence] for q in questions]
-        width = max(1, max((len(r) for r in rows), default=0))
-        return torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
-                            device=self.device)
+        return padded_rows([[row[(q.sample_id, e)] for e in q.evidence] for q in questions],
+                           self.device)
 
     def _dense(self, questions: Sequence[Question]) -> torch.Tensor:
         q = self.encoder.encode([q.question for q in questions]).to(self.device)

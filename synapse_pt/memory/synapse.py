@@ -22,7 +22,7 @@ from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
-from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
+from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
 from .episodic import TurnRegistry
 from .fused import FusedMemory
 
@@ -86,6 +86,7 @@ class SynapseMemory(MemorySystem):
                     raise ValueError(f"memory.fused_trigger.{key}: set by the SYNAPSE memory")
             self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
         self._fused_rows: torch.Tensor | None = None
+        self._fused_cache: tuple[tuple, torch.Tensor] | None = None
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
         self.extractor = extractor if use_graph else NoConceptExtractor()
@@ -132,6 +133,7 @@ class SynapseMemory(MemorySystem):
                               **self.bm25_args)
         self._pagerank = {}
         if self.fused is not None:
+            self._fused_cache = None
             self.fused.ingest_dialogues(conversations)
             row = {key: i for i, key in enumerate(self.fused.keys)}
             graph_ids = self.batch.batch.tolist()
@@ -148,6 +150,9 @@ class SynapseMemory(MemorySystem):
         best turn) and the cosine of each concept node; ``None`` without a fused trigger."""
         if self.fused is None:
             return None
+        key = tuple((q.sample_id, q.qa_index, q.question) for q in questions)
+        if self._fused_cache is not None and self._fused_cache[0] == key:
+            return self._fused_cache[1]  # sweeps ask for the same questions chunk after chunk
         f = self.fused
         query_graph = f.registry.graph_ids(questions, self.device)
         mask = own_graph_mask(f.node_graph, query_graph)
@@ -157,7 +162,9 @@ class SynapseMemory(MemorySystem):
         rows = self._fused_rows
         episodic = rows >= 0
         taken = score[rows.clamp_min(0)].to(cos.dtype)
-        return torch.where(episodic[:, None], taken, cos)
+        similarity = torch.where(episodic[:, None], taken, cos)
+        self._fused_cache = (key, similarity)
+        return similarity
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
         """Retrieve for all questions in one call (see :meth:`rank`)."""
@@ -235,10 +242,8 @@ class SynapseMemory(MemorySystem):
         of :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
         if self.batch is None:
             raise RuntimeError("SynapseMemory.evidence_index called before ingest")
-        rows = [[self.batch.index_of(q.sample_id, e) for e in q.evidence] for q in questions]
-        width = max(1, max((len(r) for r in rows), default=0))
-        return torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
-                            device=self.device)
+        return padded_rows([[self.batch.index_of(q.sample_id, e) for e in q.evidence]
+                            for q in questions], self.device)
 
     def pagerank(self, scale: str) -> torch.Tensor:
         """``[N]`` cached PageRank rescaled per conversation by ``scale`` (SPEC §1.5)."""
