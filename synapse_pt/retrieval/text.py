@@ -29,7 +29,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from .tokenize import tokenize
 
 __all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "resolve_pronouns",
-           "split_sentences"]
+           "split_sentences", "swap_speakers"]
 
 _STEMMER = PorterStemmer()
 _PUNKT = PunktSentenceTokenizer()
@@ -82,6 +82,20 @@ def neutralise_speakers(text: str, speakers: Sequence[str]) -> str:
     out = _name_pattern(speakers).sub("", text)
     out = re.sub(r"\s+([?.!,;:])", r"\1", out)
     return re.sub(r"\s{2,}", " ", out).strip()
+
+
+def swap_speakers(text: str, speakers: Sequence[str]) -> str:
+    """``text`` with the two speakers' names exchanged (possessives kept).
+
+    >>> swap_speakers("When did Melanie paint Caroline's portrait?", ["Caroline", "Melanie"])
+    "When did Caroline paint Melanie's portrait?"
+    """
+    a, b = speakers
+    if not a or not b:
+        return text
+    swap = {a.lower(): b, b.lower(): a}
+    return re.sub(rf"\b({re.escape(a)}|{re.escape(b)})\b",
+                  lambda m: swap[m.group(1).lower()], text, flags=re.IGNORECASE)
 
 
 def named_speaker(text: str, speakers: Sequence[str]) -> int:
