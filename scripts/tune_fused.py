@@ -32,7 +32,16 @@ import torch
 
 from synapse_pt.data import category_names
 from synapse_pt.eval.fusion_search import fusion_candidates, fusion_sweep
-from synapse_pt.eval.heldout import KS, SweepMatrix, choose, heldout, make_folds, summary_table
+from synapse_pt.eval.heldout import (
+    KS,
+    SweepMatrix,
+    choose,
+    fold_table,
+    heldout,
+    make_folds,
+    summary_table,
+    write_study,
+)
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.eval.study import compose_variant
 from synapse_pt.eval.tables import to_markdown
@@ -166,13 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "R@30 1-4": t.loc["recall@30", "mean_q_1_4"],
                                        "R@5 1-4": t.loc["recall@5", "mean_q_1_4"]}
                                 for name, t in rows.items()}).T
-        fold_rows = pd.DataFrame([{"fold": r["fold"], "test": " ".join(r["test"]),
-                                   "train R@10": r["train_recall@10"],
-                                   "test R@10": r["test_recall@10"],
-                                   "rho": r["config"]["rho"], "bm25": r["config"]["bm25"],
-                                   **{f"w_{s}": r["config"]["weights"].get(s, 0.0)
-                                      for s in tuned}}
-                                  for r in records]).set_index("fold")
+        fold_rows = fold_table(records, lambda r: {
+            "rho": r["config"]["rho"], "bm25": r["config"]["bm25"],
+            **{f"w_{s}": r["config"]["weights"].get(s, 0.0) for s in tuned}})
         text += [f"## {label}: held-out evidence recall (fractions; R@10 per category)", "",
                  to_markdown(summary, floatfmt=".3f"), "",
                  f"### {label}: folds (the candidate each fold chose)", "",
@@ -183,11 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             headline = float(table.loc["recall@10", "mean_q_1_4"])
     text += [f"chosen on all conversations (in-sample recall@10 "
              f"{chosen_all['in_sample_recall@10']:.3f}): {json.dumps(chosen_all['candidate'])}"]
-    (args.out / "folds.json").write_text(json.dumps(meta, indent=1, default=str))
-    (args.out / "chosen_on_all.json").write_text(json.dumps(chosen_all, indent=1))
-    (args.out / "fused.md").write_text("\n".join(text) + "\n")
-    print("\n".join(text))
-    print(f"heldout_fused_recall@10: {headline:.4f}")
+    write_study(args.out, "fused", text, meta, chosen_all, "heldout_fused_recall@10", headline)
     return 0
 
 

@@ -36,10 +36,12 @@ from synapse_pt.eval.heldout import (
     calibrate_tau,
     candidates,
     choose,
+    fold_table,
     heldout,
     make_folds,
     summary_table,
     sweep_matrix,
+    write_study,
 )
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.eval.study import compose_variant
@@ -125,12 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta["schemes"].append({"scheme": scheme, "folds": [list(f) for f in folds],
                                 "records": records, "gate": gate,
                                 "table": table.to_dict()})
-        fold_rows = pd.DataFrame([{"fold": r["fold"], "test": " ".join(r["test"]),
-                                   "train R@10": r["train_recall@10"],
-                                   "test R@10": r["test_recall@10"], "tau_gate": r["tau_gate"],
-                                   **{k: r["config"][k] for k in ("rank_episodic_only", "energy",
-                                                                  "T", "k_anchor")}}
-                                  for r in records]).set_index("fold")
+        fold_rows = fold_table(records, lambda r: {
+            "tau_gate": r["tau_gate"],
+            **{k: r["config"][k] for k in ("rank_episodic_only", "energy", "T", "k_anchor")}})
         text += [f"## {name}: held-out evidence recall (fractions)", "",
                  to_markdown(table, floatfmt=".3f"), "",
                  "gate (tau_gate calibrated on the training conversations): " + ", ".join(
@@ -141,11 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text += [f"paper values (candidate 0), all questions: {paper}", "",
              f"chosen on all conversations (in-sample {chosen_all['in_sample_recall@10']:.3f}): "
              f"{json.dumps(chosen_all['config'])}, tau_gate {chosen_all['tau_gate']:.4f}"]
-    (args.out / "folds.json").write_text(json.dumps(meta, indent=1, default=str))
-    (args.out / "chosen_on_all.json").write_text(json.dumps(chosen_all, indent=1))
-    (args.out / "heldout.md").write_text("\n".join(text) + "\n")
-    print("\n".join(text))
-    print(f"heldout_recall@10: {headline:.4f}")
+    write_study(args.out, "heldout", text, meta, chosen_all, "heldout_recall@10", headline)
     return 0
 
 

@@ -17,9 +17,11 @@ paper's values are candidate 0.
 from __future__ import annotations
 
 import itertools
+import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -191,3 +193,23 @@ def summary_table(per_q: pd.DataFrame, names: Mapping[int, str]
             "auc_c_ret": roc_auc(torch.tensor(-scored["c_ret"].to_numpy()),
                                  torch.tensor(adv.to_numpy())) if adv.any() else float("nan")}
     return table, gate
+
+
+def fold_table(records: Sequence[Mapping], describe: Callable[[Mapping], Mapping]
+               ) -> pd.DataFrame:
+    """One row per fold record (:func:`heldout`): test conversations, train and test recall@10,
+    then the columns ``describe(record)`` returns for the candidate it chose."""
+    return pd.DataFrame([{"fold": r["fold"], "test": " ".join(r["test"]),
+                          "train R@10": r["train_recall@10"], "test R@10": r["test_recall@10"],
+                          **describe(r)} for r in records]).set_index("fold")
+
+
+def write_study(out: Path, report: str, text: Sequence[str], meta: Mapping, chosen_all: Mapping,
+                headline_name: str, headline: float) -> None:
+    """Write ``folds.json``, ``chosen_on_all.json`` and ``<report>.md`` into ``out``; print the
+    report and end with ``headline_name: headline`` (the benchmark-style last line)."""
+    (out / "folds.json").write_text(json.dumps(meta, indent=1, default=str))
+    (out / "chosen_on_all.json").write_text(json.dumps(chosen_all, indent=1))
+    (out / f"{report}.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+    print(f"{headline_name}: {headline:.4f}")

@@ -78,3 +78,19 @@ def test_candidates_start_with_the_paper_values() -> None:
     assert all(float(v[0]) == pytest.approx(float(getattr(p, k))) for k, v in values.items())
     assert len({tuple(d.values()) for d, _ in cands}) == 4
     assert candidates(4, 3, seed=0)[2][0] == cands[2][0]  # seeded
+
+
+def test_fold_table_and_write_study(tmp_path, capsys) -> None:
+    import json
+
+    from synapse_pt.eval.heldout import fold_table, write_study
+
+    records = [{"fold": 0, "test": ["a", "b"], "train_recall@10": 0.5, "test_recall@10": 0.25,
+                "config": {"T": 2}}]
+    table = fold_table(records, lambda r: {"T": r["config"]["T"]})
+    assert table.loc[0].to_dict() == {"test": "a b", "train R@10": 0.5, "test R@10": 0.25, "T": 2}
+    write_study(tmp_path, "report", ["# title", "body"], {"m": 1}, {"c": 2}, "score", 0.123456)
+    assert (tmp_path / "report.md").read_text() == "# title\nbody\n"
+    assert json.loads((tmp_path / "folds.json").read_text()) == {"m": 1}
+    assert json.loads((tmp_path / "chosen_on_all.json").read_text()) == {"c": 2}
+    assert capsys.readouterr().out.splitlines()[-1] == "score: 0.1235"
