@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         no_prior = fuse(sig, {**weights, "speaker": 0.0}, mask, prev=memory.prev,
                         nxt=memory.next, rho=memory.rho)
         top_score, top_index = masked_topk(no_prior, mask, args.k)
-        speakers = [memory._speakers(q) for q in blinded]
+        speakers = [memory.registry.speakers(q.sample_id) for q in blinded]
         named = torch.tensor([named_speaker(q.question, s) for q, s in zip(blinded, speakers,
                                                                             strict=True)])
         share = speaker_share(top_index.T, torch.isfinite(top_score).T, memory.node_speaker,

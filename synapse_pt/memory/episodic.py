@@ -38,6 +38,11 @@ class TurnRegistry:
             for t in conv.turns():
                 self.turns[(conv.sample_id, t.dia_id)] = t
 
+    def speakers(self, sample_id: str) -> list[str]:
+        """``[speaker_a, speaker_b]`` of an ingested conversation."""
+        c = self.conversations[sample_id]
+        return [c.speaker_a, c.speaker_b]
+
     def graph_ids(self, questions: Sequence[Question], device: torch.device | str) -> torch.Tensor:
         """``[B]`` position of each question's conversation (error if it was never ingested)."""
         pos = {s: i for i, s in enumerate(self.order)}

@@ -172,10 +172,6 @@ class FusedMemory(TurnMemory):
         return self._lexical[(k1, b)]
 
     # ---------------------------------------------------------------------------- signals
-    def _speakers(self, question: Question) -> list[str]:
-        c = self.registry.conversations[question.sample_id]
-        return [c.speaker_a, c.speaker_b]
-
     def signals(self, questions: Sequence[Question], query_graph: torch.Tensor,
                 names: Sequence[str] = SIGNALS, bm25_k1: float | None = None,
                 bm25_b: float | None = None) -> dict[str, torch.Tensor]:
@@ -184,7 +180,9 @@ class FusedMemory(TurnMemory):
         BM25 parameters (sweeps)."""
         out: dict[str, torch.Tensor] = {}
         texts = [q.question for q in questions]
-        neutral = [neutralise_speakers(q.question, self._speakers(q)) for q in questions]
+        speakers = [self.registry.speakers(q.sample_id) for q in questions]
+        neutral = [neutralise_speakers(q.question, s) for q, s in zip(questions, speakers,
+                                                                      strict=True)]
         if {"dense", "dense_sentence"} & set(names):
             q_neutral = self.encoder.encode(neutral).to(self.device)
             if "dense" in names:
@@ -211,7 +209,8 @@ class FusedMemory(TurnMemory):
                 out["bm25_window"] = window_index.scores(
                     tokens, query_group=query_graph).T.to(self.device)
         if "speaker" in names:
-            named = torch.tensor([named_speaker(q.question, self._speakers(q)) for q in questions],
+            named = torch.tensor([named_speaker(q.question, s)
+                                  for q, s in zip(questions, speakers, strict=True)],
                                  dtype=torch.long, device=self.device)
             out["speaker"] = speaker_prior(self.node_speaker, named)
         return out

@@ -183,9 +183,7 @@ class SynapseMemory(MemorySystem):
         query_graph = self.registry.graph_ids(questions, self.device)
         texts = [q.question for q in questions]
         if self.triggers["neutralise_speakers"]:
-            convs = self.registry.conversations
-            texts = [neutralise_speakers(q.question, [convs[q.sample_id].speaker_a,
-                                                      convs[q.sample_id].speaker_b])
+            texts = [neutralise_speakers(q.question, self.registry.speakers(q.sample_id))
                      for q in questions]
         query_emb = self.encoder.encode(texts).to(self.device)
         bm25 = self.bm25.scores([self.analyzer(q.question) for q in questions],
