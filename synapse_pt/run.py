@@ -107,12 +107,14 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
     max_conv = cfg.get("max_conversations")
     max_q = cfg.get("max_questions")
+    categories = cfg.get("question_categories")
     if smoke:
         max_conv = 1 if max_conv is None else min(int(max_conv), 1)
         max_q = SMOKE_QUESTIONS if max_q is None else min(int(max_q), SMOKE_QUESTIONS)
-    if cfg.get("sample_ids") or max_conv is not None or max_q is not None:
+    if cfg.get("sample_ids") or max_conv is not None or max_q is not None or categories:
         dataset = dataset.subset(list(cfg["sample_ids"]) if cfg.get("sample_ids") else None,
-                                 max_conv, max_q)
+                                 max_conv, max_q,
+                                 list(categories) if categories is not None else None)
     return dataset
 
 

@@ -24,7 +24,8 @@ from synapse_pt.data.source import resolve_dataset_path, sample_path, sha256_fil
 # sections of the config a trial's objective depends on (besides the swept keys and the data file)
 KEYED_SECTIONS = ("turn_template", "embedder", "extractor", "memory", "eval", "objective", "smoke",
                   "seed")
-SUBSET_KEYS = ("sample_ids", "max_conversations", "max_questions", "turn_offset_seconds")
+SUBSET_KEYS = ("sample_ids", "max_conversations", "max_questions", "question_categories",
+               "turn_offset_seconds")
 # where caches live and which device computes are not what a run computes
 UNKEYED = ("cache", "cache_dir", "device")
 

@@ -240,3 +240,30 @@ def test_synapse_tuned_changes_retrieval_only():
     assert tuned.memory.graph == paper.memory.graph and tuned.extractor == paper.extractor
     assert tuned.memory.params != paper.memory.params
     assert tuned.memory.params.rank_episodic_only
+
+
+GATES = sorted(f.stem for f in (CONFIG_DIR / "memory" / "gate").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_every_gate_option_builds(gate):
+    from synapse_pt.memory.gate import GATE_SIGNALS
+    from synapse_pt.run import build_memory
+
+    cfg = make_cfg("memory=fused", f"memory/gate={gate}", "embedder=hashing")
+    assert cfg.memory.gate.signal == gate and gate in GATE_SIGNALS
+    memory = build_memory(cfg.memory, encoder=instantiate(cfg.embedder, _convert_="all"))
+    assert memory.gate.signal == gate
+    assert memory.gate.uses_turns == (gate != "c_ret")
+    assert memory.describe()["gate"] == gate
+
+
+def test_paper_gate_by_default_and_tuned_ships_the_fitted_one():
+    paper, tuned = make_cfg("experiment=paper_main"), make_cfg("experiment=synapse_tuned")
+    assert paper.memory.gate.signal == "c_ret" and paper.memory.params.tau_gate == 0.12
+    assert make_cfg().memory.gate.signal == "c_ret"
+    assert tuned.memory.gate.signal == "combined"
+    assert set(tuned.memory.gate.weights) == {"speaker_share", "swap_contrast", "ownership",
+                                              "ownership_contrast", "c_ret"}
+    no_gate = make_cfg("experiment=no_gate")
+    assert no_gate.memory.gate.signal == "c_ret" and no_gate.memory.params.tau_gate == 0.0

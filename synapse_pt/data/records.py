@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -142,8 +142,11 @@ class Dataset:
         ]
 
     def subset(self, sample_ids: list[str] | None = None, max_conversations: int | None = None,
-               max_questions: int | None = None) -> Dataset:
-        """A smaller dataset (for smoke runs): chosen conversations and/or the first questions."""
+               max_questions: int | None = None,
+               question_categories: Sequence[int] | None = None) -> Dataset:
+        """A smaller dataset (for smoke runs and focused studies): chosen conversations, only the
+        questions of ``question_categories`` (raw LoCoMo numbers), and/or the first questions.
+        The memory still ingests whole conversations; only what is asked shrinks."""
         convs = self.conversations
         if sample_ids is not None:
             known = {c.sample_id for c in convs}
@@ -153,6 +156,15 @@ class Dataset:
             convs = [c for c in convs if c.sample_id in set(sample_ids)]
         if max_conversations is not None:
             convs = convs[:max_conversations]
+        if question_categories is not None:
+            wanted = {int(c) for c in question_categories}
+            unknown = sorted(wanted - {1, 2, 3, 4, 5})
+            if unknown:
+                raise ValueError(f"dataset.question_categories: {unknown} are not LoCoMo "
+                                 "categories (1-5)")
+            convs = [Conversation(c.sample_id, c.speaker_a, c.speaker_b, c.sessions,
+                                  [q for q in c.questions if q.category in wanted])
+                     for c in convs]
         if max_questions is not None:
             convs = [
                 Conversation(c.sample_id, c.speaker_a, c.speaker_b, c.sessions,

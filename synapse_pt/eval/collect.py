@@ -24,6 +24,7 @@ REJECTION_COLUMNS = {
     "true_rejection_rate": "true rejection (cat 5 gated)",
     "false_rejection_rate": "false rejection (cat 1-4 gated)",
     "c_ret_auc_adversarial": "AUC of C_ret (cat 5 vs rest)",
+    "gate_score_auc_adversarial": "AUC of the gate's signal (cat 5 vs rest)",
     "gated_rate": "gated (all)",
     "context_tokens_mean": "context tokens/query",
 }

@@ -21,7 +21,8 @@ RETRIEVAL_HEADLINE = ("recall@10",)
 QA_HEADLINE = ("f1_official", "f1_amem", "bleu1", "judge")
 GATE_FIGURES = (("false_rejection_rate", "false rejection (cat. 1-4)"),
                 ("true_rejection_rate", "true rejection (cat. 5)"),
-                ("c_ret_auc_adversarial", "C_ret ROC AUC, cat. 5 vs rest"))
+                ("c_ret_auc_adversarial", "C_ret ROC AUC, cat. 5 vs rest"),
+                ("gate_score_auc_adversarial", "gate signal ROC AUC, cat. 5 vs rest"))
 SAMPLE_WARNING = "SAMPLE DATA: the shipped smoke-test conversation, not LoCoMo-10"
 
 
@@ -69,9 +70,15 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
 
 
 def gate_lines(metrics: Mapping[str, Any]) -> list[str]:
-    """One line of gate figures (percent, AUC as a fraction)."""
+    """One line of gate figures (percent, AUC as a fraction), naming the gate's signal and the
+    threshold it used."""
     retrieval = metrics.get("retrieval", {})
+    memory = metrics.get("identity", {}).get("memory", {})
     parts = []
+    if memory.get("gate") is not None:
+        tau = memory.get("gate_tau") if memory.get("gate") != "c_ret" else memory.get("tau_gate")
+        parts.append(f"signal {memory['gate']}, threshold "
+                     + ("none (nothing gated)" if tau is None else f"{float(tau):.4g}"))
     for key, text in GATE_FIGURES:
         value = retrieval.get(key)
         if value is None:

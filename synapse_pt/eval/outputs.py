@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 PREDICTION_COLUMNS = [
     "sample_id", "qa_index", "category", "question", "gold", "adversarial_answer", "evidence",
-    "prediction", "retrieved", "c_ret", "gated", "context_tokens", "prompt_tokens",
+    "prediction", "retrieved", "c_ret", "gate_score", "gated", "context_tokens", "prompt_tokens",
     "completion_tokens", "latency_s",
 ]
 
@@ -30,7 +30,8 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
     "sample_id": pa.string(), "qa_index": pa.int64(), "category": pa.int64(),
     "question": pa.string(), "gold": pa.string(), "adversarial_answer": pa.string(),
     "evidence": pa.list_(pa.string()), "prediction": pa.string(),
-    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gated": pa.bool_(),
+    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gate_score": pa.float64(),
+    "gated": pa.bool_(),
     "context_tokens": pa.int64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
     "latency_s": pa.float64(),
 }

@@ -131,7 +131,10 @@ def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
                  for i in tqdm(range(0, len(queries), batch_size), desc="retrieve")]
         result = RetrievalResult([row for p in parts for row in p.items],
                                  torch.cat([p.c_ret for p in parts]),
-                                 torch.cat([p.gated for p in parts]))
+                                 torch.cat([p.gated for p in parts]),
+                                 gate_score=torch.cat([p.gate_score for p in parts]),
+                                 gate_signals={k: torch.cat([p.gate_signals[k] for p in parts])
+                                               for k in parts[0].gate_signals})
     seconds = time.perf_counter() - start
     if len(result.items) != len(questions):
         raise RuntimeError(f"{type(memory).__name__}.retrieve returned {len(result.items)} rows "
@@ -241,6 +244,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             "prediction": predictions[i],
             "retrieved": ids[i],
             "c_ret": float(result.c_ret[i]),
+            "gate_score": float(result.gate_score[i]),
             "gated": bool(gated[i]),
             "context_tokens": int(context_tokens[i]),
             "prompt_tokens": int(resp.prompt_tokens) if resp is not None else 0,
@@ -256,6 +260,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             row["n_judge_failures"] = int(judge.n_failures[i])
         for k, values in recall.items():
             row[f"recall@{k}"] = _nan_to_none(values[i])
+        for name, values in result.gate_signals.items():
+            row[f"gate_{name}"] = float(values[i])
         rows.append(row)
     df = pd.DataFrame(rows)
     float_cols = [f"recall@{k}" for k in settings.recall_ks]
@@ -272,12 +278,17 @@ def _nan_to_none(x: float | torch.Tensor | np.floating) -> float | None:
 
 
 def retrieval_summary(df: pd.DataFrame) -> dict[str, float]:
-    """Rejection rates and the ROC AUC of C_ret for separating category 5 from the rest."""
+    """Rejection rates and the ROC AUC of C_ret and of the gate's score (the signal it
+    thresholds) for separating category 5 from the rest."""
     gated = torch.tensor(df["gated"].to_numpy(dtype=bool))
     category = torch.tensor(df["category"].to_numpy(dtype="int64"))
     out = {k: float(v) for k, v in rejection_metrics(gated, category).items()}
     c_ret = torch.tensor(df["c_ret"].to_numpy(dtype="float64"))
     out["c_ret_auc_adversarial"] = rejection_auc(c_ret, category, adversarial=ADVERSARIAL)
+    if "gate_score" in df:
+        score = torch.tensor(df["gate_score"].to_numpy(dtype="float64"))
+        out["gate_score_auc_adversarial"] = rejection_auc(score, category,
+                                                          adversarial=ADVERSARIAL)
     answerable = df["category"].isin(ANSWERABLE)
     out["context_tokens_mean"] = float(df["context_tokens"].mean())
     out["context_tokens_mean_answerable"] = float(df.loc[answerable, "context_tokens"].mean())

@@ -89,6 +89,7 @@ def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 1
         row["FR (1-4)"] = ret.get("false_rejection_rate")
         row["TR (5)"] = ret.get("true_rejection_rate")
         row["AUC C_ret"] = ret.get("c_ret_auc_adversarial")
+        row["AUC gate"] = ret.get("gate_score_auc_adversarial")
         rows[label] = row
     df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     df.index.name = "variant"

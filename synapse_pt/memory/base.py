@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import torch
 
 from synapse_pt.data.records import Conversation, Dialogue, Question
+
+from .gate import RejectionGate
 
 EPISODIC = "episodic"
 SEMANTIC = "semantic"
@@ -48,17 +50,26 @@ class RetrievalResult:
         items: per question, the retrieved items in rank order (at most k).
         c_ret: ``[B]`` retrieval confidence (SYNAPSE: activation of the top node, SPEC §1.2 step 7).
         gated: ``[B]`` bool, True where the system refuses to answer (no LLM call is made).
+        gate_score: ``[B]`` the signal the gate thresholded (``c_ret`` unless the memory's gate
+            reads another, :mod:`synapse_pt.memory.gate`).
+        gate_signals: ``{signal: [B]}`` every signal the gate computed (empty for the c_ret gate).
     """
 
     items: list[list[RetrievedItem]]
     c_ret: torch.Tensor
     gated: torch.Tensor
+    gate_score: torch.Tensor | None = None
+    gate_signals: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         b = len(self.items)
-        if self.c_ret.shape != (b,) or self.gated.shape != (b,):
-            raise ValueError(f"RetrievalResult: c_ret {tuple(self.c_ret.shape)} and gated "
-                             f"{tuple(self.gated.shape)} must both be [{b}]")
+        if self.gate_score is None:
+            self.gate_score = self.c_ret
+        shapes = {"c_ret": self.c_ret, "gated": self.gated, "gate_score": self.gate_score,
+                  **{f"gate_signals[{k!r}]": v for k, v in self.gate_signals.items()}}
+        bad = {k: tuple(v.shape) for k, v in shapes.items() if v.shape != (b,)}
+        if bad:
+            raise ValueError(f"RetrievalResult: {bad} must all be [{b}]")
 
     def node_ids(self) -> list[list[str]]:
         return [[it.node_id for it in row] for row in self.items]
@@ -90,6 +101,7 @@ class MemorySystem(ABC):
     """
 
     name: str = "memory"
+    gate: RejectionGate | None = None  # the rejection gate (memory.gate); None: none configured
     # constructor arguments that only affect retrieval: a sweep may change them on an ingested
     # memory (see configure_retrieval) instead of rebuilding it
     retrieval_fields: tuple[str, ...] = ()
@@ -122,3 +134,14 @@ class MemorySystem(ABC):
     def describe(self) -> dict[str, object]:
         """Identity and settings recorded in every result row (e.g. ``llm_free_extractor``)."""
         return {"memory": self.name}
+
+    def gated_result(self, questions: Sequence[Question], items: list[list[RetrievedItem]],
+                     c_ret: torch.Tensor, gated: torch.Tensor) -> RetrievalResult:
+        """The retrieval result after the memory's gate (:attr:`gate`): ``gated`` is the
+        memory's own C_ret decision, kept by the paper's ``c_ret`` gate."""
+        c_ret, gated = c_ret.cpu(), gated.cpu()
+        if self.gate is None:
+            return RetrievalResult(items, c_ret, gated)
+        score, decision, signals = self.gate(questions, c_ret, gated)
+        return RetrievalResult(items, c_ret, decision, gate_score=score.float(),
+                               gate_signals=signals)

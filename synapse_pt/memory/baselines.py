@@ -3,13 +3,15 @@
 All of them score every turn of a question's own conversation for all questions at once
 (``[N, B]`` tensors) and return the top-k turns. ``c_ret`` is the top item's retrieval score; the
 baselines answer everything unless ``tau_gate`` is set (then a query is gated when ``c_ret`` is
-below it, the same rule SYNAPSE uses).
+below it, the same rule SYNAPSE uses) or ``gate`` names another rejection signal
+(:mod:`synapse_pt.memory.gate`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -22,6 +24,7 @@ from synapse_pt.retrieval.tokenize import tokenize
 
 from .base import MemorySystem, RetrievalResult, padded_rows
 from .episodic import TurnRegistry
+from .gate import build_gate
 
 
 def descending_rank(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -48,7 +51,7 @@ class TurnMemory(MemorySystem):
 
     def __init__(self, encoder: TextEncoder | None = None, *, k: int = 30,
                  tau_gate: float | None = None, turn_template: str = DEFAULT_TURN_TEMPLATE,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", gate: Mapping[str, Any] | None = None) -> None:
         if self.needs_embeddings and encoder is None:
             raise ValueError(f"{type(self).__name__} needs an encoder")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -61,6 +64,7 @@ class TurnMemory(MemorySystem):
         self.tau_gate = tau_gate
         self.device = torch.device(device)
         self.registry = TurnRegistry(self.renderer)
+        self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.keys: list[tuple[str, str]] = []
         self.node_graph = torch.empty(0, dtype=torch.long, device=self.device)
         self.x: torch.Tensor | None = None
@@ -69,7 +73,7 @@ class TurnMemory(MemorySystem):
 
     def describe(self) -> dict[str, object]:
         out: dict[str, object] = {"memory": self.name, "k": self.k, "tau_gate": self.tau_gate,
-                                  "turn_template": self.renderer.template}
+                                  "turn_template": self.renderer.template, **self.gate.describe()}
         if self.encoder is not None:
             out["encoder"] = self.encoder.name
         return out
@@ -90,6 +94,8 @@ class TurnMemory(MemorySystem):
         if self.needs_bm25:
             self.bm25 = BM25Index([tokenize(self.renderer(self.registry.turns[k]))
                                    for k in self.keys], doc_group=self.node_graph)
+        if self.gate.uses_turns:
+            self.gate.ingest(conversations)
         self.ingest_seconds += time.perf_counter() - start
 
     def score(self, questions: Sequence[Question], mask: torch.Tensor,
@@ -130,7 +136,7 @@ class TurnMemory(MemorySystem):
                                               strict=True):
             items.append([self.registry.episodic_item(*self.keys[i], s)
                           for i, s, ok in zip(row_idx, row_score, row_ok, strict=True) if ok])
-        return RetrievalResult(items, c_ret.cpu(), gated.cpu())
+        return self.gated_result(questions, items, c_ret, gated)
 
 
 class VectorRAG(TurnMemory):
@@ -197,5 +203,5 @@ class FullContext(TurnMemory):
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
         result = super().retrieve(questions)
-        result.c_ret = torch.ones(len(questions))
-        return result
+        ones = torch.ones(len(questions))
+        return RetrievalResult(result.items, ones, result.gated, gate_score=ones)

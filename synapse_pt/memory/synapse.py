@@ -25,10 +25,18 @@ from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
 from .episodic import TurnRegistry
 from .fused import FusedMemory
+from .gate import build_gate
 
 log = logging.getLogger(__name__)
 
 TRIGGER_OPTIONS = ("neutralise_speakers", "stopwords", "stem")
+
+
+def _scalar(value: object) -> object:
+    """A hyperparameter as a plain number where it is one (a sweep may hold a tensor)."""
+    if isinstance(value, torch.Tensor):
+        return float(value) if value.numel() == 1 else value.tolist()
+    return value
 
 
 class SynapseMemory(MemorySystem):
@@ -56,6 +64,8 @@ class SynapseMemory(MemorySystem):
             everywhere the cosine enters retrieval (anchors, energy, triple score); concept nodes
             keep their cosine. With ``lambda2 = 0`` and turns ranked, SYNAPSE then ranks as the
             fused retriever: what activation adds on top of it is measurable.
+        gate: the rejection gate (:func:`~synapse_pt.memory.gate.build_gate`; ``None``: the
+            paper's, ``C_ret < tau_gate``).
     """
 
     name = "synapse"
@@ -67,7 +77,8 @@ class SynapseMemory(MemorySystem):
                  use_graph: bool = True, bm25: Mapping[str, float] | None = None,
                  group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
                  device: str = "cpu", triggers: Mapping[str, bool] | None = None,
-                 fused_trigger: Mapping[str, Any] | None = None) -> None:
+                 fused_trigger: Mapping[str, Any] | None = None,
+                 gate: Mapping[str, Any] | None = None) -> None:
         triggers = dict(triggers or {})
         unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
         if unknown:
@@ -97,6 +108,7 @@ class SynapseMemory(MemorySystem):
                                     renderer=self.renderer, **dict(graph or {}))
         self.bm25_args = dict(bm25 or {})
         self.registry = TurnRegistry(self.renderer)
+        self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.graphs: list = []
         self.batch: GraphBatch | None = None
         self.bm25: BM25Index | None = None
@@ -115,7 +127,8 @@ class SynapseMemory(MemorySystem):
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
                 "use_graph": self.use_graph, "turn_template": self.renderer.template,
                 "triggers": dict(self.triggers),
-                "fused_trigger": None if self.fused is None else self.fused.describe()}
+                "fused_trigger": None if self.fused is None else self.fused.describe(),
+                "tau_gate": _scalar(self.params.tau_gate), **self.gate.describe()}
 
     def ingest_dialogues(self, conversations: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
@@ -142,6 +155,8 @@ class SynapseMemory(MemorySystem):
                 [row[(self.registry.order[graph_ids[i]], key)] if node_type[i] != SEMANTIC_NODE
                  else -1 for i, key in enumerate(self.batch.node_keys)],
                 dtype=torch.long, device=self.device)
+        if self.gate.uses_turns:
+            self.gate.ingest(conversations)
         self.ingest_seconds += time.perf_counter() - start
 
     def fused_similarity(self, questions: Sequence[Question], query_emb: torch.Tensor
@@ -171,8 +186,9 @@ class SynapseMemory(MemorySystem):
         query_graph, query_emb, bm25 = self.query_inputs(questions)
         ranked = self.rank(query_graph, query_emb, bm25, self.params,
                            similarity=self.fused_similarity(questions, query_emb))
-        return RetrievalResult(self._items(questions, ranked.index, ranked.score, ranked.valid),
-                               ranked.c_ret.cpu(), ranked.gated.cpu())
+        return self.gated_result(questions,
+                                 self._items(questions, ranked.index, ranked.score, ranked.valid),
+                                 ranked.c_ret, ranked.gated)
 
     def query_inputs(self, questions: Sequence[Question]
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -10,6 +10,8 @@ r"""Query and text processing shared by the strong LLM-free retrieval stack (iss
   instead (:func:`~synapse_pt.retrieval.fusion.speaker_prior`).
 * :func:`named_speaker`: which of the two speakers a question names (``-1``: neither or both).
 * :func:`resolve_pronouns`: a turn with first and second person replaced by the speakers' names.
+* :func:`person_references`: how often a turn refers to its speaker and to its listener (first-
+  versus second-person wording and their names): whose life the turn describes.
 * :func:`split_sentences`: a turn's sentences (nltk's Punkt tokenizer with its default parameters:
   no trained model, nothing downloaded; it knows no abbreviations, so "Dr. Lee" is split after
   "Dr.", which costs a sentence-level signal little).
@@ -28,8 +30,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from .tokenize import tokenize
 
-__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "resolve_pronouns",
-           "split_sentences", "swap_speakers"]
+__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "person_references",
+           "resolve_pronouns", "split_sentences", "swap_speakers"]
 
 _STEMMER = PorterStemmer()
 _PUNKT = PunktSentenceTokenizer()
@@ -134,6 +136,29 @@ def resolve_pronouns(text: str, speaker: str, listener: str) -> str:
     for pattern, repl in _PERSON:
         out = pattern.sub(repl.format(s=speaker, l=listener), out)
     return out
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself)\b",
+                           flags=re.IGNORECASE)
+_SECOND_PERSON = re.compile(
+    r"\b(?:you|you're|you've|you'll|you'd|your|yours|yourself|yourselves)\b", flags=re.IGNORECASE)
+
+
+def person_references(text: str, speaker: str, listener: str) -> tuple[int, int]:
+    """``(to the speaker, to the listener)``: how many words of ``text`` (spoken by ``speaker`` to
+    ``listener``) refer to each: first-person pronouns and the speaker's name, second-person
+    pronouns and the listener's name (plural "we"/"our" refer to both and count for neither).
+
+    >>> person_references("I ran a race, have you? Melanie said I'm fast", "Caroline", "Melanie")
+    (2, 2)
+    """
+    text = text.replace("\u2019", "'")
+
+    def named(name: str) -> int:
+        return len(_name_pattern([name]).findall(text)) if name else 0
+
+    return (len(_FIRST_PERSON.findall(text)) + named(speaker),
+            len(_SECOND_PERSON.findall(text)) + named(listener))
 
 
 def split_sentences(text: str) -> list[str]:

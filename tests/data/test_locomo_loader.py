@@ -212,3 +212,12 @@ def test_sample_conversation(sample_dataset):
     assert {q.category for q in sample_dataset.questions()} == {1, 2, 3, 4, 5}
     assert not sample_dataset.unresolved_evidence()
     assert len(sample_dataset.conversations[0].sessions) == 3
+
+
+def test_subset_by_question_category(sample_dataset) -> None:
+    only5 = sample_dataset.subset(question_categories=[5])
+    expected = [(q.sample_id, q.qa_index) for q in sample_dataset.questions() if q.category == 5]
+    assert [(q.sample_id, q.qa_index) for q in only5.questions()] == expected and expected
+    assert only5.num_turns == sample_dataset.num_turns  # whole conversations are still ingested
+    with pytest.raises(ValueError, match=r"dataset.question_categories: \[7\]"):
+        sample_dataset.subset(question_categories=[7])

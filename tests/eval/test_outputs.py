@@ -35,8 +35,8 @@ CATEGORIES = ["multi-hop", "temporal", "open-domain", "single-hop", "adversarial
 FIXED_TYPES = {
     "sample_id": pa.string(), "qa_index": pa.int64(), "category": pa.int64(),
     "question": pa.string(), "gold": pa.string(), "prediction": pa.string(),
-    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gated": pa.bool_(),
-    "context_tokens": pa.int64(), "prompt_tokens": pa.int64(),
+    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gate_score": pa.float64(),
+    "gated": pa.bool_(), "context_tokens": pa.int64(), "prompt_tokens": pa.int64(),
     "completion_tokens": pa.int64(), "latency_s": pa.float64(),
 }
 NODE_ID = re.compile(r"D\d+:\d+|S:\d+")
@@ -211,7 +211,8 @@ def test_writers_are_deterministic(tmp_path: Path) -> None:
         "sample_id": ["s", "s"], "qa_index": [0, 1], "category": [4, 5],
         "question": ["q0", "q1"], "gold": ["a", None], "adversarial_answer": [None, "x"],
         "evidence": [["D1:1"], []], "prediction": [None, None], "retrieved": [["D1:1", "S:0"], []],
-        "c_ret": [0.5, 0.1], "gated": [False, True], "context_tokens": [3, 0],
+        "c_ret": [0.5, 0.1], "gate_score": [0.5, 0.1], "gated": [False, True],
+        "context_tokens": [3, 0],
         "prompt_tokens": [0, 0], "completion_tokens": [0, 0], "latency_s": [0.0, 0.0],
         "recall@10": [1.0, None], "recall@5": [1.0, None], "zeta": [1.0, 2.0],
     })

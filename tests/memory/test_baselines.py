@@ -220,10 +220,14 @@ def test_retrieval_result_checks_shapes_and_lists_ids() -> None:
               RetrievedItem("S:3", "b", "semantic", 0.5)], []]
     result = RetrievalResult(items, torch.tensor([0.9, 0.0]), torch.tensor([False, True]))
     assert result.node_ids() == [["D1:2", "S:3"], []]
-    with pytest.raises(ValueError, match=r"must both be \[2\]"):
+    assert torch.equal(result.gate_score, result.c_ret)  # the paper's gate thresholds C_ret
+    with pytest.raises(ValueError, match=r"'c_ret': \(1,\).*must all be \[2\]"):
         RetrievalResult(items, torch.tensor([0.9]), torch.tensor([False, True]))
-    with pytest.raises(ValueError, match=r"must both be \[2\]"):
+    with pytest.raises(ValueError, match=r"'gated': \(1, 2\)"):
         RetrievalResult(items, torch.tensor([0.9, 0.1]), torch.tensor([[False, True]]))
+    with pytest.raises(ValueError, match=r"gate_signals\['ownership'\]"):
+        RetrievalResult(items, torch.tensor([0.9, 0.1]), torch.tensor([False, True]),
+                        gate_signals={"ownership": torch.ones(3)})
 
 
 @pytest.mark.parametrize("k", [0, -3, 2.5, True])
