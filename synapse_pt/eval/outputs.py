@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 PREDICTION_COLUMNS = [
     "sample_id", "qa_index", "category", "question", "gold", "adversarial_answer", "evidence",
-    "prediction", "retrieved", "c_ret", "gate_score", "gated", "context_tokens", "prompt_tokens",
-    "completion_tokens", "latency_s",
+    "prediction", "retrieved", "retrieved_turns", "c_ret", "gate_score", "gated",
+    "context_tokens", "prompt_tokens", "completion_tokens", "latency_s",
 ]
 
 #: Arrow types of the fixed columns: the same schema whether or not an LLM ran (an all-null
@@ -30,7 +30,8 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
     "sample_id": pa.string(), "qa_index": pa.int64(), "category": pa.int64(),
     "question": pa.string(), "gold": pa.string(), "adversarial_answer": pa.string(),
     "evidence": pa.list_(pa.string()), "prediction": pa.string(),
-    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gate_score": pa.float64(),
+    "retrieved": pa.list_(pa.string()), "retrieved_turns": pa.list_(pa.string()),
+    "c_ret": pa.float64(), "gate_score": pa.float64(),
     "gated": pa.bool_(),
     "context_tokens": pa.int64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
     "latency_s": pa.float64(),
@@ -80,12 +81,14 @@ def write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
-def _metric_key(col: str) -> tuple[int, int, str]:
+def _metric_key(col: str) -> tuple[int, int, int, str]:
     if col in METRIC_ORDER:
-        return (0, METRIC_ORDER.index(col), col)
+        return (0, 0, METRIC_ORDER.index(col), col)
     if col.startswith("recall@") and col[7:].isdigit():
-        return (1, int(col[7:]), col)
-    return (2, 0, col)
+        return (1, 0, int(col[7:]), col)  # recall@k by k
+    if col.startswith("recall@") and col.endswith("tok") and col[7:-3].isdigit():
+        return (1, 1, int(col[7:-3]), col)  # then recall@<T>tok by T
+    return (2, 0, 0, col)
 
 
 def predictions_table(df: pd.DataFrame) -> pa.Table:

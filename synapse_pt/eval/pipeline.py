@@ -34,7 +34,7 @@ from .prompts import NO_RECORD_REPLY, answer_messages, format_context
 from .scorers.amem import score_amem
 from .scorers.judge import JudgeResult, judge_answers
 from .scorers.official import score_official
-from .scorers.retrieval import evidence_recall_at_k, rejection_auc, rejection_metrics
+from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
 from .tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,10 @@ class EvalSettings:
 
     Attributes:
         mode: ``"retrieval"`` (no answer model, retrieval-level metrics only) or ``"qa"``.
-        recall_ks: cut-offs of evidence recall@k.
+        recall_ks: cut-offs of evidence recall@k (k retrieved units).
+        recall_budgets: context-token budgets of evidence recall within the first T tokens
+            (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
+            unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
@@ -65,6 +68,7 @@ class EvalSettings:
 
     mode: str = "retrieval"  # "retrieval" | "qa"
     recall_ks: tuple[int, ...] = (5, 10, 30)
+    recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
     category_date_instruction: bool = False  # the one label-reading exception; off when strict
     max_answer_tokens: int = 32
@@ -80,6 +84,10 @@ class EvalSettings:
         if self.mode not in ("retrieval", "qa"):
             raise ValueError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
         self.recall_ks = tuple(int(k) for k in self.recall_ks)
+        self.recall_budgets = tuple(int(t) for t in self.recall_budgets)
+        if any(t < 1 for t in self.recall_budgets):
+            raise ValueError(f"eval.recall_budgets must be integers >= 1, got "
+                             f"{list(self.recall_budgets)}")
         for name in ("max_answer_tokens", "answer_batch_size", "retrieval_batch_size", "seed",
                      "judge_runs", "judge_max_tokens"):
             value = getattr(self, name)
@@ -215,16 +223,27 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
 
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
                      context_tokens: list[int], responses: list[ChatResponse | None] | None,
-                     settings: EvalSettings, judge: JudgeResult | None = None) -> pd.DataFrame:
+                     settings: EvalSettings, judge: JudgeResult | None = None,
+                     unit_tokens: list[list[int]] | None = None) -> pd.DataFrame:
     """One row per question with the retrieval output, the answer and every metric.
+
+    ``retrieved`` lists the items' ids in rank order, ``retrieved_turns`` the LoCoMo turns their
+    content covers; recall@k counts the evidence covered by the first k items, and (given
+    ``unit_tokens``, each item's context tokens) ``recall@<T>tok`` that within T tokens.
 
     Only what the config and data determine goes in (no cache flags, no wall-clock stamps beyond
     the LLM's reported latency, which the response cache replays), so a resumed run writes the
     same rows. ``prediction`` is ``None`` in retrieval mode.
     """
     ids = result.node_ids()
+    units = result.units()
     evidence = [list(q.evidence) for q in questions]
-    recall = evidence_recall_at_k(ids, evidence, ks=settings.recall_ks)
+    recall: dict[str, torch.Tensor] = {
+        str(int(k)): v for k, v in unit_recall(units, evidence, settings.recall_ks).items()}
+    if unit_tokens is not None:
+        budget = unit_recall(units, evidence, settings.recall_budgets, unit_tokens=unit_tokens)
+        recall.update({f"{int(t)}tok": v for t, v in budget.items()})
+    covered = result.covered_turns()
     gated = result.gated.tolist()
     qa = settings.mode == "qa"
     if qa and responses is None:
@@ -243,6 +262,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             "evidence": evidence[i],
             "prediction": predictions[i],
             "retrieved": ids[i],
+            "retrieved_turns": covered[i],
             "c_ret": float(result.c_ret[i]),
             "gate_score": float(result.gate_score[i]),
             "gated": bool(gated[i]),
@@ -264,7 +284,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             row[f"gate_{name}"] = float(values[i])
         rows.append(row)
     df = pd.DataFrame(rows)
-    float_cols = [f"recall@{k}" for k in settings.recall_ks]
+    float_cols = [f"recall@{k}" for k in recall]
     if judge is not None:
         float_cols += ["judge", "judge_std"]
     for col in float_cols:
@@ -333,6 +353,11 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         raise ValueError(f"{dataset.path}: no questions to evaluate")
     result, retrieve_s = retrieve_all(memory, questions, settings.retrieval_batch_size)
     context_tokens = token_counter.count_many([format_context(items) for items in result.items])
+    flat = token_counter.count_many([it.text for items in result.items for it in items])
+    unit_tokens, start = [], 0
+    for items in result.items:
+        unit_tokens.append(flat[start:start + len(items)])
+        start += len(items)
     responses = None
     judge = None
     answer_s = 0.0
@@ -351,7 +376,8 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
     elif settings.judge_runs > 0:
         log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",
                     settings.judge_runs)
-    df = prediction_frame(questions, result, context_tokens, responses, settings, judge)
+    df = prediction_frame(questions, result, context_tokens, responses, settings, judge,
+                          unit_tokens=unit_tokens)
     summary = retrieval_summary(df)
     if judge is not None:
         summary.update(judge_summary(judge))

@@ -30,7 +30,8 @@ class RetrievedItem:
     ``text`` is the memory's rendering of it (the shared turn template,
     :class:`~synapse_pt.data.render.TurnRenderer`), exactly what was embedded and BM25-indexed;
     ``dated`` says whether that rendering already carries the session date (the answer prompt then
-    adds none).
+    adds none). ``turn_ids`` are the LoCoMo turns a multi-turn unit covers (a box, a fact derived
+    from turns), in order; an episodic item covers its own turn (:attr:`covers`).
     """
 
     node_id: str
@@ -40,6 +41,14 @@ class RetrievedItem:
     timestamp: datetime | None = None
     speaker: str | None = None
     dated: bool = False
+    turn_ids: tuple[str, ...] = ()
+
+    @property
+    def covers(self) -> tuple[str, ...]:
+        """The LoCoMo turn ids whose content this item puts in the context."""
+        if self.turn_ids:
+            return self.turn_ids
+        return (self.node_id,) if self.kind == EPISODIC else ()
 
 
 @dataclass
@@ -73,6 +82,15 @@ class RetrievalResult:
 
     def node_ids(self) -> list[list[str]]:
         return [[it.node_id for it in row] for row in self.items]
+
+    def units(self) -> list[list[tuple[str, ...]]]:
+        """Per question, the turn ids each item covers, in rank order (the input of
+        :func:`~synapse_pt.eval.scorers.retrieval.unit_recall`)."""
+        return [[it.covers for it in row] for row in self.items]
+
+    def covered_turns(self) -> list[list[str]]:
+        """Per question, every LoCoMo turn id its context covers, once, in rank order."""
+        return [list(dict.fromkeys(t for unit in row for t in unit)) for row in self.units()]
 
 
 def padded_rows(rows: Sequence[Sequence[int]], device: torch.device | str) -> torch.Tensor:

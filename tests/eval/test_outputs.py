@@ -35,7 +35,8 @@ CATEGORIES = ["multi-hop", "temporal", "open-domain", "single-hop", "adversarial
 FIXED_TYPES = {
     "sample_id": pa.string(), "qa_index": pa.int64(), "category": pa.int64(),
     "question": pa.string(), "gold": pa.string(), "prediction": pa.string(),
-    "retrieved": pa.list_(pa.string()), "c_ret": pa.float64(), "gate_score": pa.float64(),
+    "retrieved": pa.list_(pa.string()), "retrieved_turns": pa.list_(pa.string()),
+    "c_ret": pa.float64(), "gate_score": pa.float64(),
     "gated": pa.bool_(), "context_tokens": pa.int64(), "prompt_tokens": pa.int64(),
     "completion_tokens": pa.int64(), "latency_s": pa.float64(),
 }
@@ -108,7 +109,8 @@ def test_predictions_schema_in_retrieval_mode(retrieval_run) -> None:
     folder, _ = retrieval_run
     schema = check_fixed_schema(folder / "predictions.parquet")
     metric_cols = schema.names[len(PREDICTION_COLUMNS):]
-    assert metric_cols == ["recall@5", "recall@10", "recall@30"]
+    assert metric_cols == ["recall@5", "recall@10", "recall@30", "recall@500tok",
+                           "recall@1000tok", "recall@2000tok"]
     assert all(schema.field(c).type == pa.float64() for c in metric_cols)
     df = pd.read_parquet(folder / "predictions.parquet")
     assert len(df) == 14
@@ -124,7 +126,8 @@ def test_predictions_schema_in_qa_mode_with_judge(qa_run) -> None:
     schema = check_fixed_schema(folder / "predictions.parquet")
     metric_cols = schema.names[len(PREDICTION_COLUMNS):]
     assert metric_cols == ["f1_official", "f1_amem", "bleu1", "judge", "judge_std",
-                           "n_judge_failures", "recall@5", "recall@10", "recall@30"]
+                           "n_judge_failures", "recall@5", "recall@10", "recall@30",
+                           "recall@500tok", "recall@1000tok", "recall@2000tok"]
     assert schema.field("n_judge_failures").type == pa.int64()
     df = pd.read_parquet(folder / "predictions.parquet")
     assert df["prediction"].notna().all()
@@ -175,7 +178,8 @@ def test_metrics_json_identity_and_per_category_metrics(qa_run, retrieval_run) -
     r_folder, _ = retrieval_run
     r = json.loads((r_folder / "metrics.json").read_text())
     assert r["identity"]["scoring_protocols"] == [] and r["identity"]["llm"] is None
-    assert set(r["metrics"]) == {"recall@5", "recall@10", "recall@30"}
+    assert set(r["metrics"]) == {"recall@5", "recall@10", "recall@30", "recall@500tok",
+                                 "recall@1000tok", "recall@2000tok"}
     for key in ("true_rejection_rate", "false_rejection_rate", "c_ret_auc_adversarial"):
         assert key in r["retrieval"]
     assert "usage" not in r
@@ -211,6 +215,7 @@ def test_writers_are_deterministic(tmp_path: Path) -> None:
         "sample_id": ["s", "s"], "qa_index": [0, 1], "category": [4, 5],
         "question": ["q0", "q1"], "gold": ["a", None], "adversarial_answer": [None, "x"],
         "evidence": [["D1:1"], []], "prediction": [None, None], "retrieved": [["D1:1", "S:0"], []],
+        "retrieved_turns": [["D1:1"], []],
         "c_ret": [0.5, 0.1], "gate_score": [0.5, 0.1], "gated": [False, True],
         "context_tokens": [3, 0],
         "prompt_tokens": [0, 0], "completion_tokens": [0, 0], "latency_s": [0.0, 0.0],

@@ -130,3 +130,35 @@ def test_survivor_cases_single_evidence_single_positive_and_padding() -> None:
     out = evidence_recall_from_index(torch.tensor([[7, 0]]), torch.tensor([[True, False]]),
                                      torch.tensor([[-2, 7]]), ks=(2,))
     assert out[2].tolist() == [1.0]
+
+
+def test_unit_recall_by_hand() -> None:
+    from synapse_pt.eval.scorers.retrieval import unit_recall
+
+    units = [[("D1:1", "D1:2"), (), ("D2:5",)],  # a box of two turns, a concept, a turn
+             [("D3:1",)]]
+    evidence = [["D1:2", "D2:5", "D9:9"], []]
+    by_rank = unit_recall(units, evidence, [1, 2, 3])
+    assert by_rank[1].tolist()[0] == pytest.approx(1 / 3)
+    assert by_rank[2].tolist()[0] == pytest.approx(1 / 3)  # the concept covers nothing
+    assert by_rank[3].tolist()[0] == pytest.approx(2 / 3)
+    assert math.isnan(by_rank[3][1].item())
+    tokens = [[40, 5, 10], [3]]
+    by_budget = unit_recall(units, evidence, [39, 40, 54, 55], unit_tokens=tokens)
+    # the box ends at 40 tokens, the concept at 45, the turn at 55 (a unit counts only whole)
+    assert [by_budget[t][0].item() for t in (39, 40, 54, 55)] == pytest.approx(
+        [0, 1 / 3, 1 / 3, 2 / 3])
+
+
+def test_unit_recall_of_single_turns_is_recall_at_k() -> None:
+    from synapse_pt.eval.scorers.retrieval import unit_recall
+
+    retrieved = [["D1:1", "S:3", "D1:2", "D1:1"], ["D2:2"], []]
+    evidence = [["D1:2", "D1:1"], ["D2:1", "D2:2"], ["D3:3"]]
+    units = [[(r,) if r.startswith("D") else () for r in row] for row in retrieved]
+    want = evidence_recall_at_k(retrieved, evidence, ks=(1, 2, 3, 4))
+    got = unit_recall(units, evidence, (1, 2, 3, 4))
+    for k in (1, 2, 3, 4):
+        assert torch.equal(want[k], got[float(k)])
+    with pytest.raises(ValueError, match="token counts"):
+        unit_recall(units, evidence, [10], unit_tokens=[[1], [1], []])

@@ -2,6 +2,9 @@
 
 * :func:`evidence_recall_at_k`: per question, the share of its evidence turns among the top-k
   retrieved node ids.
+* :func:`unit_recall`: the same for retrieved *units* that may cover several turns (a Membox
+  box, a GAAMA fact, an episode): recall at ``k`` units and recall within the first ``T`` context
+  tokens (:func:`unit_positions`), so a system cannot win by returning longer units.
 * :func:`rejection_metrics`: how often the gate fires on category 5 (true rejection) and on
   categories 1-4 (false rejection).
 * :func:`roc_auc` / :func:`rejection_auc`: how well the retrieval confidence ``c_ret`` separates
@@ -17,7 +20,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["evidence_recall_at_k", "rejection_auc", "rejection_metrics", "roc_auc"]
+__all__ = ["evidence_recall_at_k", "rejection_auc", "rejection_metrics", "roc_auc",
+           "unit_positions", "unit_recall"]
 
 _NOT_FOUND = torch.iinfo(torch.long).max
 
@@ -74,6 +78,75 @@ def evidence_recall_at_k(
     for k in ks:
         hits = ((rank < k) & valid).sum(dim=1).to(torch.float64)
         out[k] = torch.where(n_evidence > 0, hits / n_evidence.clamp_min(1), torch.nan)
+    return out
+
+
+def unit_positions(units: Sequence[Sequence[Sequence[str]]],
+                   unit_tokens: Sequence[Sequence[int]] | None = None
+                   ) -> tuple[list[list[str]], list[list[float]]]:
+    """Per question, each covered turn id once with the position at which the context first
+    covers it: the 0-based rank of its first covering unit (``unit_tokens`` None), or the context
+    tokens up to and including that unit (the cumulative sum of ``unit_tokens``)."""
+    turns_out, pos_out = [], []
+    for b, row in enumerate(units):
+        seen: dict[str, float] = {}
+        if unit_tokens is not None and len(unit_tokens[b]) != len(row):
+            raise ValueError(f"unit_positions: question {b} has {len(row)} units but "
+                             f"{len(unit_tokens[b])} token counts")
+        end = 0.0
+        for r, unit in enumerate(row):
+            end += float(unit_tokens[b][r]) if unit_tokens is not None else 0.0
+            for turn in unit:
+                seen.setdefault(turn, end if unit_tokens is not None else float(r))
+        turns_out.append(list(seen))
+        pos_out.append(list(seen.values()))
+    return turns_out, pos_out
+
+
+def unit_recall(units: Sequence[Sequence[Sequence[str]]], evidence: Sequence[Sequence[str]],
+                cutoffs: Iterable[float], unit_tokens: Sequence[Sequence[int]] | None = None
+                ) -> dict[float, Tensor]:
+    r"""Evidence recall of ranked multi-turn units, at ``k`` units or within ``T`` tokens.
+
+    .. math::
+        \text{recall@}k(q) = \frac{|E_q \cap \bigcup_{r < k} U_{q,r}|}{|E_q|}, \qquad
+        \text{recall@}T\text{tok}(q) = \frac{|E_q \cap \bigcup_{r:\, t_{q,0} + \dots +
+        t_{q,r} \le T} U_{q,r}|}{|E_q|}
+
+    where :math:`U_{q,r}` is the set of turns the ``r``-th unit covers and :math:`t_{q,r}` its
+    context tokens (a unit counts only when it fits whole within the budget).
+
+    Args:
+        units: per question, its units in rank order, each the LoCoMo turn ids it covers.
+        evidence: per question, its evidence turn ids.
+        cutoffs: ``k`` values (without ``unit_tokens``) or token budgets ``T`` (with them).
+        unit_tokens: per question, the context tokens of each unit; ``None``: cut by rank.
+
+    Returns:
+        ``{cutoff: Tensor[B] float64}``; NaN for a question without evidence.
+    """
+    if len(units) != len(evidence):
+        raise ValueError(f"unit_recall: {len(units)} unit lists vs {len(evidence)} evidence lists")
+    cutoffs = [float(c) for c in cutoffs]
+    if any(c < (1 if unit_tokens is None else 0) for c in cutoffs):
+        raise ValueError(f"unit_recall: bad cut-offs {cutoffs}")
+    turns, positions = unit_positions(units, unit_tokens)
+    vocab: dict[str, int] = {}
+    ev = _ids_tensor([list(dict.fromkeys(e)) for e in evidence], vocab, pad=-1)  # [B, Le]
+    ret = _ids_tensor(turns, vocab, pad=-2)  # [B, Lr]
+    pos = torch.full(ret.shape, float("inf"), dtype=torch.float64)
+    for b, row in enumerate(positions):
+        if row:
+            pos[b, : len(row)] = torch.tensor(row, dtype=torch.float64)
+    match = ev.unsqueeze(2) == ret.unsqueeze(1)  # [B, Le, Lr]
+    first = torch.where(match, pos.unsqueeze(1), float("inf")).amin(dim=2)  # [B, Le]
+    valid = ev >= 0
+    n_evidence = valid.sum(dim=1).to(torch.float64)
+    out: dict[float, Tensor] = {}
+    for c in cutoffs:
+        hit = (first < c) if unit_tokens is None else (first <= c)
+        hits = (hit & valid).sum(dim=1).to(torch.float64)
+        out[c] = torch.where(n_evidence > 0, hits / n_evidence.clamp_min(1), torch.nan)
     return out
 
 
