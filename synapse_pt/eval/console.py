@@ -81,7 +81,7 @@ def gate_lines(metrics: Mapping[str, Any]) -> list[str]:
                      + ("none (nothing gated)" if tau is None else f"{float(tau):.4g}"))
     for key, text in GATE_FIGURES:
         value = retrieval.get(key)
-        if value is None:
+        if value is None or value != value:  # absent, or NaN (no questions it is defined over)
             continue
         shown = f"{float(value):.3f}" if "auc" in key else f"{100 * float(value):.1f}%"
         parts.append(f"{text} {shown}")
