@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .aggregate import MACRO, MICRO
 
-RETRIEVAL_HEADLINE = ("recall@10",)
+RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = ("f1_official", "f1_amem", "bleu1", "judge")
 GATE_FIGURES = (("false_rejection_rate", "false rejection (cat. 1-4)"),
                 ("true_rejection_rate", "true rejection (cat. 5)"),

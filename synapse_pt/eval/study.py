@@ -13,6 +13,7 @@ context tokens, and the gate figures.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -69,12 +70,17 @@ def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
         print(f"[study] {i + 1}/{len(study['variants'])} {label}: "
               f"{' '.join([*study['base'], *overrides, *extra]) or '(base config)'}")
         results[label] = run(cfg, refuse_fallback="a study")
+        timing = folder / "timing.json"
+        if timing.is_file():
+            results[label] = {**results[label], "timing": json.loads(timing.read_text())}
     return results
 
 
 def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 10, 30),
                 categories: Sequence[int] = (1, 2, 3, 4)) -> pd.DataFrame:
-    """One row per run: recall@k per category and ``mean_q_1_4``, context tokens, gate figures."""
+    """One row per run: recall@k per category and ``mean_q_1_4``, recall within each context-token
+    budget (``recall@<T>tok``, per category and ``mean_q_1_4``), context tokens, gate figures and
+    the build (ingest) seconds where the run built its memory (NaN where it reused one)."""
     rows = {}
     for label, m in runs.items():
         names = {int(k): v for k, v in m["identity"]["category_names"].items()}
@@ -84,12 +90,22 @@ def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 1
             for c in categories:
                 row[f"R@{k} {names[c]}"] = rec.get(names[c])
             row[f"R@{k} (1-4)"] = rec.get("mean_q_1_4")
+        budgets = sorted((int(key[7:-3]), key) for key in m["metrics"]
+                         if key.startswith("recall@") and key.endswith("tok"))
+        for t, key in budgets:
+            rec = m["metrics"][key]
+            for c in categories:
+                row[f"R@{t}tok {names[c]}"] = rec.get(names[c])
+            row[f"R@{t}tok (1-4)"] = rec.get("mean_q_1_4")
         ret = m.get("retrieval", {})
         row["context tokens"] = ret.get("context_tokens_mean")
         row["FR (1-4)"] = ret.get("false_rejection_rate")
         row["TR (5)"] = ret.get("true_rejection_rate")
         row["AUC C_ret"] = ret.get("c_ret_auc_adversarial")
         row["AUC gate"] = ret.get("gate_score_auc_adversarial")
+        timing = m.get("timing", {})
+        built = timing.get("ingest_seconds") if not timing.get("ingest_reused") else None
+        row["build s"] = built
         rows[label] = row
     df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     df.index.name = "variant"

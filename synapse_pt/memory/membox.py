@@ -1,0 +1,261 @@
+r"""Membox (public code nnnoidea/Membox, ``membox.py``) in the same harness: ``memory=membox``
+(SPEC §2).
+
+* **Topic Loom** cuts each session into boxes of consecutive turns. The code asks an LLM whether
+  a new message shifts the topic of the two before it (only "Yes, same topic" extends the box); the
+  LLM-free build (``membox-llm-free`` in every result row) cuts where the cosine of the new turn
+  and the mean of the two previous turns' embeddings falls below ``boundary_threshold``. As in the
+  code, a new session always closes the box and the second message of a box joins without a test.
+* A sealed **box** stores its messages as ``"{session_time} {speaker}: {text}"`` lines, 3-8
+  keywords and a topic phrase (the configured LLM-free extractor over the box; the topic is the
+  first keyword) and its events: LLM-free, the box's sentences of at least ``min_event_words``
+  content words (greetings and thanks are not events) with first and second person replaced by
+  the speakers' names.
+* **Trace Weaver** links events across boxes: each event of a new box goes to the trace holding
+  its most similar stored event when that cosine is at least ``trace_threshold`` (0.5; the code
+  then asks an LLM, LLM-free accepts all), otherwise it starts a trace.
+* **Retrieval**: the cosine of the question with each box's embedding (content + events +
+  keywords), the top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the boxes;
+  ``mode="trace"`` (Membox-Trace, the code's default) follows each box with the timestamped events
+  of the first trace holding one of its events. Every item lists the LoCoMo turns it covers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from synapse_pt.data.records import Dialogue, Question, Turn
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
+from synapse_pt.graph.extraction import ConceptExtractor
+from synapse_pt.models.base import TextEncoder
+from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
+
+from .base import MemorySystem, RetrievalResult, RetrievedItem
+from .episodic import TurnRegistry
+from .gate import build_gate
+
+MODES = ("compact", "trace")
+_CONTENT = Analyzer(stopwords=True)  # content words of a sentence
+
+
+@dataclass
+class Box:
+    """A sealed box: its turns, stored lines, keywords, topic and events (``(text, dia_id)``)."""
+
+    sample_id: str
+    turns: list[Turn]
+    lines: list[str]
+    keywords: list[str]
+    topic: str
+    events: list[tuple[str, str, datetime]] = field(default_factory=list)
+
+    @property
+    def content(self) -> str:
+        return "\n".join(self.lines)
+
+    def index_text(self) -> str:
+        """What the box is embedded as: content, then events, then keywords (as the code)."""
+        return "\n".join([self.content, *(e for e, _, _ in self.events),
+                          ", ".join(self.keywords)])
+
+
+def topic_boundaries(session_emb: torch.Tensor, threshold: float) -> list[bool]:
+    """For the turns of one session (``[T, d]`` unit embeddings): True where a turn opens a new
+    box. Turn 0 opens one; the second turn of a box always joins it; a later turn opens a box when
+    its cosine with the mean of the two previous turns is below ``threshold``."""
+    opens: list[bool] = []
+    size = 0
+    for i in range(session_emb.shape[0]):
+        if i == 0:
+            new = True
+        elif size < 2:
+            new = False
+        else:
+            context = session_emb[i - 2:i].mean(dim=0)
+            context = context / context.norm().clamp_min(1e-12)
+            new = float(session_emb[i] @ context) < threshold
+        size = 1 if new else size + 1
+        opens.append(new)
+    return opens
+
+
+class MemboxMemory(MemorySystem):
+    """Topic boxes of consecutive turns, linked into event traces; top boxes by cosine.
+
+    Args:
+        encoder: the embedder of turns, boxes, events and questions.
+        extractor: the LLM-free keyword extractor (keywords and topic of a box).
+        mode: ``"compact"`` (boxes only) or ``"trace"`` (boxes + trace events; the code's default).
+        k: boxes per question (code: 5).
+        boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
+        trace_threshold: Trace Weaver candidate cosine (code: 0.5).
+        min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
+        min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
+        tau_gate, gate, turn_template, device: as every memory.
+    """
+
+    name = "membox"
+    retrieval_fields = ("mode", "k", "tau_gate")
+
+    def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
+                 mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
+                 trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
+                 min_event_words: int = 4,
+                 tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
+                 turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
+        if not getattr(extractor, "llm_free", False):
+            raise ValueError("memory=membox: only the LLM-free build exists so far; use an "
+                             "LLM-free extractor")
+        if mode not in MODES:
+            raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"memory.k must be an integer >= 1, got {k!r}")
+        if not 1 <= min_keywords <= max_keywords:
+            raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
+                             f"{min_keywords}, {max_keywords}")
+        self.encoder, self.extractor = encoder, extractor
+        self.mode, self.k = mode, k
+        self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
+            trace_threshold)
+        self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
+        self.min_event_words = int(min_event_words)
+        self.tau_gate = tau_gate
+        self.renderer = TurnRenderer(turn_template)
+        self.device = torch.device(device)
+        self.registry = TurnRegistry(self.renderer)
+        self.gate = build_gate(gate, encoder, self.renderer, self.device)
+        self.boxes: list[Box] = []
+        self.box_emb: torch.Tensor | None = None
+        # traces: per trace, its events as (box index, event index); an event's trace
+        self.traces: list[list[tuple[int, int]]] = []
+        self.event_trace: dict[tuple[int, int], int] = {}
+        self._event_emb: dict[tuple[int, int], torch.Tensor] = {}
+        self.ingest_seconds = 0.0
+
+    def describe(self) -> dict[str, object]:
+        return {"memory": self.name, "build": "membox-llm-free", "llm_free": True,
+                "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
+                "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
+                "trace_threshold": self.trace_threshold, "turn_template": self.renderer.template,
+                "tau_gate": self.tau_gate, **self.gate.describe()}
+
+    # ---------------------------------------------------------------------------- ingest
+    def ingest_dialogues(self, dialogues: Sequence[Dialogue]) -> None:
+        start = time.perf_counter()
+        self.registry.add(dialogues)
+        first = len(self.boxes)
+        for d in dialogues:
+            self._loom(d)
+        new = self.boxes[first:]
+        emb = self.encoder.encode([b.index_text() for b in new]).to(self.device)
+        self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
+        self._weave(first)
+        if self.gate.uses_turns:
+            self.gate.ingest(dialogues)
+        self.ingest_seconds += time.perf_counter() - start
+
+    def _loom(self, d: Dialogue) -> None:
+        """Topic Loom over each session, then the boxes' keywords, topics and events."""
+        groups: list[list[Turn]] = []
+        for session in d.sessions:
+            turns = list(session.turns)
+            if not turns:
+                continue
+            emb = self.encoder.encode([t.content for t in turns])
+            for t, opens in zip(turns, topic_boundaries(emb, self.boundary_threshold),
+                                strict=True):
+                if opens:
+                    groups.append([])
+                groups[-1].append(t)
+        keywords = self.extractor.extract(groups)
+        for turns, words in zip(groups, keywords, strict=True):
+            words = list(dict.fromkeys(words))[: self.max_keywords]
+            events = []
+            for t in turns:
+                listener = d.speaker_b if t.speaker == d.speaker_a else d.speaker_a
+                events.extend((resolve_pronouns(s, t.speaker, listener), t.dia_id, t.timestamp)
+                              for s in split_sentences(t.content)
+                              if len(_CONTENT(s)) >= self.min_event_words)
+            self.boxes.append(Box(d.sample_id, turns,
+                                  [f"{format_date(t)} {t.speaker}: {t.content}" for t in turns],
+                                  words, words[0] if words else "", events))
+
+    def _weave(self, first: int) -> None:
+        """Trace Weaver over the boxes from ``first`` on, in order (LLM-free: accept every
+        candidate at or above ``trace_threshold``)."""
+        for b in range(first, len(self.boxes)):
+            box = self.boxes[b]
+            if not box.events:
+                continue
+            emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
+            stored = [(bb, ei) for (bb, ei) in self.event_trace
+                      if self.boxes[bb].sample_id == box.sample_id]
+            if stored:
+                stored_emb = torch.stack([self._event_emb[key] for key in stored])
+                best = cosine_scores(stored_emb, emb).max(dim=0)  # over stored, per new event
+            for ei in range(len(box.events)):
+                key = (b, ei)
+                if stored and float(best.values[ei]) >= self.trace_threshold:
+                    trace = self.event_trace[stored[int(best.indices[ei])]]
+                else:
+                    trace = len(self.traces)
+                    self.traces.append([])
+                self.traces[trace].append(key)
+                self.event_trace[key] = trace
+                self._event_emb[key] = emb[ei]
+
+    # ---------------------------------------------------------------------------- retrieve
+    def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
+        if self.box_emb is None:
+            raise RuntimeError("MemboxMemory.retrieve called before ingest")
+        self.registry.graph_ids(questions, "cpu")  # names conversations never ingested
+        box_conv = [b.sample_id for b in self.boxes]
+        order = {s: i for i, s in enumerate(self.registry.order)}
+        box_graph = torch.tensor([order[s] for s in box_conv], device=self.device)
+        query_graph = torch.tensor([order[q.sample_id] for q in questions], device=self.device)
+        mask = box_graph[:, None] == query_graph[None, :]
+        cos = cosine_scores(self.box_emb, self.encoder.encode(
+            [q.question for q in questions]).to(self.device))
+        masked = cos.masked_fill(~mask, float("-inf"))
+        ranked = masked.sort(dim=0, descending=True, stable=True)
+        k = min(self.k, masked.shape[0])
+        items: list[list[RetrievedItem]] = []
+        for j in range(len(questions)):
+            row = []
+            for b, s in zip(ranked.indices[:k, j].tolist(), ranked.values[:k, j].tolist(),
+                            strict=True):
+                if s == float("-inf"):
+                    continue
+                row.append(self._box_item(b, s))
+                if self.mode == "trace":
+                    trace = self._first_trace(b)
+                    if trace is not None:
+                        row.append(self._trace_item(trace, s))
+            items.append(row)
+        top = ranked.values[0]
+        c_ret = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).float().cpu()
+        gated = (c_ret < self.tau_gate) if self.tau_gate is not None else torch.zeros(
+            len(questions), dtype=torch.bool)
+        return self.gated_result(questions, items, c_ret, gated)
+
+    def _first_trace(self, b: int) -> int | None:
+        traces = [self.event_trace[(b, ei)] for ei in range(len(self.boxes[b].events))]
+        return min(traces) if traces else None
+
+    def _box_item(self, b: int, score: float) -> RetrievedItem:
+        box = self.boxes[b]
+        return RetrievedItem(f"B:{b}", box.content, "box", score, box.turns[0].timestamp,
+                             turn_ids=tuple(t.dia_id for t in box.turns), dated=True)
+
+    def _trace_item(self, trace: int, score: float) -> RetrievedItem:
+        events = [self.boxes[bb].events[ei] for bb, ei in self.traces[trace]]
+        text = "\n".join(f"[{stamp:%d %B %Y}] {e}" for e, _, stamp in events)
+        return RetrievedItem(f"T:{trace}", text, "trace", score, events[0][2],
+                             turn_ids=tuple(dict.fromkeys(d for _, d, _ in events)), dated=True)
