@@ -41,7 +41,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
-from synapse_pt.graph.extraction import ConceptExtractor
+from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers
 from synapse_pt.graph.ppr import HUB_DAMPENING, neighbourhood, personalised_pagerank
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.dense import cosine_scores
@@ -181,7 +181,11 @@ class GAAMAMemory(MemorySystem):
         episodes = [node(EPISODE, self.renderer(t), t) for t in turns]
         for a, b in zip(episodes, episodes[1:], strict=False):
             link(a, b, "NEXT")
-        concepts_of = self.extractor.extract([[t] for t in turns])
+        # one window per episode; the listener's name is not in a one-turn window's speakers, so
+        # both speakers are dropped here (GAAMA's concepts are never person names)
+        speakers = {d.speaker_a.casefold(), d.speaker_b.casefold()}
+        concepts_of = [drop_speakers(c, speakers)
+                       for c in self.extractor.extract([[t] for t in turns])]
         concept_node: dict[str, int] = {}
         for e, t, found in zip(episodes, turns, concepts_of, strict=True):
             listener = d.speaker_b if t.speaker == d.speaker_a else d.speaker_a
@@ -219,7 +223,7 @@ class GAAMAMemory(MemorySystem):
         n = len(block.kind)
         cos = cosine_scores(block.x, query_emb).to(torch.float64)  # [N, B]
         k = min(self.seeds, n)
-        top = cos.topk(k, dim=0).indices
+        top = cos.sort(dim=0, descending=True, stable=True).indices[:k]  # ties: lower node
         seed_mask = torch.zeros_like(cos, dtype=torch.bool).scatter_(0, top, True)
         seed_weight = torch.where(seed_mask, cos.clamp_min(0.0), torch.zeros_like(cos))
         seed_weight = torch.where(seed_weight.sum(0, keepdim=True) > 0, seed_weight,
