@@ -192,6 +192,32 @@ def efficiency_table(
     return df
 
 
+RELATED_PROTOCOLS: dict[str, str] = {
+    "SYNAPSE": "official F1 (all five categories), gpt-4o-mini",
+    "Membox": "Membox F1 (lowercase, split on non-alphanumerics, category 5 skipped), "
+              "gpt-4o-mini",
+    "GAAMA": "LLM judge, fraction of the reference's key facts covered, categories 1-4 "
+             "(1,540 questions)",
+}
+
+
+def related_systems_table() -> pd.DataFrame:
+    """The published LoCoMo numbers of SYNAPSE, Membox and GAAMA per category, each row with the
+    protocol it was measured under (they are not comparable with each other as printed)."""
+    cats = list(paper_numbers.PAPER_CATEGORIES)
+    rows = {"SYNAPSE": {c: paper_numbers.MAIN_F1["SYNAPSE"][c] for c in cats},
+            "Membox": {c: paper_numbers.MEMBOX_F1.get(c) for c in cats},
+            "GAAMA": {c: paper_numbers.GAAMA["per_category"].get(c) for c in cats}}
+    rows["SYNAPSE"]["reported mean"] = paper_numbers.MAIN_F1["SYNAPSE"]["average"]
+    rows["Membox"]["reported mean"] = None
+    rows["GAAMA"]["reported mean"] = paper_numbers.GAAMA["mean_reward"]["GAAMA"]
+    df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
+    df["protocol"] = [RELATED_PROTOCOLS[s] for s in df.index]
+    df["source"] = [paper_numbers.SOURCES[s.lower()] for s in df.index]
+    df.index.name = "system"
+    return df
+
+
 def _cell(v: Any, floatfmt: str, na_rep: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return na_rep

@@ -10,7 +10,13 @@ Graph, per conversation, every edge stored in both directions (weight ``edge_wei
 * **concepts**: topic labels (snake_case, never a person's name) from the configured LLM-free
   extractor, at most ``concepts_per_episode`` per episode (``HAS_CONCEPT``), and ``ABOUT_CONCEPT``
   from each fact to the concepts of its episode that it mentions;
-* **reflections** (an LLM's generalisations over facts, ``DERIVED_FROM_FACT``): none LLM-free.
+* **reflections** (an LLM's generalisations over facts, ``DERIVED_FROM_FACT``, weight 0.5): none
+  LLM-free.
+
+With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``gaama-llm``) writes facts,
+concepts and reflections instead (:mod:`synapse_pt.memory.gaama_llm`): chunks of about 500
+tokens, each with the known concepts and older messages of cosine >= 0.75 as context; facts cover
+the messages they cite, reflections the facts they cite.
 
 Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation:
 
@@ -31,6 +37,7 @@ Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation:
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -44,12 +51,23 @@ from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers
 from synapse_pt.graph.ppr import HUB_DAMPENING, neighbourhood, personalised_pagerank
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.structured import StructuredOutputError, generate_structured
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
 from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
+from .gaama_llm import (
+    GAAMAFailure,
+    chunk_turns,
+    fact_request,
+    parse_facts,
+    parse_reflections,
+    reflection_request,
+)
 from .gate import build_gate
+
+log = logging.getLogger(__name__)
 
 EPISODE, FACT, CONCEPT, REFLECTION = "episode", "fact", "concept", "reflection"
 EDGE_TYPES = ("NEXT", "DERIVED_FROM", "DERIVED_FROM_FACT", "HAS_CONCEPT", "ABOUT_CONCEPT")
@@ -62,18 +80,53 @@ def concept_label(text: str) -> str:
 
 @dataclass
 class _Block:
-    """One conversation's graph: node ``kind``/``text``/``turn`` (covering dia_id) lists, local
-    ``edge_index`` ``[2, E]``, edge types ``[E]`` and the node embeddings ``x``."""
+    """One conversation's graph: node ``kind``/``text``/``covers`` (the LoCoMo turns a node's
+    content comes from) lists, local ``edge_index`` ``[2, E]``, edge types ``[E]`` and the node
+    embeddings ``x``."""
 
     sample_id: str
     kind: list[str]
     text: list[str]
-    turn: list[str | None]
+    covers: list[tuple[str, ...]]
     timestamp: list[Any]
     speaker: list[str | None]
     edge_index: torch.Tensor
     edge_type: torch.Tensor
     x: torch.Tensor
+
+
+class _GraphBuilder:
+    """Nodes and typed edges (both directions) of one conversation while it is built."""
+
+    def __init__(self) -> None:
+        self.kind: list[str] = []
+        self.text: list[str] = []
+        self.covers: list[tuple[str, ...]] = []
+        self.stamp: list[Any] = []
+        self.who: list[str | None] = []
+        self.edges: list[tuple[int, int, int]] = []
+        self.concepts: dict[str, int] = {}
+
+    def node(self, kind: str, text: str, covers: tuple[str, ...], stamp: Any,
+             who: str | None = None) -> int:
+        self.kind.append(kind)
+        self.text.append(text)
+        self.covers.append(covers)
+        self.stamp.append(stamp)
+        self.who.append(who)
+        return len(self.kind) - 1
+
+    def concept(self, label: str) -> int | None:
+        """The node of a concept label (created on first use; ``None`` for an empty label)."""
+        if not label:
+            return None
+        if label not in self.concepts:
+            self.concepts[label] = self.node(CONCEPT, label.replace("_", " "), (), None)
+        return self.concepts[label]
+
+    def link(self, a: int, b: int, edge: str) -> None:
+        t = EDGE_TYPES.index(edge)
+        self.edges.extend([(a, b, t), (b, a, t)])
 
 
 class GAAMAMemory(MemorySystem):
@@ -93,6 +146,12 @@ class GAAMAMemory(MemorySystem):
         graph_only_cosine: ``"real"`` (ours) or ``"zero"`` (the code's behaviour).
         max_facts, max_reflections, max_episodes, max_words: the pack (code: 60, 20, 80, 1000).
         concepts_per_episode: concepts kept per episode (GAAMA's prompt: 1-3).
+        reflection_edge_weight: weight of ``DERIVED_FROM_FACT`` edges (code: 0.5).
+        chunk_tokens, context_cosine: LLM build: chunk size and the context threshold (code:
+            about 500, 0.75).
+        reflection_group, reflections_per_group: LLM build: facts per reflection request and
+            reflections asked for (ours).
+        max_tokens: completion budget of an extraction request (ours).
         tau_gate, gate, turn_template, device: as every memory.
     """
 
@@ -107,11 +166,16 @@ class GAAMAMemory(MemorySystem):
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
                  graph_only_cosine: str = "real", max_facts: int = 60, max_reflections: int = 20,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
+                 reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
+                 context_cosine: float = 0.75, reflection_group: int = 20,
+                 reflections_per_group: int = 3, max_tokens: int = 768,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
-        if not getattr(extractor, "llm_free", False):
-            raise ValueError("memory=gaama: only the LLM-free build exists so far (facts = "
-                             "sentences, no reflections); use an LLM-free extractor")
+        self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
+                                                                                None)
+        if not getattr(extractor, "llm_free", False) and self.llm is None:
+            raise ValueError("memory=gaama: an LLM build needs an LLM extractor with a model "
+                             "(extractor=llm llm=...); LLM-free extractors give the LLM-free build")
         if hub_dampening not in HUB_DAMPENING:
             raise ValueError(f"memory.hub_dampening must be one of {HUB_DAMPENING}, got "
                              f"{hub_dampening!r}")
@@ -132,6 +196,11 @@ class GAAMAMemory(MemorySystem):
         self.max_facts, self.max_reflections = int(max_facts), int(max_reflections)
         self.max_episodes, self.max_words = int(max_episodes), int(max_words)
         self.concepts_per_episode = concepts_per_episode
+        self.reflection_edge_weight = float(reflection_edge_weight)
+        self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
+        self.reflection_group = int(reflection_group)
+        self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
+        self.failures: list[GAAMAFailure] = []
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -141,7 +210,9 @@ class GAAMAMemory(MemorySystem):
         self.ingest_seconds = 0.0
 
     def describe(self) -> dict[str, object]:
-        return {"memory": self.name, "build": "gaama-llm-free", "llm_free": True,
+        llm_free = self.llm is None
+        return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
+                "llm_free": llm_free, "extraction_failures": len(self.failures),
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
@@ -151,64 +222,151 @@ class GAAMAMemory(MemorySystem):
     def ingest_dialogues(self, dialogues: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
         self.registry.add(dialogues)
-        for d in dialogues:
-            self.blocks[d.sample_id] = self._build(d)
+        graphs = (self._llm_graphs(dialogues) if self.llm is not None
+                  else [self._llm_free_graph(d) for d in dialogues])
+        for d, g in zip(dialogues, graphs, strict=True):
+            self.blocks[d.sample_id] = self._block(d.sample_id, g)
         if self.gate.uses_turns:
             self.gate.ingest(dialogues)
         self.ingest_seconds += time.perf_counter() - start
 
-    def _build(self, d: Dialogue) -> _Block:
-        turns: list[Turn] = list(d.turns())
-        kind: list[str] = []
-        text: list[str] = []
-        cover: list[str | None] = []
-        stamp: list[Any] = []
-        who: list[str | None] = []
-        edges: list[tuple[int, int, int]] = []  # (source, target, type)
+    def _block(self, sample_id: str, g: _GraphBuilder) -> _Block:
+        edge = torch.tensor(g.edges, dtype=torch.long).view(-1, 3)
+        return _Block(sample_id, g.kind, g.text, g.covers, g.stamp, g.who,
+                      edge[:, :2].T.contiguous().to(self.device), edge[:, 2].to(self.device),
+                      self.encoder.encode(g.text).to(self.device))
 
-        def node(k: str, t: str, turn: Turn | None) -> int:
-            kind.append(k)
-            text.append(t)
-            cover.append(turn.dia_id if turn is not None else None)
-            stamp.append(turn.timestamp if turn is not None else None)
-            who.append(turn.speaker if turn is not None and k == EPISODE else None)
-            return len(kind) - 1
-
-        def link(a: int, b: int, edge: str) -> None:
-            t = EDGE_TYPES.index(edge)
-            edges.extend([(a, b, t), (b, a, t)])
-
-        episodes = [node(EPISODE, self.renderer(t), t) for t in turns]
+    def _episodes(self, d: Dialogue) -> tuple[_GraphBuilder, list[Turn], list[int]]:
+        g = _GraphBuilder()
+        turns = list(d.turns())
+        episodes = [g.node(EPISODE, self.renderer(t), (t.dia_id,), t.timestamp, t.speaker)
+                    for t in turns]
         for a, b in zip(episodes, episodes[1:], strict=False):
-            link(a, b, "NEXT")
+            g.link(a, b, "NEXT")
+        return g, turns, episodes
+
+    def _llm_free_graph(self, d: Dialogue) -> _GraphBuilder:
+        """Episodes, sentence facts and extractor concepts (module docstring)."""
+        g, turns, episodes = self._episodes(d)
         # one window per episode; the listener's name is not in a one-turn window's speakers, so
         # both speakers are dropped here (GAAMA's concepts are never person names)
         speakers = {d.speaker_a.casefold(), d.speaker_b.casefold()}
         concepts_of = [drop_speakers(c, speakers)
                        for c in self.extractor.extract([[t] for t in turns])]
-        concept_node: dict[str, int] = {}
         for e, t, found in zip(episodes, turns, concepts_of, strict=True):
             listener = d.speaker_b if t.speaker == d.speaker_a else d.speaker_a
-            mine = []
-            for c in found[: self.concepts_per_episode]:
-                label = concept_label(c)
-                if not label:
-                    continue
-                if label not in concept_node:
-                    concept_node[label] = node(CONCEPT, label.replace("_", " "), None)
-                mine.append(label)
-                link(e, concept_node[label], "HAS_CONCEPT")
+            mine = [g.concept(concept_label(c)) for c in found[: self.concepts_per_episode]]
+            mine = [c for c in mine if c is not None]
+            for c in mine:
+                g.link(e, c, "HAS_CONCEPT")
             for sentence in split_sentences(t.content):
-                f = node(FACT, resolve_pronouns(sentence, t.speaker, listener), t)
-                link(f, e, "DERIVED_FROM")
+                f = g.node(FACT, resolve_pronouns(sentence, t.speaker, listener), (t.dia_id,),
+                           t.timestamp)
+                g.link(f, e, "DERIVED_FROM")
                 low = sentence.lower()
-                for label in mine:
-                    if any(w in low for w in label.split("_") if len(w) > 2):
-                        link(f, concept_node[label], "ABOUT_CONCEPT")
-        edge = torch.tensor(edges, dtype=torch.long).view(-1, 3)
-        return _Block(d.sample_id, kind, text, cover, stamp, who,
-                      edge[:, :2].T.contiguous().to(self.device), edge[:, 2].to(self.device),
-                      self.encoder.encode(text).to(self.device))
+                for c in mine:
+                    if any(w in low for w in g.text[c].split() if len(w) > 2):
+                        g.link(f, c, "ABOUT_CONCEPT")
+        return g
+
+    def _llm_graphs(self, dialogues: Sequence[Dialogue]) -> list[_GraphBuilder]:
+        """Facts, concepts and reflections by the LLM (:mod:`synapse_pt.memory.gaama_llm`):
+        chunk ``r`` of every conversation in one batch, so each chunk sees the concepts the
+        earlier chunks of its conversation created."""
+        built = [self._episodes(d) for d in dialogues]
+        chunks = [chunk_turns(turns, self.chunk_tokens) for _, turns, _ in built]
+        turn_emb = [self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
+        for r in range(max((len(c) for c in chunks), default=0)):
+            todo = [i for i, c in enumerate(chunks) if r < len(c)]
+            requests, contexts = [], []
+            for i in todo:
+                d, (g, turns, _), chunk = dialogues[i], built[i], chunks[i][r]
+                first = turns.index(chunk[0])
+                chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
+                older = [turns[j] for j in range(first)
+                         if float(turn_emb[i][j] @ chunk_emb) >= self.context_cosine][-5:]
+                known = [g.text[c] for c in g.concepts.values()]
+                if known:
+                    cos = self.encoder.encode(known) @ chunk_emb
+                    known = [k for k, v in zip(known, cos.tolist(), strict=True)
+                             if v >= self.context_cosine]
+                requests.append(fact_request(chunk, f"{d.speaker_a} and {d.speaker_b}",
+                                             [k.replace(" ", "_") for k in known], older,
+                                             self.max_tokens))
+                contexts.append(chunk)
+            ids = [[t.dia_id for t in chunk] for chunk in contexts]
+            # the shape is checked (and repaired) in the batch, the source ids per chunk below
+            results = generate_structured(self.llm, requests, parse=parse_facts)
+            for i, chunk_ids, res in zip(todo, ids, results, strict=True):
+                self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
+        self._reflections(dialogues, [b[0] for b in built])
+        return [b[0] for b in built]
+
+    def _add_facts(self, d: Dialogue, built, chunk_ids: list[str], res, requests, r: int) -> None:
+        g, turns, episodes = built
+        where = f"{chunk_ids[0]}..{chunk_ids[-1]}"
+        parsed = None
+        if res.ok:
+            try:
+                parsed = parse_facts(res.responses[-1].text, chunk_ids)
+            except StructuredOutputError as err:
+                res.ok, res.error = False, str(err)
+        if parsed is None:
+            self._fail("facts", d.sample_id, where, res.error or "unreadable reply")
+            return
+        facts, message_concepts = parsed
+        episode_of = {t.dia_id: e for t, e in zip(turns, episodes, strict=True)}
+        stamp_of = {t.dia_id: t.timestamp for t in turns}
+        for dia_id, labels in message_concepts.items():
+            for label in labels[: self.concepts_per_episode]:
+                c = g.concept(label)
+                if c is not None:
+                    g.link(episode_of[dia_id], c, "HAS_CONCEPT")
+        for fact in facts:
+            f = g.node(FACT, fact.text, fact.sources, stamp_of[fact.sources[0]])
+            for dia_id in fact.sources:
+                g.link(f, episode_of[dia_id], "DERIVED_FROM")
+            for label in fact.concepts[:3]:
+                c = g.concept(label)
+                if c is not None:
+                    g.link(f, c, "ABOUT_CONCEPT")
+
+    def _reflections(self, dialogues: Sequence[Dialogue], graphs: list[_GraphBuilder]) -> None:
+        requests, groups = [], []
+        for d, g in zip(dialogues, graphs, strict=True):
+            facts = [i for i, k in enumerate(g.kind) if k == FACT]
+            for start in range(0, len(facts), self.reflection_group):
+                group = facts[start:start + self.reflection_group]
+                if len(group) < 2:
+                    continue
+                requests.append(reflection_request([g.text[i] for i in group],
+                                                   f"{d.speaker_a} and {d.speaker_b}",
+                                                   self.reflections_per_group, self.max_tokens))
+                groups.append((d, g, group))
+        results = generate_structured(self.llm, requests, parse=parse_reflections)
+        for (d, g, group), res in zip(groups, results, strict=True):
+            where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
+            parsed = None
+            if res.ok:
+                try:
+                    parsed = parse_reflections(res.responses[-1].text, len(group))
+                except StructuredOutputError as err:
+                    res.error = str(err)
+            if parsed is None:
+                self._fail("reflections", d.sample_id, where, res.error or "unreadable reply")
+                continue
+            for text, cited in parsed:
+                facts = [group[c] for c in cited]
+                covers = tuple(dict.fromkeys(t for f in facts for t in g.covers[f]))
+                node = g.node(REFLECTION, text, covers, max(g.stamp[f] for f in facts))
+                for f in facts:
+                    g.link(node, f, "DERIVED_FROM_FACT")
+
+    def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
+        failure = GAAMAFailure(stage, sample_id, where, error)
+        self.failures.append(failure)
+        log.warning("gaama %s extraction failed for %s %s (counted in extraction_failures): %s",
+                    stage, sample_id, where, error)
 
     def edge_counts(self, sample_id: str) -> dict[str, int]:
         """Edges of each type in one conversation's graph (both directions counted)."""
@@ -229,8 +387,10 @@ class GAAMAMemory(MemorySystem):
         seed_weight = torch.where(seed_weight.sum(0, keepdim=True) > 0, seed_weight,
                                   seed_mask.to(cos.dtype))  # all seeds non-positive: uniform
         cand = neighbourhood(block.edge_index, n, seed_mask, self.depth)
-        weight = torch.full((block.edge_index.shape[1],), self.edge_weight, dtype=torch.float64,
-                            device=cos.device)
+        per_type = torch.tensor([self.reflection_edge_weight if t == "DERIVED_FROM_FACT"
+                                 else self.edge_weight for t in EDGE_TYPES], dtype=torch.float64,
+                                device=cos.device)
+        weight = per_type[block.edge_type]
         ppr = personalised_pagerank(block.edge_index, weight, n, seed_weight, cand,
                                     alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
                                     hub_dampening=self.hub_dampening,
@@ -290,11 +450,13 @@ class GAAMAMemory(MemorySystem):
         kept.sort(key=lambda rs: (-rs[1], rs[0]))
         out = []
         for r, s in kept:
-            turn = block.turn[r]
+            covers = block.covers[r]
             if block.kind[r] == EPISODE:
-                out.append(RetrievedItem(turn, block.text[r], EPISODIC, s, block.timestamp[r],
-                                         block.speaker[r], dated=self.renderer.dated))
+                out.append(RetrievedItem(covers[0], block.text[r], EPISODIC, s,
+                                         block.timestamp[r], block.speaker[r],
+                                         dated=self.renderer.dated))
             else:
-                out.append(RetrievedItem(f"F:{r}", block.text[r], block.kind[r], s,
-                                         block.timestamp[r], turn_ids=(turn,) if turn else ()))
+                prefix = "R" if block.kind[r] == REFLECTION else "F"
+                out.append(RetrievedItem(f"{prefix}:{r}", block.text[r], block.kind[r], s,
+                                         block.timestamp[r], turn_ids=covers))
         return out

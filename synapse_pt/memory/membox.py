@@ -18,10 +18,16 @@ r"""Membox (public code nnnoidea/Membox, ``membox.py``) in the same harness: ``m
   keywords), the top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the boxes;
   ``mode="trace"`` (Membox-Trace, the code's default) follows each box with the timestamped events
   of the first trace holding one of its events. Every item lists the LoCoMo turns it covers.
+
+With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``membox-llm``) asks the model
+instead (:mod:`synapse_pt.memory.membox_llm`): the Topic Loom decision for every turn the rule
+does not decide, the keywords, topic and events of each box (an event then covers its box's
+turns), and which candidate events join which trace.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,12 +40,24 @@ from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.structured import generate_structured
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
 from .base import MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
 from .gate import build_gate
+from .membox_llm import (
+    MemboxFailure,
+    box_request,
+    loom_request,
+    parse_box,
+    parse_loom,
+    parse_weave,
+    weave_request,
+)
+
+log = logging.getLogger(__name__)
 
 MODES = ("compact", "trace")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
@@ -47,14 +65,15 @@ _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 @dataclass
 class Box:
-    """A sealed box: its turns, stored lines, keywords, topic and events (``(text, dia_id)``)."""
+    """A sealed box: its turns, stored lines, keywords, topic and events (``(text, the turns it
+    comes from, date)``)."""
 
     sample_id: str
     turns: list[Turn]
     lines: list[str]
     keywords: list[str]
     topic: str
-    events: list[tuple[str, str, datetime]] = field(default_factory=list)
+    events: list[tuple[str, tuple[str, ...], datetime]] = field(default_factory=list)
 
     @property
     def content(self) -> str:
@@ -98,6 +117,7 @@ class MemboxMemory(MemorySystem):
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
+        max_tokens: LLM build: completion budget of a box extraction (ours).
         tau_gate, gate, turn_template, device: as every memory.
     """
 
@@ -107,12 +127,14 @@ class MemboxMemory(MemorySystem):
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
-                 min_event_words: int = 4,
+                 min_event_words: int = 4, max_tokens: int = 512,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
-        if not getattr(extractor, "llm_free", False):
-            raise ValueError("memory=membox: only the LLM-free build exists so far; use an "
-                             "LLM-free extractor")
+        self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
+                                                                                None)
+        if not getattr(extractor, "llm_free", False) and self.llm is None:
+            raise ValueError("memory=membox: an LLM build needs an LLM extractor with a model "
+                             "(extractor=llm llm=...)")
         if mode not in MODES:
             raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -125,7 +147,8 @@ class MemboxMemory(MemorySystem):
         self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
             trace_threshold)
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
-        self.min_event_words = int(min_event_words)
+        self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
+        self.failures: list[MemboxFailure] = []
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -140,7 +163,9 @@ class MemboxMemory(MemorySystem):
         self.ingest_seconds = 0.0
 
     def describe(self) -> dict[str, object]:
-        return {"memory": self.name, "build": "membox-llm-free", "llm_free": True,
+        llm_free = self.llm is None
+        return {"memory": self.name, "build": "membox-llm-free" if llm_free else "membox-llm",
+                "llm_free": llm_free, "extraction_failures": len(self.failures),
                 "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
                 "trace_threshold": self.trace_threshold, "turn_template": self.renderer.template,
@@ -151,8 +176,12 @@ class MemboxMemory(MemorySystem):
         start = time.perf_counter()
         self.registry.add(dialogues)
         first = len(self.boxes)
-        for d in dialogues:
-            self._loom(d)
+        groups = [(d, turns) for d in dialogues for turns in self._loom(d)]
+        if self.llm is None:
+            self._seal_llm_free(groups)
+        else:
+            self._loom_llm_check(groups)
+            self._seal_llm(groups)
         new = self.boxes[first:]
         emb = self.encoder.encode([b.index_text() for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
@@ -161,55 +190,152 @@ class MemboxMemory(MemorySystem):
             self.gate.ingest(dialogues)
         self.ingest_seconds += time.perf_counter() - start
 
-    def _loom(self, d: Dialogue) -> None:
-        """Topic Loom over each session, then the boxes' keywords, topics and events."""
-        groups: list[list[Turn]] = []
-        for session in d.sessions:
-            turns = list(session.turns)
-            if not turns:
-                continue
-            emb = self.encoder.encode([t.content for t in turns])
-            for t, opens in zip(turns, topic_boundaries(emb, self.boundary_threshold),
-                                strict=True):
-                if opens:
-                    groups.append([])
-                groups[-1].append(t)
-        keywords = self.extractor.extract(groups)
-        for turns, words in zip(groups, keywords, strict=True):
+    def _loom(self, d: Dialogue) -> list[list[Turn]]:
+        """Topic Loom over each session: the boxes' turns. LLM-free: the cosine rule
+        (:func:`topic_boundaries`); LLM build: the model's Yes / No / Partially Shifted, asked
+        for every turn the rule does not decide (turn 0 opens, a box's second turn joins),
+        round by round over all sessions of ``d``."""
+        sessions = [list(s.turns) for s in d.sessions if s.turns]
+        if self.llm is None:
+            groups: list[list[Turn]] = []
+            for turns in sessions:
+                emb = self.encoder.encode([t.content for t in turns])
+                for t, opens in zip(turns, topic_boundaries(emb, self.boundary_threshold),
+                                    strict=True):
+                    if opens:
+                        groups.append([])
+                    groups[-1].append(t)
+            return groups
+        boxes: list[list[list[Turn]]] = [[[turns[0]]] for turns in sessions]
+        for r in range(1, max((len(t) for t in sessions), default=0)):
+            asks, todo = [], []
+            for i, turns in enumerate(sessions):
+                if r >= len(turns):
+                    continue
+                if len(boxes[i][-1]) < 2:  # the second message joins without asking
+                    boxes[i][-1].append(turns[r])
+                    continue
+                asks.append(loom_request(turns[r - 2:r], turns[r]))
+                todo.append(i)
+            results = generate_structured(self.llm, asks, parse=parse_loom) if asks else []
+            for i, res in zip(todo, results, strict=True):
+                turn = sessions[i][r]
+                if not res.ok:
+                    self._fail("loom", d.sample_id, turn.dia_id, res.error or "unreadable")
+                if res.ok and res.value == "yes":
+                    boxes[i][-1].append(turn)
+                else:
+                    boxes[i].append([turn])
+        return [box for per_session in boxes for box in per_session]
+
+    def _loom_llm_check(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
+        """Every turn of every dialogue lies in exactly one box (a guard on the round logic)."""
+        seen = [t.dia_id for _, turns in groups for t in turns]
+        if len(seen) != len(set(seen)):
+            raise RuntimeError("membox Topic Loom: a turn landed in two boxes")
+
+    def _lines(self, turns: Sequence[Turn]) -> list[str]:
+        return [f"{format_date(t)} {t.speaker}: {t.content}" for t in turns]
+
+    def _seal_llm_free(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
+        """Keywords and topic from the LLM-free extractor, events from the box's sentences."""
+        keywords = self.extractor.extract([turns for _, turns in groups])
+        for (d, turns), words in zip(groups, keywords, strict=True):
             words = list(dict.fromkeys(words))[: self.max_keywords]
             events = []
             for t in turns:
                 listener = d.speaker_b if t.speaker == d.speaker_a else d.speaker_a
-                events.extend((resolve_pronouns(s, t.speaker, listener), t.dia_id, t.timestamp)
+                events.extend((resolve_pronouns(s, t.speaker, listener), (t.dia_id,),
+                               t.timestamp)
                               for s in split_sentences(t.content)
                               if len(_CONTENT(s)) >= self.min_event_words)
-            self.boxes.append(Box(d.sample_id, turns,
-                                  [f"{format_date(t)} {t.speaker}: {t.content}" for t in turns],
-                                  words, words[0] if words else "", events))
+            self.boxes.append(Box(d.sample_id, turns, self._lines(turns), words,
+                                  words[0] if words else "", events))
+
+    def _seal_llm(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
+        """Keywords, topic and events by the LLM, all boxes in one batch; an event covers its
+        box's turns (the model names no message)."""
+        requests = [box_request(self._lines(turns), self.max_tokens) for _, turns in groups]
+        results = generate_structured(self.llm, requests, parse=parse_box)
+        for (d, turns), res in zip(groups, results, strict=True):
+            covers = tuple(t.dia_id for t in turns)
+            if res.ok:
+                words, topic, events = res.value
+            else:
+                self._fail("box", d.sample_id, f"{covers[0]}..{covers[-1]}",
+                           res.error or "unreadable")
+                words, topic, events = [], "", []
+            self.boxes.append(Box(d.sample_id, turns, self._lines(turns),
+                                  words[: self.max_keywords], topic,
+                                  [(e, covers, turns[0].timestamp) for e in events]))
 
     def _weave(self, first: int) -> None:
-        """Trace Weaver over the boxes from ``first`` on, in order (LLM-free: accept every
-        candidate at or above ``trace_threshold``)."""
+        """Trace Weaver over the boxes from ``first`` on, in order: each new event's candidate is
+        the trace of its most similar stored event at or above ``trace_threshold``; LLM-free, every
+        candidate is accepted; with an LLM, the model links events to candidate traces (one
+        request per box, the boxes of all conversations round by round)."""
+        per_conv: dict[str, list[int]] = {}
         for b in range(first, len(self.boxes)):
-            box = self.boxes[b]
-            if not box.events:
-                continue
-            emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
-            stored = [(bb, ei) for (bb, ei) in self.event_trace
-                      if self.boxes[bb].sample_id == box.sample_id]
-            if stored:
-                stored_emb = torch.stack([self._event_emb[key] for key in stored])
-                best = cosine_scores(stored_emb, emb).max(dim=0)  # over stored, per new event
-            for ei in range(len(box.events)):
-                key = (b, ei)
-                if stored and float(best.values[ei]) >= self.trace_threshold:
-                    trace = self.event_trace[stored[int(best.indices[ei])]]
-                else:
-                    trace = len(self.traces)
-                    self.traces.append([])
-                self.traces[trace].append(key)
-                self.event_trace[key] = trace
-                self._event_emb[key] = emb[ei]
+            per_conv.setdefault(self.boxes[b].sample_id, []).append(b)
+        for r in range(max((len(v) for v in per_conv.values()), default=0)):
+            batch = [v[r] for v in per_conv.values() if r < len(v)]
+            plans = [self._candidates(b) for b in batch]
+            links: list[dict[int, int] | None] = [None] * len(batch)
+            if self.llm is not None:
+                asks = [(j, self._weave_request(b, plan)) for j, (b, plan)
+                        in enumerate(zip(batch, plans, strict=True)) if plan[1]]
+                results = generate_structured(self.llm, [a for _, a in asks],
+                                              parse=parse_weave) if asks else []
+                for (j, _), res in zip(asks, results, strict=True):
+                    allowed = set(plans[j][1].values())
+                    if res.ok:
+                        links[j] = {e: t for e, t in res.value
+                                    if t in allowed and 0 <= e < len(self.boxes[batch[j]].events)}
+                    else:
+                        box = self.boxes[batch[j]]
+                        self._fail("weave", box.sample_id, box.turns[0].dia_id,
+                                   res.error or "unreadable")
+                        links[j] = {}
+            for b, (emb, candidate), link in zip(batch, plans, links, strict=True):
+                for ei in range(len(self.boxes[b].events)):
+                    key = (b, ei)
+                    if link is None and ei in candidate:  # LLM-free: accept the candidate
+                        trace = candidate[ei]
+                    elif link is not None and ei in link:
+                        trace = link[ei]
+                    else:
+                        trace = len(self.traces)
+                        self.traces.append([])
+                    self.traces[trace].append(key)
+                    self.event_trace[key] = trace
+                    self._event_emb[key] = emb[ei]
+
+    def _candidates(self, b: int) -> tuple[torch.Tensor, dict[int, int]]:
+        """The new box's event embeddings and ``{event: candidate trace}``: the trace of its
+        most similar stored event of the same conversation, when at least ``trace_threshold``."""
+        box = self.boxes[b]
+        if not box.events:
+            return torch.empty(0), {}
+        emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
+        stored = [key for key in self.event_trace if self.boxes[key[0]].sample_id == box.sample_id]
+        if not stored:
+            return emb, {}
+        best = cosine_scores(torch.stack([self._event_emb[k] for k in stored]), emb).max(dim=0)
+        return emb, {ei: self.event_trace[stored[int(best.indices[ei])]]
+                     for ei in range(len(box.events))
+                     if float(best.values[ei]) >= self.trace_threshold}
+
+    def _weave_request(self, b: int, plan: tuple[torch.Tensor, dict[int, int]]):
+        box = self.boxes[b]
+        traces = sorted(set(plan[1].values()))
+        shown = [(t, [self.boxes[bb].events[ei][0] for bb, ei in self.traces[t][-5:]])
+                 for t in traces]
+        return weave_request([e for e, _, _ in box.events], shown)
+
+    def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
+        self.failures.append(MemboxFailure(stage, sample_id, where, error))
+        log.warning("membox %s failed for %s %s (counted in extraction_failures): %s", stage,
+                    sample_id, where, error)
 
     # ---------------------------------------------------------------------------- retrieve
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
@@ -258,4 +384,5 @@ class MemboxMemory(MemorySystem):
         events = [self.boxes[bb].events[ei] for bb, ei in self.traces[trace]]
         text = "\n".join(f"[{stamp:%d %B %Y}] {e}" for e, _, stamp in events)
         return RetrievedItem(f"T:{trace}", text, "trace", score, events[0][2],
-                             turn_ids=tuple(dict.fromkeys(d for _, d, _ in events)), dated=True)
+                             turn_ids=tuple(dict.fromkeys(d for _, ds, _ in events for d in ds)),
+                             dated=True)

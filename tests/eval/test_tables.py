@@ -114,3 +114,16 @@ def test_to_latex() -> None:
     assert "mean\\_cat\\_1\\_4" in tex  # escaped
     assert "96.6" in tex and "--" in tex
     assert "\\caption{Main results}" in tex
+
+
+def test_related_systems_table_names_each_protocol() -> None:
+    from synapse_pt.eval.tables import related_systems_table
+
+    df = related_systems_table()
+    assert list(df.index) == ["SYNAPSE", "Membox", "GAAMA"]
+    assert df.loc["Membox", "multi-hop"] == 39.88 and df.loc["GAAMA", "single-hop"] == 87.2
+    assert df.loc["SYNAPSE", "adversarial"] == 96.6 and df.loc["SYNAPSE", "reported mean"] == 40.5
+    assert df.loc["GAAMA", "reported mean"] == 78.9
+    assert "category 5 skipped" in df.loc["Membox", "protocol"]
+    assert "judge" in df.loc["GAAMA", "protocol"] and "1,540" in df.loc["GAAMA", "protocol"]
+    assert df.loc["GAAMA", "open-domain"] != df.loc["GAAMA", "open-domain"]  # not reported: NaN

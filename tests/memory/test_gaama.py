@@ -115,7 +115,7 @@ def test_pack_budgets_and_word_trim(conv) -> None:
         for it in row:  # a fact covers the turn it came from
             assert len(it.covers) == 1
             if it.kind == FACT:
-                assert block.turn[int(it.node_id[2:])] == it.covers[0]
+                assert block.covers[int(it.node_id[2:])] == it.covers
 
 
 def test_llm_build_is_refused_for_now() -> None:

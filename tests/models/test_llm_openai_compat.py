@@ -173,3 +173,38 @@ def test_cache_identity_names_the_endpoint(fake_server):
     b = OpenAICompatibleLLM("fake-model", base_url="http://127.0.0.1:9/v1", api_key_env=None)
     assert a.cache_identity != b.cache_identity
     assert a.cache_identity == f"fake-model@{fake_server.url}"
+
+
+def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
+    """The LLM builds of the related systems against an OpenAI-compatible server: the prompts
+    reach it, its replies are parsed into the graph, and a garbled reply is counted."""
+    from scripted_memory import scripted_reply
+
+    from synapse_pt.data import load_locomo, sample_path
+    from synapse_pt.graph.extraction import LLMConceptExtractor
+    from synapse_pt.memory.gaama import FACT, GAAMAMemory
+    from synapse_pt.memory.membox import MemboxMemory
+    from synapse_pt.models.hashing import HashingEncoder
+
+    conv = load_locomo(sample_path()).conversations[0]
+    first = next(conv.turns()).dia_id
+
+    def behaviour(body, n):
+        prompt = body["messages"][1]["content"]
+        text = scripted_reply(prompt, garble=f"[{first}]")
+        return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 20}), 0.0
+
+    fake_server.behaviour = behaviour
+    encoder = HashingEncoder(64)
+    gaama = GAAMAMemory(encoder, LLMConceptExtractor(make_llm(fake_server)), chunk_tokens=120)
+    gaama.ingest([conv])
+    block = gaama.blocks[conv.sample_id]
+    assert block.kind.count(FACT) > 0
+    assert gaama.describe()["extraction_failures"] == 1  # the garbled first chunk, counted
+    membox = MemboxMemory(encoder, LLMConceptExtractor(make_llm(fake_server)))
+    membox.ingest([conv])
+    assert membox.describe()["build"] == "membox-llm" and membox.boxes
+    prompts = [b["messages"][1]["content"] for b in fake_server.bodies]
+    assert any("Write the atomic facts" in p for p in prompts)
+    assert any("Does the new message continue" in p for p in prompts)
+    assert any("3-8 keywords" in p for p in prompts)

@@ -1,0 +1,95 @@
+"""The LLM builds of GAAMA and Membox with a scripted chat model: prompts sent, replies parsed
+into the graph, a garbled reply repaired once and then counted as a failure (never an empty
+success)."""
+
+from __future__ import annotations
+
+import pytest
+from scripted_memory import ScriptedLLM
+
+from synapse_pt.data import load_locomo, sample_path
+from synapse_pt.eval.pipeline import blind
+from synapse_pt.graph.extraction import LLMConceptExtractor
+from synapse_pt.memory.gaama import FACT, REFLECTION, GAAMAMemory
+from synapse_pt.memory.membox import MemboxMemory
+from synapse_pt.models.hashing import HashingEncoder
+
+ENC = HashingEncoder(64)
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return load_locomo(sample_path()).conversations[0]
+
+
+def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
+    llm = ScriptedLLM()
+    # context_cosine -1: every known concept and (the last 5) older messages go into the context
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=-1.0)
+    memory.ingest([conv])
+    block = memory.blocks[conv.sample_id]
+    turns = {t.dia_id for t in conv.turns()}
+    facts = [i for i, k in enumerate(block.kind) if k == FACT]
+    assert len(facts) == len(turns)  # one fact per message, as scripted
+    assert {block.covers[i] for i in facts} == {(t,) for t in turns}
+    reflections = [i for i, k in enumerate(block.kind) if k == REFLECTION]
+    assert reflections and all(len(block.covers[i]) == 2 for i in reflections)
+    assert memory.edge_counts(conv.sample_id)["DERIVED_FROM_FACT"] == 4 * len(reflections)
+    d = memory.describe()
+    assert d["build"] == "gaama-llm" and not d["llm_free"] and d["extraction_failures"] == 0
+    prompts = [r.messages[1][1] for r in llm.requests]
+    assert sum("Write the atomic facts" in p for p in prompts) > 1  # several chunks
+    assert any("Known concepts: chat_topic" in p for p in prompts)  # labels offered for reuse
+    assert any("Earlier messages, for reference only" in p for p in prompts)
+    result = memory.retrieve([blind(q) for q in conv.questions[:3]])
+    assert all(it.covers for row in result.items for it in row)
+
+
+def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None:
+    first = next(conv.turns()).dia_id
+    llm = ScriptedLLM(garble=f"[{first}]")
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120)
+    memory.ingest([conv])
+    assert memory.describe()["extraction_failures"] == 1
+    (failure,) = memory.failures
+    assert failure.stage == "facts" and failure.where.startswith(first)
+    assert "repair reply" in failure.error
+    repairs = [r for r in llm.requests if r.messages[-2][0] == "assistant"]
+    assert len(repairs) == 1  # exactly one repair round for the garbled chunk
+    assert "extraction_failures" in caplog.text
+    block = memory.blocks[conv.sample_id]
+    covered = {c for i, k in enumerate(block.kind) if k == FACT for c in block.covers[i]}
+    assert first not in covered  # the failed chunk added no facts (and no fake ones)
+
+
+def test_membox_llm_build_loom_boxes_and_traces(conv) -> None:
+    llm = ScriptedLLM()
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory.ingest([conv])
+    for box in memory.boxes:  # a turn with "?" opens a box unless it is a box's second turn
+        for j, t in enumerate(box.turns[2:], start=2):
+            assert "?" not in t.content, (box.turns[0].dia_id, j)
+        assert box.keywords == ["talk", "news", "plans"] and box.topic == "catching up"
+        assert len(box.events) == len(box.turns)
+        assert all(covers == tuple(t.dia_id for t in box.turns) for _, covers, _ in box.events)
+    assert any(len(t) > 1 for t in memory.traces)  # the model linked events across boxes
+    d = memory.describe()
+    assert d["build"] == "membox-llm" and d["extraction_failures"] == 0
+    assert memory.retrieve([blind(q) for q in conv.questions[:2]]).items[0]
+
+
+def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
+    clean = ScriptedLLM()
+    MemboxMemory(ENC, LLMConceptExtractor(clean)).ingest([conv])
+    asked = [r.messages[1][1].split("New message:\n")[1].split("\n\nDoes")[0]
+             for r in clean.requests if "Does the new message continue" in r.messages[1][1]]
+    target = next(t for t in conv.turns()
+                  if f"{t.speaker}: {t.content}" in asked and "?" not in t.content)
+    llm = ScriptedLLM(garble=f"New message:\n{target.speaker}: {target.content}\n")
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm))
+    memory.ingest([conv])
+    (failure,) = [f for f in memory.failures if f.stage == "loom"]
+    assert failure.where == target.dia_id and "repair reply" in failure.error
+    # the scripted model would have said Yes; the failed decision closed the box instead
+    assert any(box.turns[0].dia_id == target.dia_id for box in memory.boxes)
+    assert memory.describe()["extraction_failures"] == 1
