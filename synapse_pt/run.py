@@ -326,7 +326,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                 "embedder": encoder.name,
                 "llm": None if llm is None else f"{cfg.llm.name}:{llm.model}",
                 "eval_mode": settings.mode,
-                "scoring_protocols": (["official", "amem"] if settings.mode == "qa" else []),
+                "scoring_protocols": (["official", "amem", "membox"] if settings.mode == "qa"
+                                      else []),
                 "category_date_instruction": settings.category_date_instruction,
                 "strict": not settings.category_date_instruction,
                 "context_tokenizer": counter.name,

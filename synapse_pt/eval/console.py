@@ -18,7 +18,7 @@ from rich.table import Table
 from .aggregate import MACRO, MICRO
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
-QA_HEADLINE = ("f1_official", "f1_amem", "bleu1", "judge")
+QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
 GATE_FIGURES = (("false_rejection_rate", "false rejection (cat. 1-4)"),
                 ("true_rejection_rate", "true rejection (cat. 5)"),
                 ("c_ret_auc_adversarial", "C_ret ROC AUC, cat. 5 vs rest"),

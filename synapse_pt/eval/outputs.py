@@ -39,7 +39,8 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
 
 #: Metric columns in the order they are written (others follow, sorted); all float64 but the
 #: per-question count of unreadable judge replies.
-METRIC_ORDER = ["f1_official", "f1_amem", "bleu1", "judge", "judge_std", "n_judge_failures"]
+METRIC_ORDER = ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
+                "n_judge_failures"]
 COUNT_METRICS = {"n_judge_failures": pa.int64()}
 
 

@@ -33,6 +33,7 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from .prompts import NO_RECORD_REPLY, answer_messages, format_context
 from .scorers.amem import score_amem
 from .scorers.judge import JudgeResult, judge_answers
+from .scorers.membox import score_membox
 from .scorers.official import score_official
 from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
 from .tokens import TokenCounter
@@ -274,6 +275,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         if qa:
             row["f1_official"] = score_official(predictions[i], q.answer, q.category)
             row.update(score_amem(predictions[i], q.answer, q.category))
+            # Membox's protocol: its tokeniser, category 5 not scored (None)
+            row["f1_membox"] = score_membox(predictions[i], q.answer, q.category)
         if judge is not None:
             row["judge"] = _nan_to_none(judge.mean[i])
             row["judge_std"] = _nan_to_none(judge.std[i])
@@ -284,7 +287,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             row[f"gate_{name}"] = float(values[i])
         rows.append(row)
     df = pd.DataFrame(rows)
-    float_cols = [f"recall@{k}" for k in recall]
+    float_cols = [f"recall@{k}" for k in recall] + (["f1_membox"] if qa else [])
     if judge is not None:
         float_cols += ["judge", "judge_std"]
     for col in float_cols:

@@ -125,7 +125,7 @@ def test_predictions_schema_in_qa_mode_with_judge(qa_run) -> None:
     folder, _, llm = qa_run
     schema = check_fixed_schema(folder / "predictions.parquet")
     metric_cols = schema.names[len(PREDICTION_COLUMNS):]
-    assert metric_cols == ["f1_official", "f1_amem", "bleu1", "judge", "judge_std",
+    assert metric_cols == ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
                            "n_judge_failures", "recall@5", "recall@10", "recall@30",
                            "recall@500tok", "recall@1000tok", "recall@2000tok"]
     assert schema.field("n_judge_failures").type == pa.int64()
@@ -155,16 +155,17 @@ def test_metrics_json_identity_and_per_category_metrics(qa_run, retrieval_run) -
     assert ident["embedder"].startswith("hashing")
     assert ident["llm"] == "smollm2:scripted-1"
     assert ident["memory"]["memory"] == "synapse"
-    assert ident["scoring_protocols"] == ["official", "amem"]
+    assert ident["scoring_protocols"] == ["official", "amem", "membox"]
     assert ident["category_date_instruction"] is False and ident["strict"] is True
     assert ident["eval_mode"] == "qa"
     assert ident["dataset"]["questions"] == 14
-    for metric in ("f1_official", "f1_amem", "bleu1", "judge", "recall@5", "recall@10",
-                   "recall@30"):
+    for metric in ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "recall@5",
+                   "recall@10", "recall@30"):
         entry = on_disk["metrics"][metric]
         for key in (*CATEGORIES, "mean_cat_1_4", "mean_q_1_4"):
             assert key in entry, (metric, key)
         assert entry["n"]["mean_q_1_4"] > 0
+    assert on_disk["metrics"]["f1_membox"]["adversarial"] is None  # not scored by Membox
     f1 = on_disk["metrics"]["f1_official"]
     per_cat = [f1[c] for c in CATEGORIES[:4]]
     assert f1["mean_cat_1_4"] == pytest.approx(sum(per_cat) / 4)

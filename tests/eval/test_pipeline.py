@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import pandas as pd
 import pytest
 import torch
 
@@ -22,6 +23,7 @@ from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
 from synapse_pt.eval.scorers.amem import score_amem
 from synapse_pt.eval.scorers.judge import ACCURACY_PROMPT
+from synapse_pt.eval.scorers.membox import f1_membox
 from synapse_pt.eval.scorers.official import score_official
 from synapse_pt.memory.base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG
@@ -146,6 +148,7 @@ def test_gated_questions_get_no_record_reply_and_no_llm_call(ds: Dataset) -> Non
     # the no-record reply is a correct refusal on category 5, under both protocols
     cat5 = rows.loc[qs[11].question]
     assert cat5["f1_official"] == 1.0 and cat5["f1_amem"] == 1.0 and cat5["bleu1"] == 1.0
+    assert pd.isna(cat5["f1_membox"])  # Membox's protocol skips category 5
     assert summary["gated_rate"] == pytest.approx(len(gated) / len(qs))
     assert summary["true_rejection_rate"] == pytest.approx(2 / 3)
     assert summary["false_rejection_rate"] == pytest.approx(2 / 11)
@@ -182,12 +185,15 @@ def test_answers_flow_into_predictions_and_are_scored_under_both_protocols(ds: D
         amem = score_amem(pred, q.answer, q.category)
         assert row["f1_amem"] == pytest.approx(amem["f1_amem"])
         assert row["bleu1"] == pytest.approx(amem["bleu1"])
+        if q.category != 5:
+            assert row["f1_membox"] == pytest.approx(f1_membox(pred, q.answer))
         assert row["prompt_tokens"] > 0 and row["latency_s"] == 0.25
     # worked values: the protocols differ (articles dropped and stems vs a plain token set)
     assert rows.loc["What is the name of Nora's dog?", "f1_official"] == 1.0
     assert rows.loc["What is the name of Nora's dog?", "f1_amem"] == 1.0
     assert rows.loc["What class did Tomas sign up for?", "f1_official"] == 1.0
     assert rows.loc["What class did Tomas sign up for?", "f1_amem"] == pytest.approx(0.8)
+    assert rows.loc["What class did Tomas sign up for?", "f1_membox"] == pytest.approx(0.8)
     assert rows.loc["What breed is Tomas's dog?", "f1_official"] == 0.0
     assert rows.loc["What breed is Tomas's dog?", "f1_amem"] == 0.0
     assert rows.loc["Which city did Tomas visit for a conference?", "f1_official"] == 1.0
