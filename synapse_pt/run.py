@@ -328,6 +328,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                 "eval_mode": settings.mode,
                 "scoring_protocols": (["official", "amem", "membox"] if settings.mode == "qa"
                                       else []),
+                "judge_protocol": (settings.judge_protocol if settings.mode == "qa"
+                                   and settings.judge_runs > 0 else None),
                 "category_date_instruction": settings.category_date_instruction,
                 "strict": not settings.category_date_instruction,
                 "context_tokenizer": counter.name,

@@ -32,7 +32,7 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
 from .prompts import NO_RECORD_REPLY, answer_messages, format_context
 from .scorers.amem import score_amem
-from .scorers.judge import JudgeResult, judge_answers
+from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
 from .scorers.membox import score_membox
 from .scorers.official import score_official
 from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
@@ -65,6 +65,8 @@ class EvalSettings:
         seed: seed of the answer requests (judge runs use ``seed + r``).
         judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
         judge_max_tokens: generation budget of a judge reply (it explains, then labels).
+        judge_protocol: ``"mem0"`` (CORRECT/WRONG, the default) or ``"gaama"`` (GAAMA's
+            fraction of the reference's key facts covered, categories 1-4).
     """
 
     mode: str = "retrieval"  # "retrieval" | "qa"
@@ -78,6 +80,7 @@ class EvalSettings:
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
+    judge_protocol: str = "mem0"  # "mem0" (CORRECT/WRONG) | "gaama" (key-fact coverage)
     judge_max_tokens: int = 128
     extra: dict = field(default_factory=dict)
 
@@ -103,6 +106,9 @@ class EvalSettings:
             setattr(self, name, int(value))
         if self.judge_runs < 0:
             raise ValueError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+        if self.judge_protocol not in JUDGE_PROTOCOLS:
+            raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
+                             f"{self.judge_protocol!r}")
         if not self.recall_ks or min(self.recall_ks) < 1:
             raise ValueError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
         for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
@@ -213,13 +219,14 @@ def predictions_text(questions: Sequence[Question], result: RetrievalResult,
 
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
                       settings: EvalSettings) -> JudgeResult:
-    """The mem0-style CORRECT/WRONG judge over ``settings.judge_runs`` runs (category 5 skipped:
-    it is scored by the official phrase rule). Gated questions are judged too: their answer is the
-    no-record reply."""
+    """The LLM judge of ``settings.judge_protocol`` (mem0's CORRECT/WRONG or GAAMA's key-fact
+    coverage) over ``settings.judge_runs`` runs (category 5 skipped: it is scored by the official
+    phrase rule). Gated questions are judged too: their answer is the no-record reply."""
     return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
                          list(predictions), categories=[q.category for q in questions],
                          n_runs=settings.judge_runs, base_seed=settings.seed,
-                         max_tokens=settings.judge_max_tokens)
+                         max_tokens=settings.judge_max_tokens,
+                         protocol=settings.judge_protocol)
 
 
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,

@@ -146,3 +146,46 @@ def test_judge_parsing_and_request_survivors() -> None:
     res = judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=2)
     acc = res.run_accuracy()
     assert acc[0] == 1.0 and math.isnan(acc[1])
+
+
+def test_coverage_score_parse_by_hand() -> None:
+    from synapse_pt.eval.scorers.judge import parse_coverage_score
+
+    assert parse_coverage_score('Key facts: a, b. Covered: a. {"score": 0.5}') == 0.5
+    assert parse_coverage_score('```json\n{"score": 1}\n```') == 1.0
+    assert parse_coverage_score('{"score": 0.2} then {"score": 0.75}') == 0.75  # the last one
+    assert parse_coverage_score('{"score": 1.5}') is None  # outside [0, 1]
+    assert parse_coverage_score('{"score": "half"}') is None
+    assert parse_coverage_score("about half") is None
+
+
+def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> None:
+    from synapse_pt.eval.scorers.judge import COVERAGE_PROMPT, judge_answers
+    from synapse_pt.models.llm.base import ChatResponse
+
+    class Coverage:
+        backend, model = "scripted", "cov"
+
+        def __init__(self):
+            self.prompts = []
+
+        def generate(self, requests):
+            out = []
+            for r in requests:
+                prompt = r.messages[-1][1]
+                self.prompts.append(prompt)
+                text = ("garbled" if "Q2" in prompt else
+                        '{"score": %s}' % (0.5 if r.seed == 0 else 1.0))
+                out.append(ChatResponse(text, 1, 1, 0.0, model="cov"))
+            return out
+
+    llm = Coverage()
+    res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a and b", "c", "d"], ["a", "c", "x"],
+                        categories=[1, 4, 5], n_runs=2, protocol="gaama")
+    assert res.mean[0] == pytest.approx(0.75) and res.std[0] == pytest.approx(0.25)
+    assert math.isnan(res.mean[1]) and res.n_failures[1] == 2  # unreadable: counted, not 0
+    assert res.skipped[2] and res.n_failures[2] == 0  # category 5 not judged
+    assert all("fraction of the key facts covered" in p for p in llm.prompts)
+    assert COVERAGE_PROMPT.split("\n")[0] in llm.prompts[0]
+    with pytest.raises(ValueError, match="judge protocol"):
+        judge_answers(llm, ["Q1"], ["a"], ["a"], categories=[1], protocol="vibes")

@@ -16,6 +16,12 @@ Here:
   WRONG;
 * category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
   phrase rule instead.
+
+``protocol="gaama"`` is GAAMA's evaluation instead (SPEC §2; the prompt is ours, from its
+description): the judge lists the reference answer's key facts and scores the fraction the answer
+covers, 0-1, extra information not penalised (:data:`COVERAGE_PROMPT`,
+:func:`parse_coverage_score`); the per-question value is that fraction, averaged over runs.
+GAAMA reports it over categories 1-4 only, which the default ``skip_categories`` already gives.
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import numpy as np
 
 from synapse_pt.models.llm.base import LLM, ChatRequest
 
-__all__ = ["ACCURACY_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
-           "parse_judge_label"]
+__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JudgeResult",
+           "build_judge_requests", "judge_answers", "parse_coverage_score", "parse_judge_label"]
+
+JUDGE_PROTOCOLS = ("mem0", "gaama")
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -60,6 +68,18 @@ Do NOT include both CORRECT and WRONG in your response, or it will break the eva
 
 Just return the label CORRECT or WRONG in a json format with the key as "label".
 """  # noqa: E501, W291 - kept line for line (trailing spaces included) as mem0 sends it
+
+COVERAGE_PROMPT = """You grade an answer to a question about a conversation against a reference
+answer.
+
+Question: {question}
+Reference answer: {gold_answer}
+Generated answer: {generated_answer}
+
+List the key facts of the reference answer, then decide for each whether the generated answer
+states it (a date may be written differently; extra information in the generated answer is not
+penalised). The score is the fraction of the key facts covered, a number from 0 to 1.
+Finish with a JSON object with the key "score", for example {{"score": 0.5}}."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
@@ -93,6 +113,23 @@ def parse_judge_label(text: str) -> Label | None:
     return None
 
 
+def parse_coverage_score(text: str) -> float | None:
+    """The fraction in the last JSON object with a numeric ``score`` in [0, 1] (``None``: the
+    reply cannot be read, or its score lies outside [0, 1])."""
+    fenced = _FENCE.findall(text)
+    for chunk in reversed(fenced + _JSON_OBJECT.findall(text)):
+        try:
+            obj = json.loads(chunk.strip())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "score" in obj:
+            score = obj["score"]
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                return None
+            return float(score) if 0.0 <= score <= 1.0 else None
+    return None
+
+
 def build_judge_requests(
     questions: Sequence[str],
     golds: Sequence[str | int],
@@ -102,11 +139,16 @@ def build_judge_requests(
     max_tokens: int = 128,
     temperature: float = 0.0,
     extra: Mapping[str, Any] | None = None,
+    protocol: str = "mem0",
 ) -> list[ChatRequest]:
-    """One single-message (user) request per question with :data:`ACCURACY_PROMPT` filled in."""
+    """One single-message (user) request per question with the protocol's prompt filled in
+    (:data:`ACCURACY_PROMPT` for ``"mem0"``, :data:`COVERAGE_PROMPT` for ``"gaama"``)."""
+    if protocol not in JUDGE_PROTOCOLS:
+        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {protocol!r}")
+    prompt = ACCURACY_PROMPT if protocol == "mem0" else COVERAGE_PROMPT
     return [
         ChatRequest.from_messages(
-            [{"role": "user", "content": ACCURACY_PROMPT.format(
+            [{"role": "user", "content": prompt.format(
                 question=q, gold_answer=str(g), generated_answer=p)}],
             max_tokens=max_tokens, temperature=temperature, seed=seed, extra=dict(extra or {}),
         )
@@ -119,7 +161,8 @@ class JudgeResult:
     """Judge labels over ``R`` runs for ``B`` questions.
 
     Attributes:
-        labels: ``[R, B]``: 1.0 CORRECT, 0.0 WRONG, NaN for a failure or a skipped question.
+        labels: ``[R, B]``: 1.0 CORRECT, 0.0 WRONG (``"gaama"``: the covered fraction), NaN for a
+            failure or a skipped question.
         mean: ``[B]``: mean label over the runs that parsed (NaN if none did or skipped).
         std: ``[B]``: population standard deviation (ddof = 0) over the runs that parsed.
         n_failures: ``[B]``: runs whose reply could not be parsed.
@@ -162,6 +205,7 @@ def judge_answers(
     max_tokens: int = 128,
     skip_categories: Sequence[int] = (5,),
     extra: Mapping[str, Any] | None = None,
+    protocol: str = "mem0",
 ) -> JudgeResult:
     """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
 
@@ -172,6 +216,7 @@ def judge_answers(
             when ``skip_categories`` is non-empty).
         n_runs: judge runs; the spread over runs is the judge's own noise.
         extra: backend parameters passed through (e.g. a JSON response format).
+        protocol: ``"mem0"`` (CORRECT/WRONG, 1/0) or ``"gaama"`` (fraction of key facts covered).
 
     Raises:
         ValueError: on misaligned inputs or a judged question whose gold is ``None``.
@@ -202,7 +247,7 @@ def judge_answers(
         requests = build_judge_requests(
             [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
             [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
-            temperature=temperature, extra=extra,
+            temperature=temperature, extra=extra, protocol=protocol,
         )
         responses = llm.generate(requests) if requests else []
         if len(responses) != len(requests):
@@ -210,6 +255,11 @@ def judge_answers(
                              f"{len(requests)} requests (run {r}, seed {seed})")
         for i, resp in zip(todo, responses, strict=True):
             replies[r][i] = resp.text
+            if protocol == "gaama":
+                score = parse_coverage_score(resp.text)
+                if score is not None:
+                    labels[r, i] = score
+                continue
             label = parse_judge_label(resp.text)
             if label is not None:
                 labels[r, i] = 1.0 if label == "CORRECT" else 0.0
