@@ -267,3 +267,16 @@ def test_paper_gate_by_default_and_tuned_ships_the_fitted_one():
                                               "ownership_contrast", "c_ret"}
     no_gate = make_cfg("experiment=no_gate")
     assert no_gate.memory.gate.signal == "c_ret" and no_gate.memory.params.tau_gate == 0.0
+
+
+@pytest.mark.parametrize("option", ["gaama", "membox", "fused"])
+def test_related_system_configs_name_every_hyperparameter(option):
+    """Every constructor argument of the system is a config key (its value and source on record)."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    cfg = make_cfg(f"memory={option}")
+    params = inspect.signature(get_class(cfg.memory._target_).__init__).parameters
+    wanted = set(params) - {"self", "encoder", "extractor", "kwargs"}
+    assert wanted <= set(cfg.memory), sorted(wanted - set(cfg.memory))
