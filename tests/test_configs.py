@@ -56,6 +56,7 @@ def test_every_group_has_options():
     assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
                            "paths", "experiment", "hparams_search"}
     assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", "synapse_strong", "synapse_fused",
+                                "gaama_fused", "membox_fused",
                                 *ABLATIONS}
 
 
@@ -114,6 +115,8 @@ def test_experiment_overrides(experiment):
         assert OmegaConf.select(cfg, key) == value, key
     if experiment == "vectors_only":
         assert cfg.memory._target_.endswith("VectorRAG")
+    elif experiment in ("gaama_fused", "membox_fused"):
+        assert cfg.memory._target_.endswith(("GAAMAMemory", "MemboxMemory"))
     elif experiment not in ("synapse_tuned", "synapse_strong", "synapse_fused"):  # own tests
         assert cfg.memory._target_.endswith("SynapseMemory")
         # nested experiments keep every other paper value of paper_main
@@ -280,3 +283,14 @@ def test_related_system_configs_name_every_hyperparameter(option):
     params = inspect.signature(get_class(cfg.memory._target_).__init__).parameters
     wanted = set(params) - {"self", "encoder", "extractor", "kwargs"}
     assert wanted <= set(cfg.memory), sorted(wanted - set(cfg.memory))
+
+
+@pytest.mark.parametrize(("experiment", "key"), [("synapse_fused", "fused_trigger"),
+                                                 ("gaama_fused", "fused_seeds"),
+                                                 ("membox_fused", "fused_ranking")])
+def test_fused_stack_experiments_use_the_fused_configs_values(experiment, key):
+    fused = make_cfg("memory=fused").memory
+    cfg = make_cfg(f"experiment={experiment}")
+    args = cfg.memory[key]
+    for name in ("weights", "rho", "window", "stopwords", "stem", "bm25_k1", "bm25_b"):
+        assert args[name] == fused[name], name

@@ -30,7 +30,7 @@ from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import format_date
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
-from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.fusion import fuse, speaker_prior
 from synapse_pt.retrieval.text import (
     Analyzer,
@@ -220,3 +220,17 @@ class FusedMemory(TurnMemory):
         signals = self.signals(questions, query_graph, used)
         return fuse(signals, {n: self.weights[n] for n in used}, mask, prev=self.prev,
                     nxt=self.next, rho=self.rho)
+
+    def normalised_scores(self, questions: Sequence[Question]) -> torch.Tensor:
+        """``[N, B]`` fused score of every turn, 0 outside a question's conversation, divided by
+        the question's best turn (so the best turn scores 1): the strong LLM-free similarity the
+        other memories take in place of the cosine (SYNAPSE's ``fused_trigger``, GAAMA's
+        ``fused_seeds``, Membox's ``fused_ranking``)."""
+        query_graph = self.registry.graph_ids(questions, self.device)
+        mask = own_graph_mask(self.node_graph, query_graph)
+        score = self.score(questions, mask, query_graph).masked_fill(~mask, 0.0)
+        return score / score.amax(dim=0, keepdim=True).clamp_min(1e-12)
+
+    def row_of(self) -> dict[tuple[str, str], int]:
+        """``{(sample_id, dia_id): row}`` of the turns in :meth:`normalised_scores`."""
+        return {key: i for i, key in enumerate(self.keys)}

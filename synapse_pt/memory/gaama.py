@@ -57,6 +57,7 @@ from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
 from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
+from .fused import FusedMemory
 from .gaama_llm import (
     GAAMAFailure,
     chunk_turns,
@@ -152,6 +153,10 @@ class GAAMAMemory(MemorySystem):
         reflection_group, reflections_per_group: LLM build: facts per reflection request and
             reflections asked for (ours).
         max_tokens: completion budget of an extraction request (ours).
+        fused_seeds: ``None`` (the code's cosine) or :class:`~synapse_pt.memory.fused.FusedMemory`
+            arguments: the fused LLM-free retriever's score of the best turn a node covers
+            replaces the cosine of episodes, facts and reflections in the seeds and the score
+            (issue 16: GAAMA on the strong retrieval stack); concepts keep their cosine.
         tau_gate, gate, turn_template, device: as every memory.
     """
 
@@ -169,6 +174,7 @@ class GAAMAMemory(MemorySystem):
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
                  context_cosine: float = 0.75, reflection_group: int = 20,
                  reflections_per_group: int = 3, max_tokens: int = 768,
+                 fused_seeds: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
@@ -204,6 +210,14 @@ class GAAMAMemory(MemorySystem):
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
+        self.fused: FusedMemory | None = None
+        if fused_seeds is not None:
+            args = dict(fused_seeds)
+            for key in ("k", "tau_gate", "turn_template", "device"):
+                if key in args:
+                    raise ValueError(f"memory.fused_seeds.{key}: set by the GAAMA memory")
+            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
+        self._cover_rows: dict[str, torch.Tensor] = {}
         self.registry = TurnRegistry(self.renderer)
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.blocks: dict[str, _Block] = {}
@@ -226,6 +240,15 @@ class GAAMAMemory(MemorySystem):
                   else [self._llm_free_graph(d) for d in dialogues])
         for d, g in zip(dialogues, graphs, strict=True):
             self.blocks[d.sample_id] = self._block(d.sample_id, g)
+        if self.fused is not None:
+            self.fused.ingest_dialogues(dialogues)
+            row = self.fused.row_of()
+            for d in dialogues:  # per node, the fused rows of the turns it covers (-1: padding)
+                covers = self.blocks[d.sample_id].covers
+                width = max(1, max(len(c) for c in covers))
+                self._cover_rows[d.sample_id] = torch.tensor(
+                    [[row[(d.sample_id, t)] for t in c] + [-1] * (width - len(c))
+                     for c in covers], dtype=torch.long, device=self.device)
         if self.gate.uses_turns:
             self.gate.ingest(dialogues)
         self.ingest_seconds += time.perf_counter() - start
@@ -374,12 +397,14 @@ class GAAMAMemory(MemorySystem):
         return {name: types.count(i) for i, name in enumerate(EDGE_TYPES)}
 
     # ---------------------------------------------------------------------------- retrieve
-    def scores(self, block: _Block, query_emb: torch.Tensor) -> tuple[torch.Tensor,
-                                                                       torch.Tensor]:
+    def scores(self, block: _Block, query_emb: torch.Tensor,
+               similarity: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(score [N, B], candidates [N, B])`` of one conversation's nodes for ``B`` questions
-        (steps 1-4 of the module docstring)."""
+        (steps 1-4 of the module docstring); ``similarity`` ``[N, B]`` replaces the cosine
+        everywhere it enters (``fused_seeds``)."""
         n = len(block.kind)
-        cos = cosine_scores(block.x, query_emb).to(torch.float64)  # [N, B]
+        cos = (cosine_scores(block.x, query_emb) if similarity is None
+               else similarity).to(torch.float64)  # [N, B]
         k = min(self.seeds, n)
         top = cos.sort(dim=0, descending=True, stable=True).indices[:k]  # ties: lower node
         seed_mask = torch.zeros_like(cos, dtype=torch.bool).scatter_(0, top, True)
@@ -414,9 +439,13 @@ class GAAMAMemory(MemorySystem):
         by_conv: dict[str, list[int]] = {}
         for i, q in enumerate(questions):
             by_conv.setdefault(q.sample_id, []).append(i)
+        fused = self.fused.normalised_scores(questions) if self.fused is not None else None
         for sample_id, cols in by_conv.items():
             block = self.blocks[sample_id]
-            score, _ = self.scores(block, query_emb[cols])
+            similarity = None
+            if fused is not None:
+                similarity = self.fused_similarity(block, query_emb[cols], fused[:, cols])
+            score, _ = self.scores(block, query_emb[cols], similarity)
             order = score.sort(dim=0, descending=True, stable=True)
             for j, col in enumerate(cols):
                 ranked = [(int(r), float(s)) for r, s in zip(order.indices[:, j].tolist(),
@@ -427,6 +456,16 @@ class GAAMAMemory(MemorySystem):
         gated = (c_ret < self.tau_gate) if self.tau_gate is not None else torch.zeros(
             len(questions), dtype=torch.bool)
         return self.gated_result(questions, items, c_ret.float(), gated)
+
+    def fused_similarity(self, block: _Block, query_emb: torch.Tensor, fused: torch.Tensor
+                         ) -> torch.Tensor:
+        """``[N, B]``: the fused retriever's normalised score (``fused`` ``[N_turns, B]``) of the
+        best turn a node covers (episodes, facts, reflections); concepts keep their cosine."""
+        rows = self._cover_rows[block.sample_id]  # [N, C]
+        taken = fused[rows.clamp_min(0)]  # [N, C, B]
+        taken = taken.masked_fill((rows < 0)[:, :, None], float("-inf")).amax(dim=1)
+        cos = cosine_scores(block.x, query_emb).to(taken.dtype)
+        return torch.where((rows >= 0).any(dim=1)[:, None], taken, cos)
 
     def _pack(self, block: _Block, ranked: list[tuple[int, float]]) -> list[RetrievedItem]:
         """Step 5: the per-type budgets, facts then episodes by time, trimmed to ``max_words``;

@@ -46,6 +46,7 @@ from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentence
 
 from .base import MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
+from .fused import FusedMemory
 from .gate import build_gate
 from .membox_llm import (
     MemboxFailure,
@@ -118,6 +119,9 @@ class MemboxMemory(MemorySystem):
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         max_tokens: LLM build: completion budget of a box extraction (ours).
+        fused_ranking: ``None`` (the code's cosine of the box embedding) or
+            :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
+            LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
         tau_gate, gate, turn_template, device: as every memory.
     """
 
@@ -128,6 +132,7 @@ class MemboxMemory(MemorySystem):
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
                  min_event_words: int = 4, max_tokens: int = 512,
+                 fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
@@ -149,6 +154,13 @@ class MemboxMemory(MemorySystem):
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
         self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
         self.failures: list[MemboxFailure] = []
+        self.fused: FusedMemory | None = None
+        if fused_ranking is not None:
+            args = dict(fused_ranking)
+            for key in ("k", "tau_gate", "turn_template", "device"):
+                if key in args:
+                    raise ValueError(f"memory.fused_ranking.{key}: set by the Membox memory")
+            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -186,6 +198,8 @@ class MemboxMemory(MemorySystem):
         emb = self.encoder.encode([b.index_text() for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
         self._weave(first)
+        if self.fused is not None:
+            self.fused.ingest_dialogues(dialogues)
         if self.gate.uses_turns:
             self.gate.ingest(dialogues)
         self.ingest_seconds += time.perf_counter() - start
@@ -347,8 +361,11 @@ class MemboxMemory(MemorySystem):
         box_graph = torch.tensor([order[s] for s in box_conv], device=self.device)
         query_graph = torch.tensor([order[q.sample_id] for q in questions], device=self.device)
         mask = box_graph[:, None] == query_graph[None, :]
-        cos = cosine_scores(self.box_emb, self.encoder.encode(
-            [q.question for q in questions]).to(self.device))
+        if self.fused is None:
+            cos = cosine_scores(self.box_emb, self.encoder.encode(
+                [q.question for q in questions]).to(self.device))
+        else:  # a box scores as the fused retriever's best turn in it
+            cos = self.fused_box_scores(questions)
         masked = cos.masked_fill(~mask, float("-inf"))
         ranked = masked.sort(dim=0, descending=True, stable=True)
         k = min(self.k, masked.shape[0])
@@ -370,6 +387,17 @@ class MemboxMemory(MemorySystem):
         gated = (c_ret < self.tau_gate) if self.tau_gate is not None else torch.zeros(
             len(questions), dtype=torch.bool)
         return self.gated_result(questions, items, c_ret, gated)
+
+    def fused_box_scores(self, questions: Sequence[Question]) -> torch.Tensor:
+        """``[boxes, B]``: the fused retriever's normalised score of each box's best turn."""
+        score = self.fused.normalised_scores(questions)  # type: ignore[union-attr]
+        row = self.fused.row_of()  # type: ignore[union-attr]
+        width = max(len(b.turns) for b in self.boxes)
+        rows = torch.tensor([[row[(b.sample_id, t.dia_id)] for t in b.turns]
+                             + [-1] * (width - len(b.turns)) for b in self.boxes],
+                            dtype=torch.long, device=self.device)
+        taken = score[rows.clamp_min(0)].masked_fill((rows < 0)[:, :, None], float("-inf"))
+        return taken.amax(dim=1)
 
     def _first_trace(self, b: int) -> int | None:
         traces = [self.event_trace[(b, ei)] for ei in range(len(self.boxes[b].events))]

@@ -18,7 +18,7 @@ from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
-from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
+from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
@@ -148,7 +148,7 @@ class SynapseMemory(MemorySystem):
         if self.fused is not None:
             self._fused_cache = None
             self.fused.ingest_dialogues(conversations)
-            row = {key: i for i, key in enumerate(self.fused.keys)}
+            row = self.fused.row_of()
             graph_ids = self.batch.batch.tolist()
             node_type = self.batch.node_type.tolist()
             self._fused_rows = torch.tensor(
@@ -168,11 +168,7 @@ class SynapseMemory(MemorySystem):
         key = tuple((q.sample_id, q.qa_index, q.question) for q in questions)
         if self._fused_cache is not None and self._fused_cache[0] == key:
             return self._fused_cache[1]  # sweeps ask for the same questions chunk after chunk
-        f = self.fused
-        query_graph = f.registry.graph_ids(questions, self.device)
-        mask = own_graph_mask(f.node_graph, query_graph)
-        score = f.score(questions, mask, query_graph).masked_fill(~mask, 0.0)
-        score = score / score.amax(dim=0, keepdim=True).clamp_min(1e-12)
+        score = self.fused.normalised_scores(questions)
         cos = cosine_scores(self.batch.x, query_emb)
         rows = self._fused_rows
         episodic = rows >= 0

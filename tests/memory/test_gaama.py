@@ -9,7 +9,7 @@ import torch
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
-from synapse_pt.graph.extraction import KeywordConceptExtractor, LLMConceptExtractor
+from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.gaama import CONCEPT, EPISODE, FACT, GAAMAMemory, concept_label
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.text import split_sentences
@@ -118,11 +118,39 @@ def test_pack_budgets_and_word_trim(conv) -> None:
                 assert block.covers[int(it.node_id[2:])] == it.covers
 
 
-def test_llm_build_is_refused_for_now() -> None:
-    class FakeLLM:  # never called: the constructor refuses first
-        model = "x"
+def test_bad_settings_are_named() -> None:
+    class NoModel(KeywordConceptExtractor):  # claims to need an LLM but has none
+        llm_free = False
 
-    with pytest.raises(ValueError, match="only the LLM-free build"):
-        GAAMAMemory(ENC, LLMConceptExtractor(FakeLLM()))
+    with pytest.raises(ValueError, match="an LLM build needs an LLM extractor"):
+        GAAMAMemory(ENC, NoModel())
     with pytest.raises(ValueError, match="memory.hub_dampening"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), hub_dampening="sometimes")
+    with pytest.raises(ValueError, match="memory.graph_only_cosine"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), graph_only_cosine="maybe")
+
+
+def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
+    from synapse_pt.memory.fused import FusedMemory
+
+    args = {"weights": {"dense": 1.0, "bm25": 1.0}, "rho": 0.0}
+    m = GAAMAMemory(ENC, KeywordConceptExtractor(), fused_seeds=args)
+    m.ingest([conv])
+    ref = FusedMemory(ENC, **args)
+    ref.ingest([conv])
+    questions = [blind(q) for q in conv.questions[:4]]
+    fused = ref.normalised_scores(questions)  # [turns, B], best turn = 1
+    row = ref.row_of()
+    block = m.blocks[conv.sample_id]
+    q = ENC.encode([x.question for x in questions])
+    sim = m.fused_similarity(block, q, fused)
+    for i, (kind, covers) in enumerate(zip(block.kind, block.covers, strict=True)):
+        for b in range(len(questions)):
+            if kind == CONCEPT:
+                assert float(sim[i, b]) == pytest.approx(float(block.x[i] @ q[b]), abs=1e-6)
+            else:
+                want = max(float(fused[row[(conv.sample_id, t)], b]) for t in covers)
+                assert float(sim[i, b]) == pytest.approx(want, abs=1e-6)
+    assert m.retrieve(questions).items[0]
+    with pytest.raises(ValueError, match="fused_seeds.k"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), fused_seeds={"k": 3})

@@ -96,3 +96,21 @@ def test_bad_settings_are_named() -> None:
         MemboxMemory(ENC, KeywordConceptExtractor(), mode="verbose")
     with pytest.raises(ValueError, match="memory.k"):
         MemboxMemory(ENC, KeywordConceptExtractor(), k=0)
+
+
+def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:
+    from synapse_pt.memory.fused import FusedMemory
+
+    args = {"weights": {"dense": 1.0, "bm25": 1.0}, "rho": 0.0}
+    m = MemboxMemory(ENC, KeywordConceptExtractor(), mode="compact", k=3, fused_ranking=args)
+    m.ingest([conv])
+    ref = FusedMemory(ENC, **args)
+    ref.ingest([conv])
+    questions = [blind(q) for q in conv.questions[:4]]
+    fused, row = ref.normalised_scores(questions), ref.row_of()
+    result = m.retrieve(questions)
+    for j in range(len(questions)):
+        box_score = [max(float(fused[row[(conv.sample_id, t.dia_id)], j]) for t in b.turns)
+                     for b in m.boxes]
+        want = sorted(range(len(box_score)), key=lambda b: (-box_score[b], b))[:3]
+        assert [it.node_id for it in result.items[j]] == [f"B:{b}" for b in want]
