@@ -45,3 +45,81 @@ def bar_chart(frame: pd.DataFrame, path: str | Path, *, title: str, ylabel: str)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: str | Path) -> list[Path]:
+    """Save ``fig`` as PNG and SVG beside it; returns both paths."""
+    path = Path(path).with_suffix(".png")
+    fig.savefig(path, dpi=130)
+    fig.savefig(path.with_suffix(".svg"))
+    return [path, path.with_suffix(".svg")]
+
+
+def roc_plot(roc: pd.DataFrame, path: str | Path, *, target_fr: float = 0.025,
+             points: Mapping[str, tuple[float, float]] | None = None,
+             title: str = "Rejection gates: ROC, category 5 against 1-4 (held out)") -> list[Path]:
+    """ROC curves (``roc``: columns ``gate, false_rejection, true_rejection``, as
+    :func:`synapse_pt.eval.gate_fit.roc_frame` writes them), the ``target_fr`` line, and each
+    gate's held-out operating point (``points``: ``{gate: (false rejection, true rejection)}``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 5.0))
+    for gate, curve in roc.groupby("gate", sort=False):
+        line, = ax.plot(curve["false_rejection"], curve["true_rejection"], label=gate, lw=1.4)
+        if points and gate in points:
+            ax.plot(*points[gate], "o", color=line.get_color(), ms=5)
+    ax.plot([0, 1], [0, 1], ":", color="grey", lw=0.8, label="chance")
+    ax.axvline(target_fr, color="black", lw=0.8, ls="--", label=f"{100 * target_fr:g}% false "
+               "rejection")
+    ax.set_xlabel("false rejection (answerable questions gated)")
+    ax.set_ylabel("true rejection (adversarial questions gated)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def budget_frame(runs: Mapping[str, Mapping[str, Any]], key: str = "mean_q_1_4"
+                 ) -> pd.DataFrame:
+    """Rows = runs, columns = context-token budgets T (ints), values = ``recall@<T>tok`` at
+    ``key`` (default: over the questions of categories 1-4)."""
+    rows = {}
+    for label, m in runs.items():
+        rows[label] = {int(k[7:-3]): v.get(key) for k, v in m["metrics"].items()
+                       if k.startswith("recall@") and k.endswith("tok")}
+    frame = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
+    return frame[sorted(frame.columns)]
+
+
+def budget_plot(frame: pd.DataFrame, path: str | Path, *,
+                title: str = "Evidence recall within the first T context tokens (categories 1-4)"
+                ) -> list[Path]:
+    """One line per system: recall against the context-token budget (:func:`budget_frame`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    colours = plt.get_cmap("tab20").colors
+    styles = ("-", "--", "-.", ":")
+    for i, (label, row) in enumerate(frame.iterrows()):
+        ax.plot(row.index, 100 * row.values, marker="o", ms=3, lw=1.3, label=label,
+                color=colours[i % len(colours)], ls=styles[(i // len(colours)) % len(styles)])
+    ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set_xticks(list(frame.columns), [str(c) for c in frame.columns])
+    ax.set_xlabel("context tokens T (MiniLM WordPiece)")
+    ax.set_ylabel("evidence recall within T tokens (%)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

@@ -1,0 +1,63 @@
+"""Figures of run folders and studies (PNG and SVG), from the package's plotting code.
+
+    python scripts/make_figures.py RUN_OR_STUDY_DIR... --out experiments/figures
+
+For every folder given: the runs under it (folders holding ``metrics.json``) get a per-category
+recall@10 bar chart and, when they hold ``recall@<T>tok``, recall against the context-token budget;
+a gate study (a folder holding ``roc.csv`` and ``folds.json``, from ``scripts/gate_study.py``)
+gets its ROC curves with each gate's held-out operating point. The last line is the number of
+figures written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from synapse_pt.eval.collect import find_runs, load_runs
+from synapse_pt.eval.plots import bar_chart, budget_frame, budget_plot, metric_frame, roc_plot
+
+
+def gate_points(per_q: pd.DataFrame, gates: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Each gate's held-out (false rejection, true rejection) from ``per_question.parquet``."""
+    adversarial = per_q["category"] == 5
+    return {g: (float(per_q.loc[~adversarial, f"{g}:gated"].mean()),
+                float(per_q.loc[adversarial, f"{g}:gated"].mean())) for g in gates}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for folder in args.folders:
+        name = folder.name
+        roc_path = folder / "roc.csv"
+        if roc_path.is_file():
+            roc = pd.read_csv(roc_path)
+            gates = list(dict.fromkeys(roc["gate"]))
+            points = gate_points(pd.read_parquet(folder / "per_question.parquet"), gates)
+            written += roc_plot(roc, args.out / f"{name}_roc", points=points)
+            continue
+        runs, _ = load_runs(find_runs([folder]))  # names the folder when it holds no runs
+        path = args.out / f"{name}_recall_at_10.png"
+        written.append(bar_chart(metric_frame(runs, "recall@10"), path,
+                                 title=f"{name}: evidence recall@10 per category",
+                                 ylabel="recall@10 (%)"))
+        budgets = budget_frame(runs)
+        if not budgets.empty and budgets.notna().any().any():
+            written += budget_plot(budgets.dropna(how="all"), args.out / f"{name}_budget")
+    for p in written:
+        print(p)
+    print(f"figures_written: {len(written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

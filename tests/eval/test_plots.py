@@ -1,0 +1,56 @@
+"""Plotting code (synapse_pt/eval/plots.py) and scripts/make_figures.py on small inputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from synapse_pt.eval.plots import budget_frame, budget_plot, roc_plot
+
+pytest.importorskip("matplotlib")
+
+
+def metrics(r10: float, budgets: dict[int, float]) -> dict:
+    m = {"recall@10": {"multi-hop": r10, "mean_q_1_4": r10, "n": {}}}
+    m |= {f"recall@{t}tok": {"mean_q_1_4": v} for t, v in budgets.items()}
+    return {"identity": {"category_names": {"1": "multi-hop"}, "experiment": "x"}, "metrics": m}
+
+
+def test_budget_frame_reads_recall_at_each_budget() -> None:
+    runs = {"a": metrics(0.5, {1000: 0.6, 500: 0.4}), "b": metrics(0.2, {500: 0.1, 1000: 0.3})}
+    frame = budget_frame(runs)
+    assert list(frame.columns) == [500, 1000]
+    assert frame.loc["a", 500] == 0.4 and frame.loc["b", 1000] == 0.3
+
+
+def test_roc_and_budget_plots_write_png_and_svg(tmp_path: Path) -> None:
+    roc = pd.DataFrame({"gate": ["g1"] * 3 + ["g2"] * 3, "threshold": [1, 0, -1] * 2,
+                        "false_rejection": [0, 0.5, 1] * 2,
+                        "true_rejection": [0, 0.8, 1, 0, 0.4, 1]})
+    out = roc_plot(roc, tmp_path / "roc", points={"g1": (0.025, 0.3)})
+    assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
+    svg = out[1].read_text()
+    assert "g1" in svg and "g2" in svg and "2.5% false rejection" in svg
+    frame = budget_frame({"a": metrics(0.5, {500: 0.4, 1000: 0.6})})
+    assert all(p.stat().st_size > 0 for p in budget_plot(frame, tmp_path / "budget"))
+
+
+def test_make_figures_script_on_run_folders(tmp_path: Path, capsys) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import make_figures
+
+    for name, r10 in (("run_a", 0.5), ("run_b", 0.3)):
+        folder = tmp_path / "runs" / name
+        folder.mkdir(parents=True)
+        m = metrics(r10, {500: r10 - 0.1, 1000: r10})
+        m["identity"]["experiment"] = name
+        (folder / "metrics.json").write_text(json.dumps(m))
+    assert make_figures.main([str(tmp_path / "runs"), "--out", str(tmp_path / "fig")]) == 0
+    assert capsys.readouterr().out.strip().endswith("figures_written: 3")
+    assert (tmp_path / "fig" / "runs_budget.svg").is_file()
+    with pytest.raises(FileNotFoundError, match="no metrics.json under"):
+        make_figures.main([str(tmp_path / "fig"), "--out", str(tmp_path / "fig2")])
