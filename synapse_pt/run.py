@@ -332,6 +332,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                                    and settings.judge_runs > 0 else None),
                 "category_date_instruction": settings.category_date_instruction,
                 "strict": not settings.category_date_instruction,
+                "answer_style": settings.answer_style,
                 "context_tokenizer": counter.name,
                 "category_names": {str(k): v for k, v in names.items()},
                 "smoke": bool(cfg.smoke),

@@ -30,7 +30,7 @@ from synapse_pt.data.records import Dataset, Question
 from synapse_pt.memory.base import MemorySystem, RetrievalResult
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
-from .prompts import NO_RECORD_REPLY, answer_messages, format_context
+from .prompts import ANSWER_STYLES, NO_RECORD_REPLY, answer_messages, format_context
 from .scorers.amem import score_amem
 from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
 from .scorers.membox import score_membox
@@ -55,6 +55,8 @@ class EvalSettings:
             (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
+        answer_style: the answer instruction: ``"shared"`` (every system on equal terms) or the
+            one GAAMA's or Membox's code gives (``"gaama"``, ``"membox"``).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
         max_answer_tokens: generation budget of an answer.
@@ -73,6 +75,7 @@ class EvalSettings:
     recall_ks: tuple[int, ...] = (5, 10, 30)
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
+    answer_style: str = "shared"  # "shared" | "gaama" | "membox" (prompts.ANSWER_STYLES)
     category_date_instruction: bool = False  # the one label-reading exception; off when strict
     max_answer_tokens: int = 32
     answer_stop: tuple[str, ...] = ("\n",)
@@ -106,6 +109,9 @@ class EvalSettings:
             setattr(self, name, int(value))
         if self.judge_runs < 0:
             raise ValueError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+        if self.answer_style not in ANSWER_STYLES:
+            raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got "
+                             f"{self.answer_style!r}")
         if self.judge_protocol not in JUDGE_PROTOCOLS:
             raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
                              f"{self.judge_protocol!r}")
@@ -168,7 +174,8 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
         q = questions[i]
         messages = answer_messages(q.question, result.items[i], speakers[q.sample_id],
                                    strict_evidence=settings.strict_evidence,
-                                   date_instruction=wants_date_instruction(q, settings))
+                                   date_instruction=wants_date_instruction(q, settings),
+                                   style=settings.answer_style)
         requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
                                                 temperature=0.0, seed=settings.seed,
                                                 stop=tuple(settings.answer_stop))

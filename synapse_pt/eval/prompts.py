@@ -23,8 +23,16 @@ ANSWER_TEMPLATE = """Memory of the conversation between {speakers} (in time orde
 {context}
 
 Question: {question}
-Answer with a short phrase taken from the memory. {strict}{date_instruction}
+{style} {strict}{date_instruction}
 Answer:"""
+
+# The answer instruction: the harness's shared one (every system on equal terms, the default), or
+# the one each related system's public code gives its answer model (SPEC §2), as a flag.
+ANSWER_STYLES = {
+    "shared": "Answer with a short phrase taken from the memory.",
+    "gaama": "Answer in one or two short paragraphs; prefer a direct answer.",
+    "membox": "Answer in less than 5-6 words.",
+}
 
 # LoCoMo's own instruction for temporal (category 2) questions; used only when the flag is on.
 DATE_INSTRUCTION = " Use the DATE of the memory entries to answer with an approximate date."
@@ -56,14 +64,17 @@ def format_context(items: Sequence[RetrievedItem]) -> str:
 
 
 def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str, *,
-                    strict_evidence: bool = True, date_instruction: bool = False
-                    ) -> list[dict[str, str]]:
+                    strict_evidence: bool = True, date_instruction: bool = False,
+                    style: str = "shared") -> list[dict[str, str]]:
     """Chat messages of the answer prompt for one question.
 
     Reads no category and no gold: whether the date instruction is added is decided by the caller
     (:func:`synapse_pt.eval.pipeline.wants_date_instruction`).
     """
+    if style not in ANSWER_STYLES:
+        raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
     user = ANSWER_TEMPLATE.format(
+        style=ANSWER_STYLES[style],
         speakers=speakers,
         context=format_context(items) or "(empty)",
         question=question,

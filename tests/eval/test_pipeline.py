@@ -443,3 +443,23 @@ def test_undated_item_kinds_are_marked(ds: Dataset) -> None:
 def test_eval_settings_are_validated_with_the_key_named(field, value, message) -> None:
     with pytest.raises(ValueError, match=message):
         EvalSettings(**{field: value})
+
+
+@pytest.mark.parametrize(("style", "instruction"), [
+    ("shared", "Answer with a short phrase taken from the memory."),
+    ("gaama", "Answer in one or two short paragraphs; prefer a direct answer."),
+    ("membox", "Answer in less than 5-6 words."),
+])
+def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction: str) -> None:
+    from synapse_pt.eval.prompts import ANSWER_STYLES
+
+    question = "What did Tomas do with the voucher Lena gave him, and what did he give her back?"
+    memory = HandMemory(items={question: [turn_item(ds, "D1:4", 0.7)]})
+    llm = ScriptedLLM()
+    evaluate(memory, ds, settings=dataclasses.replace(QA, answer_style=style),
+             token_counter=Counter(), llm=llm)
+    prompt = user_text(next(r for r in llm.requests if question_of(r) == question))
+    assert instruction in prompt
+    assert all(other not in prompt for k, other in ANSWER_STYLES.items() if k != style)
+    with pytest.raises(ValueError, match="eval.answer_style"):
+        dataclasses.replace(QA, answer_style="verbose")
