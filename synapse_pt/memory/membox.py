@@ -118,7 +118,7 @@ class MemboxMemory(MemorySystem):
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
-        max_tokens: LLM build: completion budget of a box extraction (ours).
+        max_tokens: LLM build: completion budget of a box extraction and of a weave (ours).
         fused_ranking: ``None`` (the code's cosine of the box embedding) or
             :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
             LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
@@ -344,7 +344,7 @@ class MemboxMemory(MemorySystem):
         traces = sorted(set(plan[1].values()))
         shown = [(t, [self.boxes[bb].events[ei][0] for bb, ei in self.traces[t][-5:]])
                  for t in traces]
-        return weave_request([e for e, _, _ in box.events], shown)
+        return weave_request([e for e, _, _ in box.events], shown, self.max_tokens)
 
     def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
         self.failures.append(MemboxFailure(stage, sample_id, where, error))

@@ -104,12 +104,12 @@ def parse_box(text: str) -> tuple[list[str], str, list[str]]:
             [e.strip() for e in events if e.strip()])
 
 
-def weave_request(events: Sequence[str], traces: Sequence[tuple[int, Sequence[str]]]
-                  ) -> ChatRequest:
+def weave_request(events: Sequence[str], traces: Sequence[tuple[int, Sequence[str]]],
+                  max_tokens: int = 256) -> ChatRequest:
     listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
     shown = "\n".join(f"trace {t}: " + " | ".join(ev) for t, ev in traces)
     return ChatRequest((("system", SYSTEM), ("user", WEAVE_PROMPT.format(
-        events=listed, traces=shown))), max_tokens=256)
+        events=listed, traces=shown))), max_tokens=max_tokens)
 
 
 def parse_weave(text: str) -> list[tuple[int, int]]:
