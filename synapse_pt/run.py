@@ -22,7 +22,6 @@ import torch
 from hydra.experimental.callback import Callback
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from synapse_pt.data import (
     Conversation,
@@ -164,11 +163,11 @@ def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
 
 
 def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
-    """Ingest conversation by conversation (``MemorySystem.ingest`` adds to what the memory holds),
-    with a progress bar: on LoCoMo-10 ingestion (embedding every turn, extracting and consolidating
-    concepts) is the longest stage of a retrieval-mode run."""
-    for conversation in tqdm(conversations, desc="ingest", unit="conversation"):
-        memory.ingest([conversation])
+    """Ingest every conversation in one call, so a memory batches its work across them: one
+    embedding call, one LLM batch per extraction round, one graph batch (the systems' own
+    progress bars show the stages)."""
+    log.info("ingesting %d conversations into %s", len(conversations), type(memory).__name__)
+    memory.ingest(list(conversations))
 
 
 # The last ingested memory of this process, keyed by everything that shapes it (multiruns and

@@ -61,9 +61,11 @@ def test_experiment_smoke_run(experiment, tmp_path, paper_main_predictions):
     assert 0 < n <= 12
     preds = pd.read_parquet(out / "predictions.parquet")
     assert len(preds) == n and preds["prediction"].isna().all()  # retrieval mode: no answers
-    # metrics.json agrees with recall recomputed by hand from the saved predictions
+    # metrics.json agrees with recall recomputed by hand from the saved predictions (systems whose
+    # units are single turns; GAAMA's facts and Membox's boxes are checked in their own tests)
+    related = experiment in ("gaama_fused", "membox_fused")
     answerable = preds[preds["category"].between(1, 4)]
-    for k in (5, 10, 30):
+    for k in () if related else (5, 10, 30):
         values = [plain_recall(list(r), list(e), k)
                   for r, e in zip(answerable["retrieved"], answerable["evidence"], strict=True)]
         values = [v for v in values if v is not None]
@@ -97,6 +99,11 @@ def test_experiment_smoke_run(experiment, tmp_path, paper_main_predictions):
     if experiment == "vectors_only":
         assert memory["memory"] == "vector_rag"
         assert rej["gated_rate"] == 0.0  # dense top-k, no gate
+    elif related:
+        assert memory["memory"] == experiment.split("_")[0] and memory["llm_free"] is True
+        budget = [metrics["metrics"][f"recall@{t}tok"]["mean_q_1_4"] for t in (500, 1000, 2000)]
+        assert budget == sorted(budget)  # a larger budget never covers less
+        assert all(set(r) <= turn_ids for r in preds["retrieved_turns"])
     else:
         assert memory["memory"] == "synapse"
         assert memory["use_graph"] == (experiment != "no_graph")
@@ -136,7 +143,7 @@ def test_cli_prints_outputs_and_objective(tmp_path):
     assert f"[synapse_pt] outputs: {out.resolve()}" in proc.stdout
     assert "[synapse_pt] objective recall@10.mean_q_1_4 = " in proc.stdout
     assert "SAMPLE DATA" in proc.stdout and "recall@10" in proc.stdout  # the end-of-run table
-    assert "ingest" in proc.stderr  # the progress bar
+    assert "ingesting 1 conversations into SynapseMemory" in proc.stdout + proc.stderr  # the log
     assert (out / "metrics.json").is_file() and (out / ".hydra" / "config.yaml").is_file()
     value = float(proc.stdout.rsplit("= ", 1)[1].split()[0])
     metrics = json.loads((out / "metrics.json").read_text())
