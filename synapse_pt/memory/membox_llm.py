@@ -87,8 +87,18 @@ def box_request(lines: Sequence[str], max_tokens: int) -> ChatRequest:
         messages="\n".join(lines)))), max_tokens=max_tokens)
 
 
+_WORD = re.compile(r"[A-Za-z0-9]")
+
+
+def _meaningful(text: str) -> bool:
+    """A value with at least one letter or digit (not the prompt's ``"..."`` placeholder)."""
+    return bool(_WORD.search(text))
+
+
 def parse_box(text: str) -> tuple[list[str], str, list[str]]:
-    """``(keywords, topic, events)`` of a reply to :func:`box_request`."""
+    """``(keywords, topic, events)`` of a reply to :func:`box_request`. Placeholders copied from
+    the prompt's example (``"..."``, no letter or digit) are not values: a reply of nothing else
+    is unreadable."""
     value = parse_json_reply(text)
     if not isinstance(value, dict):
         raise StructuredOutputError('expected {"keywords": [...], "topic": "...", "events": [...]}')
@@ -100,8 +110,10 @@ def parse_box(text: str) -> tuple[list[str], str, list[str]]:
         raise StructuredOutputError("'topic' must be a non-empty string")
     if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
         raise StructuredOutputError("'events' must be a list of strings")
-    return ([k.strip() for k in keywords], topic.strip(),
-            [e.strip() for e in events if e.strip()])
+    keywords = [k.strip() for k in keywords if _meaningful(k)]
+    if not keywords or not _meaningful(topic):
+        raise StructuredOutputError("'keywords' and 'topic' hold only placeholders such as '...'")
+    return keywords, topic.strip(), [e.strip() for e in events if _meaningful(e)]
 
 
 def weave_request(events: Sequence[str], traces: Sequence[tuple[int, Sequence[str]]],

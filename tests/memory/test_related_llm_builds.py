@@ -93,3 +93,15 @@ def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
     # the scripted model would have said Yes; the failed decision closed the box instead
     assert any(box.turns[0].dia_id == target.dia_id for box in memory.boxes)
     assert memory.describe()["extraction_failures"] == 1
+
+
+def test_box_replies_of_placeholders_are_unreadable() -> None:
+    from synapse_pt.memory.membox_llm import parse_box
+    from synapse_pt.models.structured import StructuredOutputError
+
+    assert parse_box('{"keywords": ["dog", "..."], "topic": "pets", "events": ["...", "a walk"]}'
+                     ) == (["dog"], "pets", ["a walk"])
+    with pytest.raises(StructuredOutputError, match="placeholders"):
+        parse_box('{"keywords": ["..."], "topic": "...", "events": ["..."]}')
+    with pytest.raises(StructuredOutputError, match="'keywords'"):
+        parse_box('{"keywords": [], "topic": "pets"}')
