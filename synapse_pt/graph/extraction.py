@@ -91,6 +91,19 @@ def drop_speakers(concepts: Sequence[str], speakers: set[str]) -> list[str]:
     return [c for c in concepts if name(c) not in speakers]
 
 
+def extractor_llm(extractor: ConceptExtractor, system: str) -> LLM | None:
+    """The chat model behind an LLM extractor (``None`` for an LLM-free one): a memory with an
+    LLM build (GAAMA, Membox) writes with it. An extractor that is not LLM-free but holds no model
+    is an error naming ``memory=<system>``."""
+    if getattr(extractor, "llm_free", False):
+        return None
+    llm = getattr(extractor, "llm", None)
+    if llm is None:
+        raise ValueError(f"memory={system}: an LLM build needs an LLM extractor with a model "
+                         "(extractor=llm llm=...); LLM-free extractors give the LLM-free build")
+    return llm
+
+
 class ConceptExtractionError(RuntimeError):
     """An extractor could not produce concepts for a window."""
 

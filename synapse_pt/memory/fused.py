@@ -23,6 +23,7 @@ score (the gate stays off unless ``tau_gate`` is set).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -234,3 +235,18 @@ class FusedMemory(TurnMemory):
     def row_of(self) -> dict[tuple[str, str], int]:
         """``{(sample_id, dia_id): row}`` of the turns in :meth:`normalised_scores`."""
         return {key: i for i, key in enumerate(self.keys)}
+
+
+def inner_fused(encoder: TextEncoder | None, args: Mapping[str, Any] | None, *, key: str,
+                owner: str, turn_template: str, device: str) -> FusedMemory | None:
+    """The fused retriever another memory builds over the same turns (SYNAPSE's
+    ``fused_trigger``, GAAMA's ``fused_seeds``, Membox's ``fused_ranking``; ``key`` names that
+    config key in errors); ``None`` when ``args`` is. The ``owner`` memory sets ``k``,
+    ``tau_gate``, the turn template and the device."""
+    if args is None:
+        return None
+    args = dict(args)
+    for owned in ("k", "tau_gate", "turn_template", "device"):
+        if owned in args:
+            raise ValueError(f"memory.{key}.{owned}: set by the {owner} memory")
+    return FusedMemory(encoder, turn_template=turn_template, device=device, **args)

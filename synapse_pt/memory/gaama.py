@@ -48,7 +48,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
-from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers
+from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers, extractor_llm
 from synapse_pt.graph.ppr import HUB_DAMPENING, neighbourhood, personalised_pagerank
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.structured import StructuredOutputError, generate_structured
@@ -57,7 +57,7 @@ from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
 from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
-from .fused import FusedMemory
+from .fused import inner_fused
 from .gaama_llm import (
     GAAMAFailure,
     chunk_turns,
@@ -177,11 +177,7 @@ class GAAMAMemory(MemorySystem):
                  fused_seeds: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
-        self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
-                                                                                None)
-        if not getattr(extractor, "llm_free", False) and self.llm is None:
-            raise ValueError("memory=gaama: an LLM build needs an LLM extractor with a model "
-                             "(extractor=llm llm=...); LLM-free extractors give the LLM-free build")
+        self.llm = extractor_llm(extractor, "gaama")
         if hub_dampening not in HUB_DAMPENING:
             raise ValueError(f"memory.hub_dampening must be one of {HUB_DAMPENING}, got "
                              f"{hub_dampening!r}")
@@ -210,13 +206,8 @@ class GAAMAMemory(MemorySystem):
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
-        self.fused: FusedMemory | None = None
-        if fused_seeds is not None:
-            args = dict(fused_seeds)
-            for key in ("k", "tau_gate", "turn_template", "device"):
-                if key in args:
-                    raise ValueError(f"memory.fused_seeds.{key}: set by the GAAMA memory")
-            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
+        self.fused = inner_fused(encoder, fused_seeds, key="fused_seeds", owner="GAAMA",
+                                 turn_template=turn_template, device=device)
         self._cover_rows: dict[str, torch.Tensor] = {}
         self.registry = TurnRegistry(self.renderer)
         self.gate = build_gate(gate, encoder, self.renderer, self.device)

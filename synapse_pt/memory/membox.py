@@ -38,7 +38,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
-from synapse_pt.graph.extraction import ConceptExtractor
+from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.structured import generate_structured
 from synapse_pt.retrieval.dense import cosine_scores
@@ -46,7 +46,7 @@ from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentence
 
 from .base import MemorySystem, RetrievalResult, RetrievedItem
 from .episodic import TurnRegistry
-from .fused import FusedMemory
+from .fused import inner_fused
 from .gate import build_gate
 from .membox_llm import (
     MemboxFailure,
@@ -135,11 +135,7 @@ class MemboxMemory(MemorySystem):
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
-        self.llm = None if getattr(extractor, "llm_free", False) else getattr(extractor, "llm",
-                                                                                None)
-        if not getattr(extractor, "llm_free", False) and self.llm is None:
-            raise ValueError("memory=membox: an LLM build needs an LLM extractor with a model "
-                             "(extractor=llm llm=...)")
+        self.llm = extractor_llm(extractor, "membox")
         if mode not in MODES:
             raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -154,13 +150,8 @@ class MemboxMemory(MemorySystem):
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
         self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
         self.failures: list[MemboxFailure] = []
-        self.fused: FusedMemory | None = None
-        if fused_ranking is not None:
-            args = dict(fused_ranking)
-            for key in ("k", "tau_gate", "turn_template", "device"):
-                if key in args:
-                    raise ValueError(f"memory.fused_ranking.{key}: set by the Membox memory")
-            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
+        self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
+                                 turn_template=turn_template, device=device)
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)

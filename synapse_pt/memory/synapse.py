@@ -24,7 +24,7 @@ from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
 from .episodic import TurnRegistry
-from .fused import FusedMemory
+from .fused import inner_fused
 from .gate import build_gate
 
 log = logging.getLogger(__name__)
@@ -89,13 +89,8 @@ class SynapseMemory(MemorySystem):
                                  stem=self.triggers["stem"])
         self.encoder = encoder
         self.renderer = TurnRenderer(turn_template)
-        self.fused: FusedMemory | None = None
-        if fused_trigger is not None:
-            args = dict(fused_trigger)
-            for key in ("k", "tau_gate", "turn_template", "device"):
-                if key in args:
-                    raise ValueError(f"memory.fused_trigger.{key}: set by the SYNAPSE memory")
-            self.fused = FusedMemory(encoder, turn_template=turn_template, device=device, **args)
+        self.fused = inner_fused(encoder, fused_trigger, key="fused_trigger", owner="SYNAPSE",
+                                 turn_template=turn_template, device=device)
         self._fused_rows: torch.Tensor | None = None
         self._fused_cache: tuple[tuple, torch.Tensor] | None = None
         self.use_graph = use_graph
