@@ -41,7 +41,7 @@ from synapse_pt.eval.outputs import (
     write_predictions,
     write_tables,
 )
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.pipeline import EvalSettings, evaluate, is_strict
 from synapse_pt.eval.report import run_tables
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.graph.extraction import ConceptExtractor
@@ -330,7 +330,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                 "judge_protocol": (settings.judge_protocol if settings.mode == "qa"
                                    and settings.judge_runs > 0 else None),
                 "category_date_instruction": settings.category_date_instruction,
-                "strict": not settings.category_date_instruction,
+                "category5_options": settings.category5_options,
+                "strict": is_strict(settings),
                 "answer_style": settings.answer_style,
                 "context_tokenizer": counter.name,
                 "category_names": {str(k): v for k, v in names.items()},
@@ -437,8 +438,10 @@ class SqliteStorageDir(Callback):
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
-# third-party loggers that log every request at INFO (httpx: one line per LLM call)
-QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "filelock")
+# third-party loggers that log every request at INFO (httpx, and httpx2 under the openai SDK: one
+# line per LLM call)
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
+
 
 
 def quiet_third_party_logs(level: int = logging.WARNING) -> None:

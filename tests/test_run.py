@@ -225,10 +225,12 @@ def test_request_logging_is_quiet_by_default() -> None:
 
     from synapse_pt.run import quiet_third_party_logs
 
-    logging.getLogger("httpx").setLevel(logging.NOTSET)
+    for name in ("httpx", "httpx2"):  # httpx2: the openai SDK's HTTP client
+        logging.getLogger(name).setLevel(logging.NOTSET)
     quiet_third_party_logs()
-    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
-    assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)
+    for name in ("httpx", "httpx2"):
+        assert not logging.getLogger(name).isEnabledFor(logging.INFO)
+        assert logging.getLogger(name).isEnabledFor(logging.WARNING)
 
 
 def test_a_run_folder_of_another_configuration_is_refused(tmp_path):

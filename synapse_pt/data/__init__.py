@@ -1,6 +1,6 @@
 """LoCoMo data layer: typed records, the release-format loader, pandas views, data sources."""
 
-from .categories import AMEM, OFFICIAL, category_names
+from .categories import OFFICIAL, category_names
 from .errors import DataFormatError, DatasetNotFoundError
 from .frames import questions_frame, turns_frame
 from .locomo import load_locomo, parse_date_time
@@ -8,7 +8,7 @@ from .records import Conversation, Dataset, Dialogue, Question, Session, Turn
 from .source import ResolvedSource, resolve_dataset_path, sample_path
 
 __all__ = [
-    "AMEM", "OFFICIAL", "Conversation", "DataFormatError", "Dataset", "DatasetNotFoundError",
+    "OFFICIAL", "Conversation", "DataFormatError", "Dataset", "DatasetNotFoundError",
     "Dialogue",
     "Question", "ResolvedSource", "Session", "Turn", "category_names", "load_dataset",
     "load_locomo", "parse_date_time", "questions_frame", "resolve_dataset_path", "sample_path",

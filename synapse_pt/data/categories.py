@@ -4,6 +4,15 @@ The data stores a raw category number. The official LoCoMo evaluation code route
 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial (SPEC §3). Other projects
 (A-Mem and the papers that copy its tables) label the same numbers differently. We always keep the
 raw number and treat the names as a config mapping.
+
+There is one preset, ``official``. An ``amem`` preset (2 multi-hop, 3 temporal), the labelling of
+A-Mem's paper tables, was removed: A-Mem's own evaluation code gives raw category 2 the temporal
+date prompt ("Use DATE of CONVERSATION to answer with an approximate date",
+``WujiangXu/AgenticMemory`` ``test_advanced.py``, ``answer_question``), exactly as the official
+generation code does (``snap-research/locomo`` branch ``code``, ``task_eval/evaluate_gpts.py``:
+``if qa['category'] == 2``). No code behind that labelling exists, so a table relabelled by it
+would move numbers into columns nobody measured them in. An explicit ``{number: name}`` mapping
+stays possible for other projects' labels.
 """
 
 from __future__ import annotations
@@ -18,16 +27,13 @@ OFFICIAL: dict[int, str] = {
     5: "adversarial",
 }
 
-# The labelling used by A-Mem and several follow-up papers for the same raw numbers.
-AMEM: dict[int, str] = {
-    1: "single-hop",
-    2: "multi-hop",
-    3: "temporal",
-    4: "open-domain",
-    5: "adversarial",
-}
+PRESETS: dict[str, dict[int, str]] = {"official": OFFICIAL}
 
-PRESETS: dict[str, dict[int, str]] = {"official": OFFICIAL, "amem": AMEM}
+_REMOVED = {
+    "amem": "the 'amem' preset was removed: A-Mem's code routes raw category 2 as temporal (its "
+            "date prompt), as the official code does (see synapse_pt/data/categories.py); use "
+            "'official' or an explicit {number: name} mapping",
+}
 
 ADVERSARIAL = 5  # raw number of the unanswerable category in the official release
 ANSWERABLE = (1, 2, 3, 4)
@@ -39,6 +45,9 @@ def category_names(preset_or_mapping: str | Mapping[int | str, str] = "official"
     Explicit mappings may come from YAML with string keys; they are converted to ``int``.
     """
     if isinstance(preset_or_mapping, str):
+        if preset_or_mapping in _REMOVED:
+            raise KeyError(f"dataset.categories={preset_or_mapping!r}: "
+                           f"{_REMOVED[preset_or_mapping]}")
         if preset_or_mapping not in PRESETS:
             raise KeyError(
                 f"unknown category preset {preset_or_mapping!r}; choose one of {sorted(PRESETS)} "

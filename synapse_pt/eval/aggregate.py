@@ -4,7 +4,13 @@ SPEC §3 asks for every metric per category, plus two summaries over the answera
 because the paper's "average" matches neither (SPEC §1.4):
 
 * ``mean_cat_1_4`` (macro): the mean of the per-category means of categories 1-4;
-* ``mean_q_1_4`` (micro): the mean over all category 1-4 questions (categories weighted by size).
+* ``mean_q_1_4`` (micro): the mean over all category 1-4 questions (categories weighted by size);
+
+and the official LoCoMo code's figure, which its published numbers include:
+
+* ``overall``: the mean over every question of all five categories (category 5 scored by its
+  refusal rule). ``snap-research/locomo`` (branch ``code``) ``task_eval/evaluation_stats.py``
+  averages every question's score this way.
 
 Means are NaN-aware: a NaN score (a metric that does not apply, e.g. recall for a question without
 evidence, or a judge failure) is left out of both the mean and the count. The macro mean is over the
@@ -20,10 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MACRO", "MICRO", "per_category", "summarize"]
+__all__ = ["MACRO", "MICRO", "OVERALL", "per_category", "summarize"]
 
 MACRO = "mean_cat_1_4"
 MICRO = "mean_q_1_4"
+OVERALL = "overall"
 
 
 def _check(df: pd.DataFrame, metrics: Sequence[str], names: Mapping[int, str]) -> None:
@@ -43,7 +50,8 @@ def per_category(
     *,
     answerable: Sequence[int] = (1, 2, 3, 4),
 ) -> pd.DataFrame:
-    """Mean and count of each metric per category, plus the macro and micro rows over 1-4.
+    """Mean and count of each metric per category, the macro and micro rows over 1-4 and the
+    official ``overall`` row over every question.
 
     Args:
         df: one row per question, with an int ``category`` column and the metric columns.
@@ -53,8 +61,9 @@ def per_category(
 
     Returns:
         Index: the names of the categories present (in category-number order), then
-        :data:`MACRO` and :data:`MICRO`. Columns: a ``(metric, "mean" | "n")`` MultiIndex. The
-        macro row's ``n`` is the number of question values behind it, as for the micro row.
+        :data:`MACRO`, :data:`MICRO` and :data:`OVERALL`. Columns: a ``(metric, "mean" | "n")``
+        MultiIndex. The macro row's ``n`` is the number of question values behind it, as for the
+        micro row.
     """
     _check(df, metrics, names)
     cats = df["category"].astype(int)
@@ -62,7 +71,7 @@ def per_category(
     grouped = grouped.rename(columns={"count": "n"}, level=1).sort_index()
     ans = grouped.loc[grouped.index.isin(list(answerable))]
     in_ans = cats.isin(list(answerable))
-    macro, micro = {}, {}
+    macro, micro, overall = {}, {}, {}
     for m in metrics:
         values = df.loc[in_ans, m].astype(float)
         n = int(values.notna().sum())
@@ -70,8 +79,11 @@ def per_category(
         macro[(m, "n")] = n
         micro[(m, "mean")] = values.mean(skipna=True)
         micro[(m, "n")] = n
+        every = df[m].astype(float)
+        overall[(m, "mean")] = every.mean(skipna=True)
+        overall[(m, "n")] = int(every.notna().sum())
     grouped.index = [names[int(c)] for c in grouped.index]
-    summary = pd.DataFrame([macro, micro], index=[MACRO, MICRO])
+    summary = pd.DataFrame([macro, micro, overall], index=[MACRO, MICRO, OVERALL])
     summary.columns = pd.MultiIndex.from_tuples(summary.columns)
     out = pd.concat([grouped, summary[grouped.columns]])
     out.index.name = "category"
@@ -99,7 +111,8 @@ def summarize(
 
     Returns:
         ``{metric: {<category name>: mean, ..., "mean_cat_1_4": macro, "mean_q_1_4": micro,
-        "n": {<category name>: count, ..., "mean_q_1_4": count over 1-4}}}``. Means are floats,
+        "overall": mean over every question, "n": {<category name>: count, ...,
+        "mean_q_1_4": count over 1-4, "overall": count over all}}}``. Means are floats,
         NaN written as ``None``; counts are ints.
     """
     table = per_category(df, metrics, names, answerable=answerable)

@@ -7,8 +7,9 @@ model is used and only retrieval-level metrics are filled: the fast loop for swe
 
 No label leakage (SPEC §3): the memory only ever sees *blind* copies of the questions (sample id,
 index and text; category, gold answer and evidence blanked), and the answer prompt reads a
-question's category only through :func:`wants_date_instruction`, i.e. only when the documented
-``category_date_instruction`` flag is on. Gold answers and evidence are read by the scorers alone.
+question's category only through :func:`wants_date_instruction` and :func:`answer_options`, i.e.
+only when the documented ``category_date_instruction`` or ``category5_options`` flag is on. Gold
+answers and evidence are otherwise read by the scorers alone.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from synapse_pt.data.records import Dataset, Question
 from synapse_pt.memory.base import MemorySystem, RetrievalResult
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
-from .prompts import ANSWER_STYLES, NO_RECORD_REPLY, answer_messages, format_context
+from .prompts import (
+    ANSWER_STYLES,
+    NO_RECORD_REPLY,
+    answer_messages,
+    category5_options,
+    format_context,
+    resolve_option_reply,
+)
 from .scorers.amem import score_amem
 from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
 from .scorers.membox import score_membox
@@ -59,6 +67,9 @@ class EvalSettings:
             one GAAMA's or Membox's code gives (``"gaama"``, ``"membox"``).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
+        category5_options: the official generation's category-5 prompt (choose between the
+            distractor and "Not mentioned in the conversation"); reads the category and the
+            distractor, so off in the strict setting.
         max_answer_tokens: generation budget of an answer.
         answer_stop: stop sequences of an answer (answers are short phrases; small models keep
             writing new "Question:" lines otherwise).
@@ -76,7 +87,8 @@ class EvalSettings:
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
     answer_style: str = "shared"  # "shared" | "gaama" | "membox" (prompts.ANSWER_STYLES)
-    category_date_instruction: bool = False  # the one label-reading exception; off when strict
+    category_date_instruction: bool = False  # a label-reading exception; off when strict
+    category5_options: bool = False  # the other one (official cat-5 two-option prompt)
     max_answer_tokens: int = 32
     answer_stop: tuple[str, ...] = ("\n",)
     answer_batch_size: int = 64
@@ -137,6 +149,25 @@ def wants_date_instruction(question: Question, settings: EvalSettings) -> bool:
     return settings.category_date_instruction and question.category == TEMPORAL
 
 
+def answer_options(question: Question, settings: EvalSettings) -> tuple[str, str] | None:
+    """The official category-5 options of ``question``, or ``None``: only an adversarial question,
+    and only when ``category5_options`` is on (the documented protocol exception, SPEC §3). The
+    distractor is the item's ``adversarial_answer`` (its ``answer`` for the two items that have
+    one instead)."""
+    if not settings.category5_options or question.category != ADVERSARIAL:
+        return None
+    distractor = question.adversarial_answer or question.answer
+    if not distractor:
+        raise ValueError(f"question {question.key}: eval.category5_options needs the item's "
+                         "adversarial_answer (or answer); it has neither")
+    return category5_options(str(distractor), question.key, settings.seed)
+
+
+def is_strict(settings: EvalSettings) -> bool:
+    """The strict setting: no prompt reads a category or gold data (SPEC §3)."""
+    return not (settings.category_date_instruction or settings.category5_options)
+
+
 def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
                  batch_size: int = 0) -> tuple[RetrievalResult, float]:
     """Retrieve for every question (one call, or chunks of ``batch_size``); returns seconds too.
@@ -175,7 +206,8 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
         messages = answer_messages(q.question, result.items[i], speakers[q.sample_id],
                                    strict_evidence=settings.strict_evidence,
                                    date_instruction=wants_date_instruction(q, settings),
-                                   style=settings.answer_style)
+                                   style=settings.answer_style,
+                                   options=answer_options(q, settings))
         requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
                                                 temperature=0.0, seed=settings.seed,
                                                 stop=tuple(settings.answer_stop))
@@ -211,8 +243,10 @@ def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
 
 
 def predictions_text(questions: Sequence[Question], result: RetrievalResult,
-                     responses: Sequence[ChatResponse | None]) -> list[str]:
-    """The final answer of each question: the no-record reply where gated, else the LLM's text."""
+                     responses: Sequence[ChatResponse | None],
+                     settings: EvalSettings | None = None) -> list[str]:
+    """The final answer of each question: the no-record reply where gated, else the LLM's text
+    (under ``category5_options``, a bare option letter replaced by that option's text)."""
     out = []
     for i, q in enumerate(questions):
         if bool(result.gated[i]):
@@ -220,7 +254,9 @@ def predictions_text(questions: Sequence[Question], result: RetrievalResult,
         elif responses[i] is None:
             raise RuntimeError(f"question {q.key}: no answer returned for an ungated question")
         else:
-            out.append(responses[i].text.strip())
+            options = answer_options(q, settings) if settings is not None else None
+            text = responses[i].text.strip()
+            out.append(resolve_option_reply(text, options) if options else text)
     return out
 
 
@@ -263,7 +299,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     qa = settings.mode == "qa"
     if qa and responses is None:
         raise ValueError("prediction_frame: qa mode needs the LLM responses")
-    predictions = predictions_text(questions, result, responses) if qa else [None] * len(questions)
+    predictions = (predictions_text(questions, result, responses, settings) if qa
+                   else [None] * len(questions))
     rows = []
     for i, q in enumerate(questions):
         resp = responses[i] if qa else None
@@ -385,7 +422,8 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         responses = answer_questions(llm, dataset, questions, result, settings)
         if settings.judge_runs > 0:
             judge = judge_predictions(judge_llm or llm, questions,
-                                      predictions_text(questions, result, responses), settings)
+                                      predictions_text(questions, result, responses, settings),
+                                      settings)
             if judge.total_failures:
                 log.warning("LLM judge: %d of %d replies unreadable (left out, not WRONG)",
                             judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs)

@@ -1,13 +1,20 @@
 """Answer prompts (SPEC §1.2 step 7 and §3).
 
 The answer prompt carries the retrieved context in time order (episodic items with their session
-date, semantic items marked as such), the strict-evidence instruction, and — only when the
-``category_date_instruction`` flag is on — the LoCoMo/A-Mem date instruction for temporal questions
-(the one place a protocol reads a question's category; off in the strict setting).
+date, semantic items marked as such), the strict-evidence instruction, and two protocol
+exceptions, each a flag that is off in the strict setting (the only places a prompt reads a
+question's category or gold data, SPEC §3):
+
+* ``category_date_instruction``: the LoCoMo/A-Mem date instruction for temporal questions;
+* ``category5_options``: the official generation's category-5 prompt, a choice between the
+  distractor and "Not mentioned in the conversation" in a random order
+  (``snap-research/locomo`` branch ``code``, ``task_eval/evaluate_gpts.py``); a reply of the bare
+  letter is mapped back to the option's text as that code's ``get_cat_5_answer`` does.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -38,6 +45,33 @@ ANSWER_STYLES = {
 DATE_INSTRUCTION = " Use the DATE of the memory entries to answer with an approximate date."
 
 
+# The official category-5 options (used only when eval.category5_options is on).
+NOT_MENTIONED_OPTION = "Not mentioned in the conversation"
+OPTIONS_TEMPLATE = " Select the correct answer: (a) {} (b) {}."
+
+
+def category5_options(distractor: str, key: str, seed: int) -> tuple[str, str]:
+    """The two options ``(a, b)`` of the official category-5 prompt.
+
+    The official code draws the order with an unseeded ``random.random() < 0.5``; here the draw is
+    seeded by the run seed and the question key, so a rerun asks the same prompt (and the response
+    cache answers it)."""
+    if random.Random(f"{seed}:{key}").random() < 0.5:
+        return NOT_MENTIONED_OPTION, distractor
+    return distractor, NOT_MENTIONED_OPTION
+
+
+def resolve_option_reply(reply: str, options: tuple[str, str]) -> str:
+    """The official ``get_cat_5_answer``: a one-character reply (``"a"``) or a three-character
+    one (``"(a)"``) is replaced by that option's text; any other reply is kept as it is."""
+    text = reply.strip().lower()
+    if len(text) == 1:
+        return options[0] if "a" in text else options[1]
+    if len(text) == 3:
+        return options[0] if "(a)" in text else options[1]
+    return reply.strip()
+
+
 def format_timestamp(ts: datetime | None) -> str:
     """The session date of an item (``"8 May 2023"``). The clock time is left out: within a
     session it carries the loader's synthetic per-turn offset, not a time the speakers gave."""
@@ -65,11 +99,13 @@ def format_context(items: Sequence[RetrievedItem]) -> str:
 
 def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str, *,
                     strict_evidence: bool = True, date_instruction: bool = False,
-                    style: str = "shared") -> list[dict[str, str]]:
+                    style: str = "shared",
+                    options: tuple[str, str] | None = None) -> list[dict[str, str]]:
     """Chat messages of the answer prompt for one question.
 
-    Reads no category and no gold: whether the date instruction is added is decided by the caller
-    (:func:`synapse_pt.eval.pipeline.wants_date_instruction`).
+    Reads no category and no gold: whether the date instruction or the category-5 options are
+    added is decided by the caller (:func:`synapse_pt.eval.pipeline.wants_date_instruction`,
+    :func:`synapse_pt.eval.pipeline.answer_options`), only under their protocol flags.
     """
     if style not in ANSWER_STYLES:
         raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
@@ -77,7 +113,7 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
         style=ANSWER_STYLES[style],
         speakers=speakers,
         context=format_context(items) or "(empty)",
-        question=question,
+        question=question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
         strict=STRICT_EVIDENCE if strict_evidence else "",
         date_instruction=DATE_INSTRUCTION if date_instruction else "",
     )

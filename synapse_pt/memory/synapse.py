@@ -120,6 +120,9 @@ class SynapseMemory(MemorySystem):
     def describe(self) -> dict[str, object]:
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "llm_free_extractor": bool(getattr(self.extractor, "llm_free", False)),
+                # windows whose concepts an LLM extractor could not give even after the repair
+                # round (each named in the log); 0 for an LLM-free extractor
+                "extraction_failures": int(getattr(self.extractor, "num_failed_windows", 0)),
                 "use_graph": self.use_graph, "turn_template": self.renderer.template,
                 "triggers": dict(self.triggers),
                 "fused_trigger": None if self.fused is None else self.fused.describe(),

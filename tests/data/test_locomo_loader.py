@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from synapse_pt.data import (
-    AMEM,
     OFFICIAL,
     DataFormatError,
     category_names,
@@ -95,11 +94,14 @@ def test_frames(locomo):
     qf = questions_frame(locomo)
     assert len(qf) == 1986
     assert qf.groupby("category_name").size()["single-hop"] == 841
-    assert questions_frame(locomo, "amem").groupby("category_name").size()["single-hop"] == 282
+    relabelled = {1: "single-hop", 2: "multi-hop", 3: "temporal", 4: "open-domain", 5: "adv"}
+    assert questions_frame(locomo, relabelled).groupby("category_name").size()["single-hop"] == 282
 
 
 def test_categories():
-    assert category_names() == OFFICIAL and category_names("amem") == AMEM
+    assert category_names() == OFFICIAL and category_names("official") == OFFICIAL
+    with pytest.raises(KeyError, match="routes raw category 2 as temporal"):
+        category_names("amem")  # removed: no code behind that labelling
     assert category_names({"1": "a", 2: "b"}) == {1: "a", 2: "b"}
     with pytest.raises(KeyError, match="unknown category preset"):
         category_names("nope")

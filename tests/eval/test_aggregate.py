@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from synapse_pt.data.categories import AMEM, OFFICIAL
-from synapse_pt.eval.aggregate import MACRO, MICRO, per_category, summarize
+from synapse_pt.data.categories import OFFICIAL
+from synapse_pt.eval.aggregate import MACRO, MICRO, OVERALL, per_category, summarize
 
 
 def frame() -> pd.DataFrame:
@@ -21,6 +21,7 @@ def frame() -> pd.DataFrame:
     # 5: 1.0, 0.0                          0.5
     # macro 1-4 = (0.5 + 1 + 0 + 0.75) / 4 = 0.5625
     # micro 1-4 = (1 + 0 + 1 + 0 + 0 + 0 + 1 + 1 + 0.5 + 0.5) / 10 = 0.5
+    # overall (all 12 questions, the official code's figure) = (5 + 1 + 0) / 12 = 0.5
     cats = [1, 1, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5]
     f1 = [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.5, 1.0, 0.0]
     # recall: NaN (no evidence) is left out of means and counts
@@ -32,23 +33,34 @@ def frame() -> pd.DataFrame:
 def test_per_category_means_and_counts() -> None:
     table = per_category(frame(), ["f1_official", "recall@5"], OFFICIAL)
     assert list(table.index) == ["multi-hop", "temporal", "open-domain", "single-hop",
-                                 "adversarial", MACRO, MICRO]
+                                 "adversarial", MACRO, MICRO, OVERALL]
     f1 = table[("f1_official", "mean")]
     assert f1.tolist()[:5] == [0.5, 1.0, 0.0, 0.75, 0.5]
     assert f1[MACRO] == pytest.approx(0.5625)
     assert f1[MICRO] == pytest.approx(0.5)
-    assert table[("f1_official", "n")].tolist() == [2, 1, 3, 4, 2, 10, 10]
+    assert f1[OVERALL] == pytest.approx(6.0 / 12)
+    assert table[("f1_official", "n")].tolist() == [2, 1, 3, 4, 2, 10, 10, 12]
     rec = table[("recall@5", "mean")]
     assert rec["multi-hop"] == 0.5 and rec["open-domain"] == 0.5
     assert math.isnan(rec["adversarial"])
     assert rec[MACRO] == pytest.approx((0.5 + 1.0 + 0.5 + 1.0) / 4)
     # micro over the 8 non-NaN values in 1-4: 0.5 + 1 + 0 + 1 + 4 = 6.5 / 8
     assert rec[MICRO] == pytest.approx(6.5 / 8)
-    assert table[("recall@5", "n")].tolist() == [1, 1, 2, 4, 0, 8, 8]
+    assert rec[OVERALL] == pytest.approx(6.5 / 8)  # category 5 has no evidence: left out
+    assert table[("recall@5", "n")].tolist() == [1, 1, 2, 4, 0, 8, 8, 8]
+
+
+def test_overall_weighs_category_5_questions() -> None:
+    df = frame()
+    df.loc[df["category"] == 5, "f1_official"] = 1.0  # both refusals right: (6 + 1) / 12
+    table = per_category(df, ["f1_official"], OFFICIAL)
+    assert table.loc[OVERALL, ("f1_official", "mean")] == pytest.approx(7.0 / 12)
+    assert table.loc[MICRO, ("f1_official", "mean")] == pytest.approx(0.5)  # 1-4 unchanged
 
 
 def test_names_are_config() -> None:
-    table = per_category(frame(), ["f1_official"], AMEM)
+    names = {1: "single-hop", 2: "multi-hop", 3: "temporal", 4: "open-domain", 5: "adversarial"}
+    table = per_category(frame(), ["f1_official"], names)
     assert list(table.index)[:5] == ["single-hop", "multi-hop", "temporal", "open-domain",
                                      "adversarial"]
     assert table.loc["single-hop", ("f1_official", "mean")] == 0.5  # raw category 1
@@ -68,7 +80,8 @@ def test_summarize_is_json_ready() -> None:
     assert f1["multi-hop"] == 0.5 and f1[MACRO] == pytest.approx(0.5625)
     assert f1[MICRO] == pytest.approx(0.5)
     assert f1["n"] == {"multi-hop": 2, "temporal": 1, "open-domain": 3, "single-hop": 4,
-                       "adversarial": 2, MICRO: 10}
+                       "adversarial": 2, MICRO: 10, OVERALL: 12}
+    assert f1[OVERALL] == pytest.approx(0.5)
     assert out["recall@5"]["adversarial"] is None  # NaN -> null
     json.dumps(out, allow_nan=False)
 

@@ -157,6 +157,7 @@ def test_metrics_json_identity_and_per_category_metrics(qa_run, retrieval_run) -
     assert ident["memory"]["memory"] == "synapse"
     assert ident["scoring_protocols"] == ["official", "amem", "membox"]
     assert ident["category_date_instruction"] is False and ident["strict"] is True
+    assert ident["category5_options"] is False
     assert ident["eval_mode"] == "qa"
     assert ident["dataset"]["questions"] == 14
     for metric in ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "recall@5",

@@ -463,3 +463,57 @@ def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction:
     assert all(other not in prompt for k, other in ANSWER_STYLES.items() if k != style)
     with pytest.raises(ValueError, match="eval.answer_style"):
         dataclasses.replace(QA, answer_style="verbose")
+
+
+def test_category5_options_only_when_the_flag_is_on(ds: Dataset) -> None:
+    memory = HandMemory(default=[turn_item(ds, "D2:1")])
+    adversarial = {q.question: q.adversarial_answer for q in ds.questions() if q.category == 5}
+    assert adversarial
+    mark = "Select the correct answer: (a) "
+    for flag in (False, True):
+        # the model replies with a bare letter, "a", as the official code expects it may
+        llm = ScriptedLLM(script=lambda r: "a" if mark in user_text(r) else "no idea")
+        settings = EvalSettings(mode="qa", category5_options=flag)
+        df, _ = evaluate(memory, ds, settings=settings, token_counter=Counter(), llm=llm)
+        prompts = {question_of(r).split(" Select the correct")[0]: user_text(r)
+                   for r in llm.requests}
+        with_options = {q for q, text in prompts.items() if mark in text}
+        assert with_options == (set(adversarial) if flag else set())
+        rows = df.set_index("question")
+        for question, distractor in adversarial.items():
+            if not flag:
+                assert rows.loc[question, "prediction"] == "no idea"
+                continue
+            line = re.search(r"Select the correct answer: \(a\) (.*) \(b\) (.*)\.$",
+                             prompts[question], re.MULTILINE)
+            assert line is not None
+            assert {line.group(1), line.group(2)} == {distractor,
+                                                      "Not mentioned in the conversation"}
+            # "a" is replaced by option (a)'s text, and scored by the refusal rule
+            assert rows.loc[question, "prediction"] == line.group(1)
+            expected = 1.0 if line.group(1).startswith("Not mentioned") else 0.0
+            assert rows.loc[question, "f1_official"] == expected
+        # answerable questions never see the options
+        assert all(mark not in prompts[q.question] for q in ds.questions() if q.category != 5)
+
+
+def test_resolve_option_reply_follows_the_official_mapping() -> None:
+    from synapse_pt.eval.prompts import resolve_option_reply
+
+    options = ("Lisbon", "Not mentioned in the conversation")
+    assert resolve_option_reply(" a ", options) == "Lisbon"
+    assert resolve_option_reply("B", options) == options[1]
+    assert resolve_option_reply("(b)", options) == options[1]
+    assert resolve_option_reply("(a)", options) == "Lisbon"
+    assert resolve_option_reply("It was Lisbon", options) == "It was Lisbon"
+
+
+def test_category5_option_order_is_seeded_and_balanced() -> None:
+    from synapse_pt.eval.prompts import NOT_MENTIONED_OPTION, category5_options
+
+    keys = [f"conv-{c}/{i}" for c in range(10) for i in range(45)]
+    first = [category5_options("x", k, seed=0)[0] == NOT_MENTIONED_OPTION for k in keys]
+    # the official code's draw is a fair coin: about half each way over 450 questions
+    assert 0.4 < sum(first) / len(first) < 0.6
+    assert first == [category5_options("x", k, seed=0)[0] == NOT_MENTIONED_OPTION for k in keys]
+    assert first != [category5_options("x", k, seed=1)[0] == NOT_MENTIONED_OPTION for k in keys]

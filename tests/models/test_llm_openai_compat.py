@@ -1,4 +1,5 @@
-"""OpenAICompatibleLLM against a local fake server: payload, usage, retries, concurrency."""
+"""OpenAICompatibleLLM (the openai SDK) against a local fake server: payload, usage, retries,
+concurrency, the key."""
 
 from __future__ import annotations
 
@@ -147,13 +148,32 @@ def test_failure_mid_batch_reports_answers_that_arrived(fake_server):
 
 
 def test_api_key_header_and_missing_openai_key(fake_server, monkeypatch):
+    from synapse_pt.models.llm.openai_compat import NO_KEY
+
     monkeypatch.setenv("FAKE_KEY", "sk-test")
-    assert make_llm(fake_server, api_key_env="FAKE_KEY")._headers()["Authorization"] == \
-        "Bearer sk-test"
-    assert "Authorization" not in make_llm(fake_server, api_key_env=None)._headers()
+    make_llm(fake_server, api_key_env="FAKE_KEY").generate([ask("q1")])
+    # no key configured (a local server): the placeholder, never another variable's key
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-this-one")
+    make_llm(fake_server, api_key_env=None).generate([ask("q2")])
+    assert fake_server.authorization == ["Bearer sk-test", f"Bearer {NO_KEY}"]
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(LLMError, match="OPENAI_API_KEY"):
         OpenAICompatibleLLM("gpt-4o-mini").generate([ask("q")])
+    # the key is read when a batch goes out, never kept on the object (configs, pickles, logs)
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    llm = make_llm(fake_server, api_key_env="FAKE_KEY")
+    llm.generate([ask("q3")])
+    assert "sk-test" not in repr(vars(llm))
+
+
+def test_called_from_a_running_event_loop(fake_server):
+    # a notebook runs an event loop in the calling thread: the batch still answers
+    import asyncio
+
+    async def inside() -> list[str]:
+        return [r.text for r in make_llm(fake_server).generate([ask("nb")])]
+
+    assert asyncio.run(inside()) == ["echo: nb"]
 
 
 def test_empty_batch_sends_nothing(fake_server):

@@ -17,40 +17,27 @@ Differences from the A-Mem code, on purpose:
   which rewards repeating the wrong answer. :func:`score_amem` instead scores category 5 with the
   official phrase rule (:func:`~synapse_pt.eval.scorers.official.is_rejection`) and never reads a
   category-5 gold; both ``f1_amem`` and ``bleu1`` are that 0/1 value.
-* BLEU tokenisation. A-Mem tokenises BLEU input with ``nltk.word_tokenize`` (punkt sentence split,
-  then the Treebank word tokenizer), which needs the ``punkt_tab`` data that cannot be downloaded
-  here. ``bleu_tokenizer="treebank"`` (default) runs the same Treebank tokenizer
-  (``NLTKWordTokenizer``, no data needed) after a rule-based sentence split that stands in for
-  punkt; the two differ only on multi-sentence answers whose split punkt decides differently
-  (abbreviations it knows and this list does not). ``bleu_tokenizer="simple"`` uses
-  :func:`amem_tokenize`, which is what mem0's copy of the code falls back to when punkt is missing.
+* BLEU tokenisation is the same: ``bleu_tokenizer="nltk"`` (default) is A-Mem's
+  ``nltk.word_tokenize(text.lower())`` with nltk's real English Punkt model, loaded offline
+  (:mod:`synapse_pt.eval.scorers.word_tokenize`; nltk pinned to A-Mem's 3.9.1).
+  ``bleu_tokenizer="simple"`` uses :func:`amem_tokenize`, what mem0's copy of the code falls back
+  to when punkt is missing.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from nltk.tokenize import NLTKWordTokenizer
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from .official import is_rejection
+from .word_tokenize import word_tokenize
 
-__all__ = ["amem_tokenize", "bleu1", "f1_set", "score_amem", "word_tokenize_offline"]
+__all__ = ["amem_tokenize", "bleu1", "f1_set", "score_amem"]
 
-BleuTokenizer = Literal["treebank", "simple"]
+BleuTokenizer = Literal["nltk", "simple"]
 
-_TREEBANK = NLTKWordTokenizer()
 _SMOOTH = SmoothingFunction().method1
-# A sentence ends at . ! or ? (optionally followed by closing quotes/brackets) before whitespace.
-_SENT_END = re.compile(r"[.!?][\"'”’)\]]*\s+")
-# Common English abbreviations (lower case, without the final period) after which punkt does not
-# split; plus any single letter (initials such as "j. smith").
-_ABBREVIATIONS = frozenset([
-    "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "u.s", "a.m",
-    "p.m", "no", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
-    "dec", "mt", "ft", "co", "inc", "ltd",
-])
 
 
 def amem_tokenize(text: object) -> list[str]:
@@ -61,35 +48,12 @@ def amem_tokenize(text: object) -> list[str]:
     return text.split()
 
 
-def _split_sentences(text: str) -> list[str]:
-    """Rule-based stand-in for punkt's sentence split (see the module docstring)."""
-    sentences: list[str] = []
-    start = 0
-    for m in _SENT_END.finditer(text):
-        before = text[start:m.start()].split()
-        last = before[-1].lower() if before else ""
-        is_initial = len(last) == 1 and last.isalpha()
-        if text[m.start()] == "." and (last in _ABBREVIATIONS or is_initial):
-            continue
-        sentences.append(text[start:m.end()].strip())
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        sentences.append(tail)
-    return sentences
-
-
-def word_tokenize_offline(text: str) -> list[str]:
-    """``nltk.word_tokenize`` without punkt data: rule-based sentence split, Treebank tokenizer."""
-    return [tok for sent in _split_sentences(text) for tok in _TREEBANK.tokenize(sent)]
-
-
 def _bleu_tokens(text: str, tokenizer: BleuTokenizer) -> list[str]:
-    if tokenizer == "treebank":
-        return word_tokenize_offline(text.lower())
+    if tokenizer == "nltk":
+        return word_tokenize(text.lower())
     if tokenizer == "simple":
         return amem_tokenize(text)
-    raise ValueError(f"bleu_tokenizer must be 'treebank' or 'simple', got {tokenizer!r}")
+    raise ValueError(f"bleu_tokenizer must be 'nltk' or 'simple', got {tokenizer!r}")
 
 
 def f1_set(prediction: str, gold: str) -> float:
@@ -106,7 +70,7 @@ def f1_set(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def bleu1(prediction: str, gold: str, tokenizer: BleuTokenizer = "treebank") -> float:
+def bleu1(prediction: str, gold: str, tokenizer: BleuTokenizer = "nltk") -> float:
     """A-Mem's BLEU-1: ``sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), method1 smoothing)``.
 
     .. math::
@@ -123,7 +87,7 @@ def score_amem(
     gold: str | int | None,
     category: int,
     *,
-    bleu_tokenizer: BleuTokenizer = "treebank",
+    bleu_tokenizer: BleuTokenizer = "nltk",
 ) -> dict[str, float]:
     """Score one answer with the A-Mem protocol: ``{"f1_amem": ..., "bleu1": ...}``.
 

@@ -1,23 +1,29 @@
-"""Chat completions over HTTP from any OpenAI-compatible server (OpenAI, vLLM, Ollama, ...).
+"""Chat completions from any OpenAI-compatible server (OpenAI, vLLM, Ollama, ...) through the
+official ``openai`` SDK.
 
-Requests of a batch run on a bounded thread pool; each is retried with exponential backoff on 429,
-5xx, timeouts, connection errors and malformed bodies. A request still failing after its retries
-raises :class:`LLMError` with the status and an excerpt of the body.
+One ``generate`` call opens an :class:`openai.AsyncOpenAI` client and answers the batch with at most
+``max_concurrency`` requests in flight (an :class:`asyncio.Semaphore`). Transport failures are the
+SDK's to retry: 408/409/429/5xx, timeouts and connection errors, ``max_retries`` times with its
+exponential backoff (0.5 s doubling up to 8 s, with jitter), honouring a server's ``Retry-After``.
+What the SDK accepts but a run must not score is retried here, up to ``max_retries`` more
+attempts: a 200 whose body is not JSON, has no ``choices``, or carries no or an empty completion.
+A request still failing after its retries raises :class:`LLMError` naming the status and an
+excerpt of the body.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-import httpx
+import openai
 
 from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse, estimate_tokens
 
@@ -25,59 +31,59 @@ log = logging.getLogger(__name__)
 
 _EXCERPT = 300  # characters of a failing body quoted in errors
 _MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
+#: The key sent to a server that needs none (vLLM's and Ollama's convention): the SDK always sends
+#: a bearer token, and local servers started without ``--api-key`` ignore it.
+NO_KEY = "EMPTY"
 
 
-class _Retryable(Exception):
-    """One attempt failed in a way worth retrying; the message says how."""
-
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+class _Malformed(Exception):
+    """A 200 answer that cannot be scored (not JSON, no choices, no or an empty completion)."""
 
 
 class _Skipped(Exception):
     """A request not started because another request of its batch failed for good."""
 
 
-def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
+def _excerpt(text: object) -> str:
+    text = " ".join(str(text).split())
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    raw = response.headers.get("retry-after")
+def _status_body(err: openai.APIStatusError) -> str:
     try:
-        return float(raw) if raw is not None else None
-    except ValueError:  # an HTTP date: fall back to our own backoff
-        return None
+        return err.response.text
+    except Exception:  # a streamed body that cannot be read again: the SDK's message
+        return str(err)
 
 
 class OpenAICompatibleLLM(LLM):
-    """POST ``{base_url}/chat/completions`` with bounded concurrency and retries.
+    """``POST {base_url}/chat/completions`` through the ``openai`` SDK's async client.
 
     Args:
         model: model name sent to the server (e.g. ``"gpt-4o-mini"``).
         base_url: API root; ``http://localhost:8000/v1`` for vLLM, ``http://localhost:11434/v1`` for
             Ollama.
-        api_key_env: environment variable holding the API key; unset -> no ``Authorization``
-            header (local servers), except for api.openai.com where it is an error.
+        api_key_env: environment variable holding the API key. The key is read when a batch is
+            sent and handed to the SDK only; it is never stored on this object, in a config or a
+            log. Unset or empty: :data:`NO_KEY` is sent (local servers), except to
+            api.openai.com, where it is an error.
         max_concurrency: requests in flight at once.
-        max_retries: retries after the first attempt (so up to ``max_retries + 1`` attempts).
+        max_retries: the SDK's retries of a transport failure, and the retries of a malformed
+            answer here (so up to ``max_retries + 1`` attempts of each kind).
         timeout_s: per-attempt timeout.
-        backoff_s: first retry delay; doubles each retry (with 10% jitter), capped at
-            ``max_backoff_s``; a server's ``Retry-After`` is honoured up to that cap.
-        max_backoff_s: the cap on one delay.
+        backoff_s: first delay before re-asking after a malformed answer; doubles each time
+            (with 10% jitter). Transport retries use the SDK's own backoff.
 
     ``ChatResponse.latency_s`` is the request's wall time including its retries; ``meta`` holds the
-    attempts, the finish reason and whether the token counts were estimated (no ``usage`` sent).
+    attempts (every HTTP request sent, the SDK's retries included), the finish reason and whether
+    the token counts were estimated (the server sent no ``usage``).
     """
 
     backend = "openai_compat"
 
     def __init__(self, model: str, base_url: str = "https://api.openai.com/v1",
                  api_key_env: str | None = "OPENAI_API_KEY", max_concurrency: int = 8,
-                 max_retries: int = 5, timeout_s: float = 60.0, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0) -> None:
+                 max_retries: int = 5, timeout_s: float = 60.0, backoff_s: float = 1.0) -> None:
         if max_concurrency < 1:
             raise ValueError(f"OpenAICompatibleLLM: max_concurrency must be >= 1, "
                              f"got {max_concurrency}")
@@ -91,33 +97,31 @@ class OpenAICompatibleLLM(LLM):
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        self._client: httpx.Client | None = None
-        self._client_lock = threading.Lock()
 
-    # -- HTTP ---------------------------------------------------------------------------------
+    @property
+    def cache_identity(self) -> str:
+        """``model@base_url``: the same model name served by another endpoint (a vLLM server, a
+        fine-tune behind a proxy) is another model for the response cache."""
+        return f"{self.model}@{self.base_url}"
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
+    # -- the SDK ------------------------------------------------------------------------------
+
+    def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
-            headers["Authorization"] = f"Bearer {key}"
-        elif "api.openai.com" in self.base_url:
+            return key
+        if "api.openai.com" in self.base_url:
             raise LLMError(f"{self.url} needs an API key: environment variable "
                            f"{self.api_key_env or '<api_key_env unset>'} is empty")
-        return headers
+        return NO_KEY
 
-    def client(self) -> httpx.Client:
-        """The shared HTTP client (connection pool sized to ``max_concurrency``)."""
-        with self._client_lock:
-            if self._client is None:
-                limits = httpx.Limits(max_connections=self.max_concurrency,
-                                      max_keepalive_connections=self.max_concurrency)
-                self._client = httpx.Client(timeout=self.timeout_s, limits=limits)
-            return self._client
+    def _client(self) -> openai.AsyncOpenAI:
+        """A client for one batch (an async client's connections belong to one event loop)."""
+        return openai.AsyncOpenAI(api_key=self._api_key(), base_url=self.base_url,
+                                  timeout=self.timeout_s, max_retries=self.max_retries)
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The JSON body for one request (``extra`` entries override the defaults)."""
+        """The request body (``extra`` entries override the defaults)."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": request.message_dicts(),
@@ -130,68 +134,67 @@ class OpenAICompatibleLLM(LLM):
         body.update(dict(request.extra))
         return body
 
-    def _attempt(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
-        """One POST; returns the parsed body or raises :class:`_Retryable` / :class:`LLMError`."""
+    async def _attempt(self, client: openai.AsyncOpenAI,
+                       body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """One SDK call (with the SDK's retries); returns the parsed body and the HTTP requests
+        it took, or raises :class:`_Malformed` / :class:`LLMError`."""
+        known = {"model", "messages", "max_tokens", "temperature", "seed", "stop"}
+        extra = {k: v for k, v in body.items() if k not in known}
         try:
-            response = self.client().post(self.url, json=body, headers=headers)
-        except httpx.TimeoutException as err:
-            raise _Retryable(f"timeout after {self.timeout_s}s ({type(err).__name__})") from err
-        except httpx.TransportError as err:
-            raise _Retryable(f"connection error: {type(err).__name__}: {err}") from err
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise _Retryable(f"HTTP {status}: {_excerpt(response.text)}", _retry_after(response))
-        if status != 200:  # 4xx other than 429: the request itself is wrong, retrying won't help
-            raise LLMError(f"{self.url} (model {self.model}) answered HTTP {status}: "
-                           f"{_excerpt(response.text)}")
+            raw = await client.chat.completions.with_raw_response.create(
+                **{k: v for k, v in body.items() if k in known}, extra_body=extra or None)
+        except openai.APITimeoutError as err:
+            raise LLMError(f"{self.url} (model {self.model}): timeout after {self.timeout_s}s "
+                           f"({self.max_retries + 1} attempts)") from err
+        except openai.APIConnectionError as err:
+            raise LLMError(f"{self.url} (model {self.model}): connection error after "
+                           f"{self.max_retries + 1} attempts: {err}") from err
+        except openai.APIStatusError as err:
+            retried = err.status_code == 429 or err.status_code >= 500 or err.status_code in (
+                408, 409)
+            tries = f"after {self.max_retries + 1} attempts; " if retried else ""
+            raise LLMError(f"{self.url} (model {self.model}): {tries}HTTP {err.status_code}: "
+                           f"{_excerpt(_status_body(err))}") from err
+        attempts = raw.retries_taken + 1
+        text = raw.http_response.text
         try:
-            data = response.json()
+            data = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise _Retryable(f"HTTP 200 with a body that is not JSON: "
-                             f"{_excerpt(response.text)}") from err
+            raise _Malformed(f"HTTP 200 with a body that is not JSON: {_excerpt(text)}") from err
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices:
-            raise _Retryable(f"HTTP 200 without choices: {_excerpt(response.text)}")
+            raise _Malformed(f"HTTP 200 without choices: {_excerpt(text)}")
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
-            raise _Retryable(f"HTTP 200 without choices[0].message.content: "
-                             f"{_excerpt(response.text)}")
+            raise _Malformed(f"HTTP 200 without choices[0].message.content: {_excerpt(text)}")
         if not content.strip():  # an empty completion is a failure, never a scored answer
-            raise _Retryable(f"HTTP 200 with an empty completion: {_excerpt(response.text)}")
-        return data
+            raise _Malformed(f"HTTP 200 with an empty completion: {_excerpt(text)}")
+        return data, attempts
 
-    @property
-    def cache_identity(self) -> str:
-        """``model@base_url``: the same model name served by another endpoint (a vLLM server, a
-        fine-tune behind a proxy) is another model for the response cache."""
-        return f"{self.model}@{self.base_url}"
-
-    def _delay(self, attempt: int, retry_after_s: float | None) -> float:
+    def _delay(self, attempt: int) -> float:
         delay = self.backoff_s * (2 ** attempt)
-        delay += random.uniform(0.0, 0.1 * delay)
-        if retry_after_s is not None:
-            delay = max(delay, retry_after_s)
-        return min(delay, self.max_backoff_s)
+        return delay + random.uniform(0.0, 0.1 * delay)
 
-    def _one(self, request: ChatRequest, headers: dict[str, str]) -> ChatResponse:
+    async def _one(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ChatResponse:
         body = self.payload(request)
         start = time.perf_counter()
-        failures: list[str] = []
-        for attempt in range(self.max_retries + 1):
+        attempts = 0
+        for retry in range(self.max_retries + 1):
             try:
-                data = self._attempt(body, headers)
-            except _Retryable as err:
-                failures.append(str(err))
-                if attempt < self.max_retries:
-                    delay = self._delay(attempt, err.retry_after_s)
-                    log.warning("%s attempt %d/%d failed (%s); retrying in %.2fs", self.url,
-                                attempt + 1, self.max_retries + 1, err, delay)
-                    time.sleep(delay)
+                data, sent = await self._attempt(client, body)
+            except _Malformed as err:
+                attempts += 1
+                if retry == self.max_retries:
+                    raise LLMError(f"{self.url} (model {self.model}): request failed after "
+                                   f"{attempts} attempts; last failure: {err}") from err
+                delay = self._delay(retry)
+                log.warning("%s attempt %d failed (%s); retrying in %.2fs", self.url, attempts,
+                            err, delay)
+                await asyncio.sleep(delay)
                 continue
-            return self._response(request, data, time.perf_counter() - start, attempt + 1)
-        raise LLMError(f"{self.url} (model {self.model}): request failed after "
-                       f"{self.max_retries + 1} attempts; last failure: {failures[-1]}")
+            return self._response(request, data, time.perf_counter() - start, attempts + sent)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _response(self, request: ChatRequest, data: dict[str, Any], latency_s: float,
                   attempts: int) -> ChatResponse:
@@ -213,6 +216,34 @@ class OpenAICompatibleLLM(LLM):
                   "usage_estimated": estimated},
         )
 
+    async def _batch(self, requests: Sequence[ChatRequest], on_response: OnResponse
+                     ) -> list[ChatResponse | None]:
+        results: list[ChatResponse | None] = [None] * len(requests)
+        gate = asyncio.Semaphore(self.max_concurrency)
+        failed = asyncio.Event()  # set by the first permanent failure: later requests skip
+        async with self._client() as client:
+
+            async def run(i: int) -> None:
+                async with gate:
+                    if failed.is_set():
+                        raise _Skipped
+                    try:
+                        results[i] = await self._one(client, requests[i])
+                    except BaseException:
+                        failed.set()
+                        raise
+                    on_response(i, results[i])
+
+            outcomes = await asyncio.gather(*(run(i) for i in range(len(requests))),
+                                            return_exceptions=True)
+        errors = [e for e in outcomes if isinstance(e, BaseException)
+                  and not isinstance(e, _Skipped)]
+        if errors:
+            answered = sum(r is not None for r in results)
+            raise LLMError(f"{errors[0]} ({answered}/{len(requests)} requests of the batch "
+                           "answered; the rest were not sent or failed)") from errors[0]
+        return results
+
     # -- LLM interface ------------------------------------------------------------------------
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
@@ -220,51 +251,22 @@ class OpenAICompatibleLLM(LLM):
 
     def generate_incremental(self, requests: Sequence[ChatRequest],
                              on_response: OnResponse) -> list[ChatResponse]:
-        """Answer the batch on ``max_concurrency`` threads; ``on_response`` runs in the calling
-        thread as answers arrive. After a request fails for good, requests not yet started are
-        skipped, those in flight finish (and are reported), then the first failure is raised."""
+        """Answer the batch with ``max_concurrency`` requests in flight; ``on_response`` runs as
+        answers arrive. After a request fails for good, requests not yet started are skipped,
+        those in flight finish (and are reported), then the first failure is raised."""
         if not requests:
             return []
-        headers = self._headers()
-        failed = threading.Event()  # set by the first permanent failure: later requests skip
-
-        def run(request: ChatRequest) -> ChatResponse:
-            if failed.is_set():
-                raise _Skipped
-            try:
-                return self._one(request, headers)
-            except BaseException:
-                failed.set()
-                raise
-
-        results: list[ChatResponse | None] = [None] * len(requests)
-        error: BaseException | None = None
-        workers = min(self.max_concurrency, len(requests))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http") as pool:
-            futures = {pool.submit(run, req): i for i, req in enumerate(requests)}
-            for future in as_completed(futures):
-                exc = future.exception()
-                if isinstance(exc, _Skipped):
-                    continue
-                if exc is not None:
-                    error = error or exc
-                    continue
-                index = futures[future]
-                results[index] = future.result()
-                on_response(index, results[index])
-        if error is not None:
-            answered = sum(r is not None for r in results)
-            raise LLMError(f"{error} ({answered}/{len(requests)} requests of the batch "
-                           "answered; the rest were not sent or failed)") from error
+        self._api_key()  # a missing key fails before anything is sent
+        coro = self._batch(requests, on_response)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread (scripts, CLI): the usual case
+            results = asyncio.run(coro)
+        else:  # called from a running loop (a notebook): answer on a worker thread
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                results = pool.submit(asyncio.run, coro).result()
         return [r for r in results if r is not None]
 
     def count_tokens(self, text: str) -> int:
         """An estimate (no tokenizer for remote models is bundled)."""
         return estimate_tokens(text)
-
-    def close(self) -> None:
-        """Close the HTTP connection pool."""
-        with self._client_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None

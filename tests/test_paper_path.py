@@ -1,0 +1,119 @@
+"""The paper's setting end to end against a loopback OpenAI-compatible server (issue 15):
+
+``experiment=paper_main llm=openai extractor=llm eval=qa`` on the shipped sample, through the CLI
+(Hydra, logging, the response cache, W&B offline), with a server that answers concept-extraction
+and answer prompts the way a chat model would and garbles the replies for one window. Checked:
+the key reaches the server and nowhere else (a sentinel key never appears in any file of the run
+folder, Hydra's files, the log or W&B's files); concepts are parsed; the garbled window is retried
+once with the repair instruction, then named in the log and counted in ``extraction_failures``;
+every answer is scored; a second run of the same command sends nothing (the response cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from loopback import completion_body, serve
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SENTINEL = "sk-SENTINEL-7f3a9c1e5b2d4f6a8c0e"
+WORD = re.compile(r"[A-Za-z]{5,}")
+GARBLED_WINDOW_MARK = "D1:1"  # the log names a skipped window by its turn ids
+
+
+def first_turn_text() -> str:
+    from synapse_pt.data import load_locomo, sample_path
+
+    return next(load_locomo(sample_path()).conversations[0].turns()).content
+
+
+FIRST_TURN = first_turn_text()  # its excerpt holds this text
+
+
+def reply_for(body: dict[str, Any]) -> str:
+    """What a chat model would answer; prose (no JSON) for the window holding turn D1:1."""
+    first_user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if "Answer with a JSON list of strings" in first_user:
+        excerpt = first_user.split("Excerpt:\n", 1)[1]
+        if FIRST_TURN in excerpt:
+            return ("I'm sorry, but as an assistant I would need more context about this "
+                    "excerpt before I could list what is worth remembering in it.")
+        words = [w.lower() for w in WORD.findall(excerpt)][:3]
+        return "```json\n" + json.dumps(words) + "\n```"
+    if "Question:" in first_user:
+        return "Not mentioned" if "breed" in first_user else "a pottery class"
+    raise AssertionError(f"unexpected prompt: {first_user[:200]}")
+
+
+def run_cli(out: Path, cache: Path, url: str, wandb_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPENAI_API_KEY": SENTINEL, "WANDB_MODE": "offline",
+           "WANDB_DIR": str(wandb_dir), "WANDB_SILENT": "true", "TQDM_DISABLE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "synapse_pt.run", "experiment=paper_main", "llm=openai",
+         "extractor=llm", "eval=qa", "dataset=sample", "device=cpu", "logger=wandb",
+         "logger.mode=offline", f"llm.backend.base_url={url}", "llm.backend.max_retries=1",
+         "llm.backend.backoff_s=0.01", f"paths.cache_dir={cache}", f"hydra.run.dir={out}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
+
+
+def files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
+
+
+@pytest.mark.slow
+def test_paper_path_end_to_end_through_a_loopback_server(tmp_path: Path) -> None:
+    out, cache, wandb_dir = tmp_path / "run", tmp_path / "cache", tmp_path / "wandb_home"
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        text = reply_for(body)
+        usage = {"prompt_tokens": 100, "completion_tokens": len(text.split())}
+        return 200, completion_body(text, usage), 0.0
+
+    with serve(behaviour) as server:
+        proc = run_cli(out, cache, server.url, wandb_dir)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        first_requests = len(server.bodies)
+        # the key reached the server with every request ...
+        assert server.authorization and set(server.authorization) == {f"Bearer {SENTINEL}"}
+        bodies = list(server.bodies)
+        # ... and a second run of the same command is answered by the response cache
+        again = run_cli(tmp_path / "run2", cache, server.url, wandb_dir)
+        assert again.returncode == 0, again.stderr[-4000:]
+        assert len(server.bodies) == first_requests
+
+    # the prompts: concept extraction (one repair round for the garbled window) and answers
+    users = [[m["content"] for m in b["messages"] if m["role"] == "user"] for b in bodies]
+    extraction = [u for u in users if "Answer with a JSON list of strings" in u[0]]
+    repairs = [u for u in extraction if len(u) > 1]
+    answers = [u for u in users if "Question:" in u[0]]
+    assert extraction and answers
+    assert len(repairs) == 1 and FIRST_TURN in repairs[0][0]
+    assert all(b["model"] == "gpt-4o-mini" and b["temperature"] == 0.0 for b in bodies)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    memory = metrics["identity"]["memory"]
+    assert memory["extraction_failures"] == 1 and memory["llm_free_extractor"] is False
+    log = (out / "run.log").read_text()
+    assert "skipped 1 of" in log and GARBLED_WINDOW_MARK in log
+    preds = pd.read_parquet(out / "predictions.parquet")
+    answered = preds[~preds["gated"]]
+    assert len(answered) == len(answers)
+    assert set(answered["prediction"]) <= {"Not mentioned", "a pottery class"}
+    assert preds["f1_official"].notna().all() and preds["bleu1"].notna().all()
+    assert metrics["usage"]["n_responses"] == len(answers)  # every answer accounted
+
+    # the sentinel key is in no file the runs wrote: run folders, Hydra's, the log, W&B's
+    written = files_under(out, tmp_path / "run2", wandb_dir, cache)
+    assert any(p.name == "run.log" for p in written)
+    assert any("wandb" in p.parts for p in written)
+    leaked = [p for p in written if SENTINEL.encode() in p.read_bytes()]
+    assert leaked == []
+    assert SENTINEL not in proc.stdout + proc.stderr + again.stdout + again.stderr
