@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import random
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,9 +47,10 @@ from synapse_pt.eval.report import run_tables
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
-from synapse_pt.models.accounting import summarize_usage
+from synapse_pt.models.accounting import price_for, price_table, summarize_usage
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
+from synapse_pt.models.llm.budget import BudgetedLLM, BudgetExceeded
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.none import NoLLM
 from synapse_pt.study_key import register_resolvers
@@ -127,6 +129,13 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
     backend = hydra.utils.instantiate(cfg["backend"], _convert_="all")
     if isinstance(backend, NoLLM):
         return None
+    cap = cfg.get("max_cost_usd")
+    if cap is not None:  # inside the cache: hits cost nothing, answers are stored before a stop
+        price = price_for(backend.model, price_table(cfg.get("prices") or {}))
+        if price is None:
+            raise ValueError(f"llm.max_cost_usd={cap} needs a price for {backend.model!r} in "
+                             f"llm.prices (USD per 1M prompt and completion tokens)")
+        backend = BudgetedLLM(backend, float(cap), price)
     if cfg.get("cache"):
         Path(cfg["cache"]).parent.mkdir(parents=True, exist_ok=True)
         return CachedLLM(backend, ResponseCache(cfg["cache"]))
@@ -450,11 +459,19 @@ def quiet_third_party_logs(level: int = logging.WARNING) -> None:
         logging.getLogger(name).setLevel(level)
 
 
+BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
+
+
 @hydra.main(version_base="1.3", config_path="../configs", config_name="run")
 def main(cfg: DictConfig) -> float:
     """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise)."""
     quiet_third_party_logs()
-    metrics = run(cfg)
+    try:
+        metrics = run(cfg)
+    except BudgetExceeded as err:  # a clean stop: what was answered is cached
+        log.error("%s", err)
+        print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
+        sys.exit(BUDGET_EXIT_CODE)
     print(render_summary(metrics, run_category_names(cfg),
                          label=cfg.get("experiment_name") or cfg.task_name,
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")

@@ -117,3 +117,97 @@ def test_paper_path_end_to_end_through_a_loopback_server(tmp_path: Path) -> None
     leaked = [p for p in written if SENTINEL.encode() in p.read_bytes()]
     assert leaked == []
     assert SENTINEL not in proc.stdout + proc.stderr + again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_budget_cap_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """``llm.max_cost_usd``: a run stops with exit status 3 before its spending would pass the
+    cap; rerunning the same command answers what is left from where it stopped, re-asking
+    nothing, until the run completes."""
+    from synapse_pt.run import BUDGET_EXIT_CODE
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        return 200, completion_body("a pottery class",
+                                    {"prompt_tokens": 300, "completion_tokens": 3}), 0.0
+
+    # BM25 (no gate: every question is asked), gpt-4o-mini prices: an answer prompt (a few hundred
+    # tokens, up to 32 completion tokens) costs at most about USD 1e-4; a cap of USD 8e-4 lets
+    # a few through per run
+    command = [sys.executable, "-m", "synapse_pt.run", "eval=qa", "llm=openai", "dataset=sample",
+               "memory=bm25", "embedder=hashing", "device=cpu", "logger=none",
+               "llm.max_cost_usd=0.0008",
+               "llm.backend.max_retries=0", f"paths.cache_dir={tmp_path / 'cache'}",
+               f"hydra.run.dir={tmp_path / 'run'}"]
+    codes = []
+    with serve(behaviour) as server:
+        command.insert(5, f"llm.backend.base_url={server.url}")
+        env = {**os.environ, "OPENAI_API_KEY": SENTINEL, "TQDM_DISABLE": "1"}
+        for _ in range(8):
+            proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+                                  timeout=300, env=env)
+            codes.append(proc.returncode)
+            if proc.returncode != BUDGET_EXIT_CODE:
+                break
+            assert "llm.max_cost_usd=0.0008 reached" in proc.stderr
+            assert "Traceback" not in proc.stderr  # a clean stop, not a crash
+        questions = [[m["content"] for m in b["messages"] if m["role"] == "user"][0]
+                     for b in server.bodies]
+    assert codes[-1] == 0 and codes.count(BUDGET_EXIT_CODE) >= 1, codes
+    assert len(questions) == len(set(questions))  # nothing asked twice
+    preds = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    assert len(questions) == int((~preds["gated"]).sum())  # every answer asked exactly once
+
+
+def estimate_of(*overrides: str):
+    from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
+
+    from synapse_pt.estimate import estimate
+
+    return estimate(make_cfg(*overrides))
+
+
+@pytest.mark.slow
+def test_estimate_counts_the_requests_a_run_sends(tmp_path: Path) -> None:
+    """``python -m synapse_pt.estimate``: its extraction calls and their prompt tokens are those
+    the run really sends (counted from the loopback server's log with the same tokenizer); its
+    answer calls bound the answers sent."""
+    from synapse_pt.eval.tokens import HFTokenCounter
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if "Answer with a JSON list of strings" in first:
+            text = '["pottery class", "dog"]'
+        else:
+            text = "a pottery class"
+        return 200, completion_body(text, {"prompt_tokens": 1, "completion_tokens": 1}), 0.0
+
+    overrides = ("experiment=paper_main", "llm=openai", "extractor=llm", "eval=qa",
+                 "dataset=sample", "embedder=hashing", "device=cpu", "logger=none",
+                 "eval.judge_runs=2")
+    with serve(behaviour) as server:
+        env = {**os.environ, "OPENAI_API_KEY": SENTINEL, "TQDM_DISABLE": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "synapse_pt.run", *overrides,
+             f"llm.backend.base_url={server.url}", f"paths.cache_dir={tmp_path / 'cache'}",
+             f"hydra.run.dir={tmp_path / 'run'}"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        bodies = list(server.bodies)
+    frame, facts = estimate_of(*overrides)
+    sent = [b for b in bodies
+            if "Answer with a JSON list of strings" in b["messages"][-1]["content"]]
+    counter = HFTokenCounter()
+    contents = [m["content"] for b in sent for m in b["messages"]]
+    sent_tokens = sum(counter.count_many(contents)) + 4 * len(contents)
+    assert frame.loc["extraction", "calls"] == len(sent) == 8  # 40 turns in windows of 5
+    assert frame.loc["extraction", "prompt_tokens"] == sent_tokens
+    assert frame.loc["extraction", "completion_tokens_max"] == 8 * 128  # max_tokens each
+    answers = [b for b in bodies if b["messages"][0]["content"].startswith("You answer questions")]
+    judge = [b for b in bodies if "label an answer" in b["messages"][-1]["content"]]
+    assert frame.loc["answers", "calls"] == facts["questions"] == 14 >= len(answers)
+    # judge: 2 runs over the 11 category 1-4 questions of the sample
+    assert frame.loc["judge", "calls"] == 2 * 11 == len(judge)
+    # gpt-4o-mini at USD 0.15 / 0.60 per 1M tokens
+    row = frame.loc["total"]
+    assert row["usd_max"] == pytest.approx(
+        (0.15 * row["prompt_tokens"] + 0.60 * row["completion_tokens_max"]) / 1e6)

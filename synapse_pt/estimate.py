@@ -1,0 +1,212 @@
+"""What a run will cost, before it runs: ``python -m synapse_pt.estimate <the run's overrides>``.
+
+Composes the same config as ``python -m synapse_pt.run``, loads the data and prints, without
+calling any model (no LLM, no embedder), how many extraction, answer and judge calls the run makes,
+their prompt tokens, the completion tokens their ``max_tokens`` allow, and the price from the
+config's ``llm.prices``, for the whole run and per 1,000 questions.
+
+What is exact and what is a bound:
+
+* SYNAPSE's LLM concept extraction (``extractor=llm``): exact. The windows are cut as the graph
+  builder cuts them and every request is rendered as the extractor renders it. A garbled reply's
+  repair round (at most one more call per window) is not counted: it is a failure case.
+* Answers: one call per question, an upper bound (questions the gate rejects cost none). The
+  prompt is rendered exactly for each question around a context bound: the memory's ``k`` items
+  at the dataset's mean tokens per rendered turn (GAAMA: its ``max_words`` pack; full context:
+  the whole conversation; Membox: ``k`` boxes at the mean tokens of a session).
+* Judge: ``eval.judge_runs`` calls per category 1-4 question; the answer in the prompt is bounded
+  by ``eval.max_answer_tokens``.
+* GAAMA's and Membox's LLM builds: their extraction depends on the model's replies (the facts
+  GAAMA's reflections group, the boxes Membox's Topic Loom closes); they are not estimated, and a
+  row says so.
+
+Tokens are counted with the bundled MiniLM WordPiece tokenizer (offline; close to, not equal to,
+OpenAI's BPE on English text) unless the run's LLM is a local model with its own tokenizer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import hydra
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from synapse_pt.data.categories import ANSWERABLE
+from synapse_pt.data.records import Dataset
+from synapse_pt.data.render import TurnRenderer
+from synapse_pt.eval.pipeline import EvalSettings
+from synapse_pt.eval.prompts import answer_messages
+from synapse_pt.eval.scorers.judge import build_judge_requests
+from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.graph.consolidation import windows_of
+from synapse_pt.graph.extraction import LLMConceptExtractor
+from synapse_pt.models.accounting import price_for, price_table
+from synapse_pt.models.llm.base import ChatRequest
+
+__all__ = ["estimate", "format_estimate"]
+
+_MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
+_WORDS_TO_TOKENS = 4 / 3      # GAAMA's pack is budgeted in words
+
+
+def _prompt_tokens(requests: Sequence[ChatRequest], counter: HFTokenCounter) -> int:
+    contents = [c for r in requests for _, c in r.messages]
+    return sum(counter.count_many(contents)) + _MESSAGE_OVERHEAD_TOKENS * len(contents)
+
+
+def _row(stage: str, calls: int, prompt: int, completion: int, basis: str) -> dict[str, Any]:
+    return {"stage": stage, "calls": calls, "prompt_tokens": prompt,
+            "completion_tokens_max": completion, "basis": basis}
+
+
+def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
+                     ) -> list[dict[str, Any]]:
+    if bool(cfg.extractor.get("llm_free", True)):
+        return [_row("extraction", 0, 0, 0, "LLM-free extractor: no calls")]
+    target = str(cfg.memory.get("_target_", ""))
+    if not target.endswith("SynapseMemory"):
+        name = target.rsplit(".", 1)[-1]
+        return [_row("extraction", 0, 0, 0, f"{name} LLM build: not estimated (its calls "
+                                           "depend on the model's replies)")]
+    extractor = LLMConceptExtractor(llm=None, max_concepts=int(cfg.extractor.max_concepts),  # type: ignore[arg-type]
+                                    max_tokens=int(cfg.extractor.max_tokens))
+    size = int(cfg.memory.graph.window)
+    requests = [extractor.request(w) for conv in dataset
+                for w in windows_of(list(conv.turns()), size)]
+    return [_row("extraction", len(requests), _prompt_tokens(requests, counter),
+                 sum(r.max_tokens for r in requests),
+                 f"exact: one request per window of {size} turns (repairs not counted)")]
+
+
+def _context_bound(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
+                   ) -> tuple[dict[str, int], str]:
+    """Context tokens of one answer prompt per conversation, and how they were bounded."""
+    memory = cfg.memory
+    target = str(memory.get("_target_", "")).rsplit(".", 1)[-1]
+    renderer = TurnRenderer(str(cfg.turn_template))
+    out: dict[str, int] = {}
+    for conv in dataset:
+        turns = list(conv.turns())
+        tokens = counter.count_many(renderer.render(turns))
+        mean = sum(tokens) / max(1, len(tokens))
+        if target == "FullContextMemory":
+            out[conv.sample_id], basis = sum(tokens), "the whole conversation"
+        elif target == "GAAMAMemory":
+            words = int(memory.max_words)
+            out[conv.sample_id] = math.ceil(words * _WORDS_TO_TOKENS)
+            basis = f"GAAMA's {words}-word pack"
+        elif target == "MemboxMemory":
+            k = int(memory.k)
+            per_session = sum(tokens) / max(1, len(conv.sessions))
+            out[conv.sample_id] = math.ceil(k * per_session)
+            basis = f"k={k} boxes at a session's mean tokens"
+        else:
+            k = int(memory.params.k) if "params" in memory else int(memory.k)
+            out[conv.sample_id] = math.ceil(k * mean)
+            basis = f"k={k} items at the mean tokens of a turn"
+    return out, basis
+
+
+def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
+                 ) -> list[dict[str, Any]]:
+    resolved = OmegaConf.to_container(cfg.eval, resolve=True)
+    ev = EvalSettings(**{k: v for k, v in resolved.items()
+                         if k in EvalSettings.__dataclass_fields__})  # as the run reads them
+    if ev.mode != "qa":
+        return [_row("answers", 0, 0, 0, "eval.mode=retrieval: no answers")]
+    context, basis = _context_bound(cfg, dataset, counter)
+    speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
+    questions = list(dataset.questions())
+    requests = [ChatRequest.from_messages(
+        answer_messages(q.question, [], speakers[q.sample_id],
+                        strict_evidence=bool(ev.strict_evidence), style=str(ev.answer_style)),
+        max_tokens=int(ev.max_answer_tokens)) for q in questions]
+    prompt = _prompt_tokens(requests, counter) + sum(context[q.sample_id] for q in questions)
+    rows = [_row("answers", len(requests), prompt, sum(r.max_tokens for r in requests),
+                 f"upper bound: every question (the gate skips some); context {basis}")]
+    runs = int(ev.judge_runs)
+    if runs > 0:
+        judged = [q for q in questions if q.category in ANSWERABLE]
+        bound = " ".join(["answer"] * int(ev.max_answer_tokens))
+        judge = build_judge_requests([q.question for q in judged],
+                                     [str(q.answer) for q in judged], [bound] * len(judged),
+                                     max_tokens=int(ev.judge_max_tokens),
+                                     protocol=str(ev.judge_protocol))
+        rows.append(_row("judge", runs * len(judge), runs * _prompt_tokens(judge, counter),
+                         runs * sum(r.max_tokens for r in judge),
+                         f"{runs} runs over the category 1-4 questions"))
+    return rows
+
+
+def estimate(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The calls, tokens and price of the run ``cfg`` describes, per stage (rows) and in total.
+
+    Returns:
+        The per-stage frame (``calls``, ``prompt_tokens``, ``completion_tokens_max``, ``usd_max``,
+        ``basis``) with a ``total`` row, and the facts behind it (questions, model, price,
+        tokenizer, cost per 1,000 questions).
+    """
+    from synapse_pt.run import build_dataset  # the run's own loader (one implementation)
+
+    dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke))
+    counter = HFTokenCounter(cfg.eval.get("context_tokenizer"))
+    rows = _extraction_rows(cfg, dataset, counter) + _answer_rows(cfg, dataset, counter)
+    frame = pd.DataFrame(rows).set_index("stage")
+    model = str(cfg.llm.backend.get("model", cfg.llm.name)) if "backend" in cfg.llm else "none"
+    price = price_for(model, price_table(OmegaConf.to_container(cfg.llm.get("prices") or {})))
+    if price is None:
+        frame["usd_max"] = float("nan")
+    else:
+        frame["usd_max"] = [price.cost(p, c) for p, c in zip(frame["prompt_tokens"],
+                                                             frame["completion_tokens_max"],
+                                                             strict=True)]
+    total = frame[["calls", "prompt_tokens", "completion_tokens_max", "usd_max"]].sum(
+        min_count=1)
+    total_row = pd.DataFrame([{**total.to_dict(), "basis": ""}], index=["total"])
+    frame = pd.concat([frame, total_row[frame.columns]])
+    frame.index.name = "stage"
+    n = dataset.num_questions
+    facts = {"dataset": dataset.name, "conversations": len(dataset), "questions": n,
+             "model": model, "tokenizer": counter.name,
+             "price_per_1m": None if price is None else {
+                 "prompt": price.prompt_per_1m, "completion": price.completion_per_1m},
+             "usd_max": None if price is None else float(total["usd_max"]),
+             "usd_max_per_1000_questions": (None if price is None or n == 0
+                                            else 1000 * float(total["usd_max"]) / n)}
+    return frame, facts
+
+
+def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
+    """The estimate as console text: the stage table, then the totals and what they rest on."""
+    shown = frame.copy()
+    for col in ("calls", "prompt_tokens", "completion_tokens_max"):
+        shown[col] = shown[col].map(lambda v: f"{int(v):,}")
+    shown["usd_max"] = shown["usd_max"].map(lambda v: "n/a" if pd.isna(v) else f"{v:,.4f}")
+    lines = [f"# Estimate: {facts['dataset']} ({facts['conversations']} conversations, "
+             f"{facts['questions']:,} questions), model {facts['model']}", "",
+             shown.to_markdown(), ""]
+    if facts["usd_max"] is None:
+        lines.append(f"no price for {facts['model']!r} in llm.prices: tokens only")
+    else:
+        p = facts["price_per_1m"]
+        lines.append(f"at most ${facts['usd_max']:,.4f} for the run, "
+                     f"${facts['usd_max_per_1000_questions']:,.4f} per 1,000 questions "
+                     f"(USD {p['prompt']:g} / {p['completion']:g} per 1M prompt / completion "
+                     "tokens, completions at their max_tokens)")
+    lines.append(f"tokens counted with {facts['tokenizer']} (offline); no model was called")
+    return "\n".join(lines) + "\n"
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+def main(cfg: DictConfig) -> None:
+    """CLI: print the estimate of the run the same overrides would make."""
+    frame, facts = estimate(cfg)
+    print(format_estimate(frame, facts), end="")
+    print(f"estimate_usd_max: {facts['usd_max'] if facts['usd_max'] is not None else 'n/a'} USD")
+
+
+if __name__ == "__main__":
+    main()

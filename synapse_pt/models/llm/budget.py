@@ -1,0 +1,96 @@
+"""A spending cap on a paid model (``llm.max_cost_usd``).
+
+:class:`BudgetedLLM` sits between the response cache and the backend, so cache hits cost nothing
+and every answer that arrives is stored before the cap can stop the run. Before a batch goes out,
+each request's worst case is priced (its prompt tokens, counted with the backend's
+``count_tokens`` plus the per-message overhead, at the prompt price; ``max_tokens`` at the
+completion price); only the longest prefix of the batch whose worst case still fits under the cap
+is sent. If any request is left, :class:`BudgetExceeded` stops the run after the sent ones have
+been answered and cached: the same command resumes where it stopped. The cap is per run (what
+one process pays): a resumed run pays only for what is left, up to the cap again.
+
+Spending counts the token usage the server reports for each answer (an estimate where it sends
+none), so the cap holds on what the provider bills, not on the worst case.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ..accounting import ModelPrice
+from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
+
+log = logging.getLogger(__name__)
+
+_MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
+
+
+class BudgetExceeded(LLMError):
+    """The next request would pass ``llm.max_cost_usd``; what was answered is cached."""
+
+
+class BudgetedLLM(LLM):
+    """Wrap ``llm`` with a spending cap.
+
+    Args:
+        llm: the paid backend.
+        max_cost_usd: the cap on this process's spending through this wrapper (USD).
+        price: the backend model's price (USD per 1M prompt and completion tokens).
+
+    Attributes:
+        spent_usd: what the answers received so far cost (their reported usage).
+    """
+
+    def __init__(self, llm: LLM, max_cost_usd: float, price: ModelPrice) -> None:
+        if max_cost_usd < 0:
+            raise ValueError(f"llm.max_cost_usd must be >= 0, got {max_cost_usd}")
+        self.llm = llm
+        self.max_cost_usd = float(max_cost_usd)
+        self.price = price
+        self.backend = llm.backend
+        self.model = llm.model
+        self.spent_usd = 0.0
+
+    @property
+    def cache_identity(self) -> str:
+        return self.llm.cache_identity  # the cap changes nothing about the answers
+
+    def worst_case_usd(self, request: ChatRequest) -> float:
+        """The most one request can cost: its prompt and a completion of ``max_tokens``."""
+        prompt = sum(self.llm.count_tokens(content) + _MESSAGE_OVERHEAD_TOKENS
+                     for _, content in request.messages)
+        return self.price.cost(prompt, request.max_tokens)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return self.generate_incremental(requests, lambda i, r: None)
+
+    def generate_incremental(self, requests: Sequence[ChatRequest],
+                             on_response: OnResponse) -> list[ChatResponse]:
+        allowed, reserved = 0, self.spent_usd
+        for request in requests:
+            cost = self.worst_case_usd(request)
+            if reserved + cost > self.max_cost_usd:
+                break
+            reserved += cost
+            allowed += 1
+
+        def paid(i: int, response: ChatResponse) -> None:
+            self.spent_usd += self.price.cost(response.prompt_tokens, response.completion_tokens)
+            on_response(i, response)
+
+        answered = (self.llm.generate_incremental(list(requests[:allowed]), paid)
+                    if allowed else [])
+        if allowed < len(requests):
+            raise BudgetExceeded(
+                f"llm.max_cost_usd={self.max_cost_usd:g} reached: ${self.spent_usd:.6f} spent in "
+                f"this run; {allowed} of the {len(requests)} requests of this batch sent, "
+                f"{len(requests) - allowed} left (the next one could cost up to "
+                f"${self.worst_case_usd(requests[allowed]):.6f}). Every answer received is in "
+                "the response cache: the same command resumes from here (each run spends at most "
+                "llm.max_cost_usd; raise it to finish in one go); `python -m synapse_pt.estimate` "
+                "with the same overrides prints what the whole run costs.")
+        return answered
+
+    def count_tokens(self, text: str) -> int:
+        return self.llm.count_tokens(text)

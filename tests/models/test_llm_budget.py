@@ -1,0 +1,77 @@
+"""``llm.max_cost_usd``: the worst case decides what is sent; what arrives is cached before the
+stop; the same command resumes (unit level here, the CLI in tests/test_paper_path.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from synapse_pt.models.accounting import ModelPrice
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.models.llm.budget import BudgetedLLM, BudgetExceeded
+from synapse_pt.models.llm.cache import CachedLLM
+
+
+class WordLLM(LLM):
+    """Counts a token per word; answers "ok" with usage of 10 prompt and 2 completion tokens."""
+
+    backend, model = "words", "words-1"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.sent += [r.messages[-1][1] for r in requests]
+        return [ChatResponse("ok", 10, 2, 0.1, self.model) for _ in requests]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+# USD 1 per 1M prompt tokens, USD 10 per 1M completion tokens
+PRICE = ModelPrice(1.0, 10.0)
+
+
+def ask(text: str) -> ChatRequest:
+    return ChatRequest((("user", text),), max_tokens=6)
+
+
+def test_worst_case_by_hand() -> None:
+    llm = BudgetedLLM(WordLLM(), 1.0, PRICE)
+    # prompt: 3 words + 4 overhead = 7 tokens -> 7e-6; completion: 6 x 10e-6 = 60e-6
+    assert llm.worst_case_usd(ask("one two three")) == pytest.approx(67e-6)
+
+
+def test_sends_the_prefix_that_fits_then_stops() -> None:
+    inner = WordLLM()
+    # worst case of each "qN" request: (1 + 4) x 1e-6 + 6 x 10e-6 = 65e-6; 3 fit under 200e-6
+    llm = BudgetedLLM(inner, 200e-6, PRICE)
+    seen: list[int] = []
+    with pytest.raises(BudgetExceeded, match=r"3 of the 5 requests of this batch sent, 2 left"):
+        llm.generate_incremental([ask(f"q{i}") for i in range(5)], lambda i, r: seen.append(i))
+    assert inner.sent == ["q0", "q1", "q2"] and seen == [0, 1, 2]
+    # spending counts the reported usage: 3 x (10 x 1e-6 + 2 x 10e-6) = 90e-6
+    assert llm.spent_usd == pytest.approx(90e-6)
+
+
+def test_a_rerun_resumes_from_the_cache(tmp_path) -> None:
+    inner = WordLLM()
+    batch = [ask(f"q{i}") for i in range(5)]
+    first = CachedLLM(BudgetedLLM(inner, 200e-6, PRICE), tmp_path / "cache.sqlite")
+    with pytest.raises(BudgetExceeded):
+        first.generate(batch)
+    # the same batch with a higher cap: only the two unanswered requests are sent
+    second = CachedLLM(BudgetedLLM(inner, 1.0, PRICE), tmp_path / "cache.sqlite")
+    out = second.generate(batch)
+    assert len(out) == 5 and [r.cached for r in out] == [True] * 3 + [False] * 2
+    assert inner.sent == ["q0", "q1", "q2", "q3", "q4"]
+
+
+def test_a_cap_of_zero_sends_nothing_and_a_negative_cap_is_refused() -> None:
+    inner = WordLLM()
+    with pytest.raises(BudgetExceeded, match="0 of the 1 requests"):
+        BudgetedLLM(inner, 0.0, PRICE).generate([ask("q")])
+    assert inner.sent == []
+    with pytest.raises(ValueError, match="max_cost_usd"):
+        BudgetedLLM(inner, -1.0, PRICE)
