@@ -19,6 +19,11 @@ else its ``task_name``), in folder order (a multirun's job number), the baseline
   ROC AUC of C_ret for category 5 against the rest, mean context tokens;
 - ``paper_ablations``: the paper's reported ablation effects (F1, gpt-4o-mini), for reference;
 - ``runs``: which folder, commit, dataset and settings made each row.
+
+Runs made under different protocols (the strict setting or its exceptions, the answer style, the
+judge, the prompt texts: ``PROTOCOL_FIELDS`` of ``synapse_pt.eval.collect``) are refused, naming
+what differs; ``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying
+how each row was made and the difference printed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
+import pandas as pd
+
+from synapse_pt.eval.collect import (
+    build_tables,
+    find_runs,
+    load_runs,
+    protocol_differences,
+    write,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,13 +51,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="folder for the tables")
     parser.add_argument("--baseline", default="paper_main",
                         help="label of the full-system row of the ablation tables")
+    parser.add_argument("--allow-mixed-protocols", action="store_true",
+                        help="put runs made under different protocols in one table (said so in "
+                             "a 'protocols' table)")
     args = parser.parse_args(argv)
     runs, where = load_runs(find_runs(args.run_dirs), baseline=args.baseline)
+    differences = protocol_differences(runs)
+    if differences:
+        lines = [f"  {field}: " + ", ".join(f"{label}={value}" for label, value in vals.items())
+                 for field, vals in differences.items()]
+        if not args.allow_mixed_protocols:
+            print("[make_tables] refused: the runs were made under different protocols\n"
+                  + "\n".join(lines) + "\n(--allow-mixed-protocols writes them anyway, with a "
+                  "'protocols' table)", file=sys.stderr)
+            return 2
+        print("[make_tables] mixed protocols (see the 'protocols' table):\n" + "\n".join(lines),
+              file=sys.stderr)
     baseline = args.baseline if args.baseline in runs else None
     if baseline is None:
         print(f"[make_tables] no run labelled {args.baseline!r}: no ablation tables",
               file=sys.stderr)
-    written = write(build_tables(runs, where, baseline), args.out)
+    tables = build_tables(runs, where, baseline)
+    if differences:
+        frame = pd.DataFrame({f: {label: str(v) for label, v in vals.items()}
+                              for f, vals in differences.items()})
+        frame.index.name = "config"
+        tables["protocols"] = (frame, ".1f")
+    written = write(tables, args.out)
     print(f"[make_tables] {len(runs)} runs ({', '.join(runs)}) -> {len(written)} files in "
           f"{args.out.resolve()}")
     return 0

@@ -38,6 +38,7 @@ from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
     git_commit,
+    prompt_hashes,
     write_json,
     write_predictions,
     write_tables,
@@ -342,6 +343,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                 "category5_options": settings.category5_options,
                 "strict": is_strict(settings),
                 "answer_style": settings.answer_style,
+                "prompts": prompt_hashes(),
                 "context_tokenizer": counter.name,
                 "category_names": {str(k): v for k, v in names.items()},
                 "smoke": bool(cfg.smoke),

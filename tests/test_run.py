@@ -196,6 +196,19 @@ def test_make_tables_on_two_runs(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="no metrics.json"):
         make_tables.find_runs([tmp_path / "tables"])
 
+    # a run under another protocol (GAAMA's answer instruction) is refused unless allowed
+    run(make_cfg(*FAST, "eval.answer_style=gaama", f"paths.cache_dir={tmp_path / 'c'}",
+                 output_dir=str(tmp_path / "sweep" / "2_gaama_style")))
+    capsys.readouterr()
+    assert make_tables.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "t2")]) == 2
+    err = capsys.readouterr().err
+    assert "refused" in err and "answer_style: " in err and "=gaama" in err
+    assert not (tmp_path / "t2").exists()
+    assert make_tables.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "t2"),
+                             "--allow-mixed-protocols"]) == 0
+    protocols = (tmp_path / "t2" / "protocols.md").read_text()
+    assert "answer_style" in protocols and "gaama" in protocols and "shared" in protocols
+
 
 def test_retrieval_only_change_reuses_the_ingested_memory(tmp_path):
     """A second run that only changes retrieval settings skips ingestion and gives the same

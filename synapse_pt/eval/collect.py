@@ -112,6 +112,36 @@ def paper_ablation_table() -> pd.DataFrame:
     return df
 
 
+#: What makes two runs' numbers comparable besides their configs: how answers were asked for and
+#: scored (identity fields of metrics.json; ``prompts`` holds the prompt texts' hashes).
+PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
+                   "answer_style", "scoring_protocols", "judge_protocol", "prompts")
+
+
+def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's protocol (``PROTOCOL_FIELDS``; a field an older run lacks is ``None``)."""
+    return {f: identity.get(f) for f in PROTOCOL_FIELDS}
+
+
+def protocol_differences(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{field: {label: value}}`` for every protocol field on which the runs differ. Prompt
+    hashes are compared per prompt (``prompts.<module.NAME>``)."""
+    protocols = {label: protocol_of(m["identity"]) for label, m in runs.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for f in PROTOCOL_FIELDS:
+        if f == "prompts":
+            names = sorted({n for p in protocols.values() for n in (p["prompts"] or {})})
+            for n in names:
+                values = {label: (p["prompts"] or {}).get(n) for label, p in protocols.items()}
+                if len({json.dumps(v) for v in values.values()}) > 1:
+                    out[f"prompts.{n}"] = values
+            continue
+        values = {label: p[f] for label, p in protocols.items()}
+        if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
+            out[f] = values
+    return out
+
+
 def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path]) -> pd.DataFrame:
     """Provenance of each row: folder, commit, data and settings."""
     rows = {}
@@ -123,7 +153,9 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "questions": ident.get("dataset", {}).get("questions"),
                        "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
                        "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
-                       "llm": ident.get("llm"), "smoke": ident.get("smoke")}
+                       "llm": ident.get("llm"), "smoke": ident.get("smoke"),
+                       "strict": ident.get("strict"), "answer_style": ident.get("answer_style"),
+                       "judge_protocol": ident.get("judge_protocol")}
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "config"
     return df

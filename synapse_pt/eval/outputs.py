@@ -58,6 +58,33 @@ def git_commit(root: str | Path | None = None) -> str:
         return "unknown"
 
 
+#: The modules whose prompt texts a run's answers, extraction and judge depend on.
+PROMPT_MODULES = ("synapse_pt.eval.prompts", "synapse_pt.graph.extraction",
+                  "synapse_pt.eval.scorers.judge", "synapse_pt.memory.gaama_llm",
+                  "synapse_pt.memory.membox_llm", "synapse_pt.models.structured")
+_PROMPT_SUFFIXES = ("PROMPT", "TEMPLATE", "INSTRUCTION", "STYLES", "EVIDENCE", "REPLY")
+
+
+def prompt_hashes() -> dict[str, str]:
+    """``{module.NAME: sha256[:12]}`` of every prompt text (module-level string, or mapping of
+    strings, whose name ends in PROMPT, TEMPLATE, INSTRUCTION, ...): two runs whose hashes differ
+    asked their models different questions, whatever their configs say."""
+    import importlib
+
+    out: dict[str, str] = {}
+    for name in PROMPT_MODULES:
+        module = importlib.import_module(name)
+        for attr, value in sorted(vars(module).items()):
+            if attr.startswith("_") or not attr.isupper() or not attr.endswith(_PROMPT_SUFFIXES):
+                continue
+            if isinstance(value, Mapping):
+                value = json.dumps(dict(value), sort_keys=True)
+            if isinstance(value, str):
+                short = name.rsplit(".", 1)[-1]
+                out[f"{short}.{attr}"] = hashlib.sha256(value.encode()).hexdigest()[:12]
+    return out
+
+
 def config_hash(resolved: Mapping[str, Any]) -> str:
     """sha256 (first 16 hex digits) of the resolved config as canonical JSON."""
     blob = json.dumps(resolved, sort_keys=True, default=str).encode()

@@ -369,9 +369,12 @@ def retrieval_summary(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def judge_summary(judge: JudgeResult) -> dict[str, float]:
+def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
+                  ) -> dict[str, float]:
     """Judge figures for the run summary: runs, failures (never counted as WRONG), the accuracy of
-    each run and its spread over runs (the spread mem0 reports)."""
+    each run and its spread over runs (the spread mem0 reports), overall and, given the questions'
+    ``categories``, per category (``judge_accuracy_mean_cat<k>`` / ``..._std_over_runs_cat<k>``:
+    mean and standard deviation over runs of the run's accuracy on category k)."""
     acc = judge.run_accuracy()
     judged = int((~judge.skipped).sum())
     out = {"judge_runs": float(len(judge.seeds)), "judge_questions": float(judged),
@@ -382,6 +385,14 @@ def judge_summary(judge: JudgeResult) -> dict[str, float]:
            "judge_accuracy_std_over_runs": float(np.nanstd(acc)) if judged else float("nan")}
     for r, a in enumerate(acc):
         out[f"judge_accuracy_run{r}"] = float(a)
+    if categories is not None:
+        cats = np.asarray(categories)
+        for k in sorted(set(int(c) for c in cats)):
+            per_run = judge.run_accuracy(cats == k)
+            if np.isnan(per_run).all():
+                continue  # a category the judge skips (5)
+            out[f"judge_accuracy_mean_cat{k}"] = float(np.nanmean(per_run))
+            out[f"judge_accuracy_std_over_runs_cat{k}"] = float(np.nanstd(per_run))
     return out
 
 
@@ -435,7 +446,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                           unit_tokens=unit_tokens)
     summary = retrieval_summary(df)
     if judge is not None:
-        summary.update(judge_summary(judge))
+        summary.update(judge_summary(judge, [q.category for q in questions]))
     summary.update(retrieve_seconds=retrieve_s, retrieve_ms_per_query=1e3 * retrieve_s / len(df),
                    answer_seconds=answer_s, num_questions=float(len(df)))
     return df, summary

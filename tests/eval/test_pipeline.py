@@ -377,6 +377,23 @@ def test_llm_judge_mean_spread_and_failures(ds: Dataset) -> None:
     assert summary["judge_questions_unjudged"] == 1
     assert summary["judge_failure_rate"] == pytest.approx(4 / (3 * n_judged))
 
+    # per category, over runs: labels by hand (1 CORRECT, 0 WRONG, None unreadable)
+    by_hand = {dog: [1, 1, 0], bowl: [None] * 3, work: [1, None, 1]}
+    cats = df.set_index("question")["category"]
+    for k in (1, 2, 3, 4):
+        rows_k = [by_hand.get(q, [0, 0, 0]) for q in cats.index[cats == k]]
+        if not rows_k:
+            continue
+        per_run = []
+        for r in range(3):
+            values = [row[r] for row in rows_k if row[r] is not None]
+            per_run.append(sum(values) / len(values) if values else float("nan"))
+        mean = sum(per_run) / 3
+        std = math.sqrt(sum((a - mean) ** 2 for a in per_run) / 3)
+        assert summary[f"judge_accuracy_mean_cat{k}"] == pytest.approx(mean), k
+        assert summary[f"judge_accuracy_std_over_runs_cat{k}"] == pytest.approx(std), k
+    assert "judge_accuracy_mean_cat5" not in summary  # not judged
+
 
 def test_judge_off_by_default_and_in_retrieval_mode(ds: Dataset) -> None:
     llm = ScriptedLLM()

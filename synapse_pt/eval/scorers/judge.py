@@ -183,13 +183,15 @@ class JudgeResult:
     def total_failures(self) -> int:
         return int(self.n_failures.sum())
 
-    def run_accuracy(self) -> np.ndarray:
+    def run_accuracy(self, mask: np.ndarray | None = None) -> np.ndarray:
         """``[R]``: each run's accuracy over the questions it parsed (the run-to-run spread mem0
-        reports is the std of this)."""
+        reports is the std of this); ``mask`` (``[B]`` bool) restricts it to some questions,
+        e.g. one category."""
+        labels = self.labels if mask is None else self.labels[:, np.asarray(mask, dtype=bool)]
         with np.errstate(invalid="ignore"):
-            judged = ~np.isnan(self.labels)
+            judged = ~np.isnan(labels)
             return np.where(judged.sum(1) > 0,
-                            np.nansum(self.labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
+                            np.nansum(labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
 
 
 def judge_answers(
