@@ -4,6 +4,8 @@
 
 For every folder given: the runs under it (folders holding ``metrics.json``) get a per-category
 recall@10 bar chart and, when they hold ``recall@<T>tok``, recall against the context-token budget;
+runs that include the ``--baseline`` run (default ``paper_main``: an ablation multirun) also get
+each run's recall@10 change from it beside the paper's reported F1 changes;
 a gate study (a folder holding ``roc.csv`` and ``folds.json``, from ``scripts/gate_study.py``)
 gets its ROC curves with each gate's held-out operating point. The last line is the number of
 figures written.
@@ -19,7 +21,16 @@ from pathlib import Path
 import pandas as pd
 
 from synapse_pt.eval.collect import find_runs, load_runs
-from synapse_pt.eval.plots import bar_chart, budget_frame, budget_plot, metric_frame, roc_plot
+from synapse_pt.eval.plots import (
+    ablation_delta_plot,
+    bar_chart,
+    budget_frame,
+    budget_plot,
+    delta_frame,
+    metric_frame,
+    paper_deltas,
+    roc_plot,
+)
 
 
 def gate_points(per_q: pd.DataFrame, gates: Sequence[str]) -> dict[str, tuple[float, float]]:
@@ -33,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--baseline", default="paper_main",
+                        help="the full-system run of an ablation folder")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -50,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         written.append(bar_chart(metric_frame(runs, "recall@10"), path,
                                  title=f"{name}: evidence recall@10 per category",
                                  ylabel="recall@10 (%)"))
+        if args.baseline in runs and len(runs) > 1:
+            written += ablation_delta_plot(delta_frame(runs, args.baseline, "recall@10"),
+                                           args.out / f"{name}_ablation_deltas",
+                                           metric="recall@10", baseline=args.baseline,
+                                           paper=paper_deltas())
         budgets = budget_frame(runs)
         if not budgets.empty and budgets.notna().any().any():
             written += budget_plot(budgets.dropna(how="all"), args.out / f"{name}_budget")

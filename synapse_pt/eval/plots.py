@@ -123,3 +123,62 @@ def budget_plot(frame: pd.DataFrame, path: str | Path, *,
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+def delta_frame(runs: Mapping[str, Mapping[str, Any]], baseline: str, metric: str
+                ) -> pd.DataFrame:
+    """Rows = the runs other than ``baseline``, columns = categories and both means: each run's
+    ``metric`` minus the baseline's (fractions; :func:`metric_frame` layout)."""
+    if baseline not in runs:
+        raise KeyError(f"no run labelled {baseline!r} among {list(runs)}")
+    frame = metric_frame(runs, metric)
+    return frame.drop(index=baseline) - frame.loc[baseline]
+
+
+def paper_deltas() -> pd.DataFrame:
+    """The paper's reported ablation effects (F1 points, gpt-4o-mini): rows = configs, columns
+    = the category (or average) each was reported on; NaN where the paper gives no full value."""
+    from synapse_pt.eval.paper_numbers import ABLATIONS
+
+    rows: dict[str, dict[str, float]] = {}
+    for a in ABLATIONS:
+        if a["full"] is not None:
+            rows.setdefault(a["config"], {})[a["metric"]] = a["ablated"] - a["full"]
+    return pd.DataFrame.from_dict(rows, orient="index").astype("float64")
+
+
+def ablation_delta_plot(deltas: pd.DataFrame, path: str | Path, *, metric: str,
+                        baseline: str, key: str = "mean_q_1_4",
+                        paper: pd.DataFrame | None = None) -> list[Path]:
+    """Left: each ablation's change of ``metric`` (``key`` column of :func:`delta_frame`, in
+    points) from ``baseline``. Right, when given: the paper's reported F1 change of the same
+    config (:func:`paper_deltas`), on the category it reported. Different metrics: two panels,
+    never one axis."""
+    plt = _pyplot()
+    panels = 2 if paper is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 0.45 * len(deltas) + 1.8),
+                             squeeze=False)
+    ours = 100 * deltas[key]
+    ax = axes[0][0]
+    ax.barh(ours.index, ours.values, color=["tab:red" if v < 0 else "tab:blue" for v in ours])
+    ax.axvline(0, color="black", lw=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{metric} ({key}) minus {baseline}, points")
+    ax.set_title(f"this framework: {metric}", fontsize=9)
+    if paper is not None:
+        ax2 = axes[0][1]
+        rows = [c for c in deltas.index if c in paper.index]
+        labels, values = [], []
+        for config in rows:
+            for col, v in paper.loc[config].dropna().items():
+                labels.append(f"{config} ({col})")
+                values.append(v)
+        ax2.barh(labels, values, color=["tab:red" if v < 0 else "tab:blue" for v in values])
+        ax2.axvline(0, color="black", lw=0.8)
+        ax2.invert_yaxis()
+        ax2.set_xlabel("F1 change reported by the paper, points (gpt-4o-mini)")
+        ax2.set_title("SYNAPSE paper: F1", fontsize=9)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

@@ -54,3 +54,25 @@ def test_make_figures_script_on_run_folders(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "fig" / "runs_budget.svg").is_file()
     with pytest.raises(FileNotFoundError, match="no metrics.json under"):
         make_figures.main([str(tmp_path / "fig"), "--out", str(tmp_path / "fig2")])
+
+
+def test_ablation_deltas_by_hand(tmp_path: Path) -> None:
+    from synapse_pt.eval.plots import ablation_delta_plot, delta_frame, paper_deltas
+
+    runs = {"paper_main": metrics(0.50, {}), "no_fan": metrics(0.45, {}),
+            "no_decay": metrics(0.52, {})}
+    deltas = delta_frame(runs, "paper_main", "recall@10")
+    assert list(deltas.index) == ["no_fan", "no_decay"]
+    assert deltas.loc["no_fan", "mean_q_1_4"] == pytest.approx(-0.05)
+    assert deltas.loc["no_decay", "multi-hop"] == pytest.approx(0.02)
+    paper = paper_deltas()
+    # the paper: fan(j) = 1 takes open-domain F1 from 25.9 to 16.8; delta = 0 temporal 50.1 -> 14.2
+    assert paper.loc["no_fan", "open-domain"] == pytest.approx(16.8 - 25.9)
+    assert paper.loc["no_decay", "temporal"] == pytest.approx(14.2 - 50.1)
+    assert "vectors_only" not in paper.index  # no full value reported: no change to show
+    out = ablation_delta_plot(deltas, tmp_path / "d", metric="recall@10", baseline="paper_main",
+                              paper=paper)
+    svg = out[1].read_text()
+    assert "no_fan (open-domain)" in svg and "SYNAPSE paper: F1" in svg
+    with pytest.raises(KeyError, match="no run labelled"):
+        delta_frame(runs, "full", "recall@10")
