@@ -17,6 +17,7 @@ from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
 from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.nn.functional import activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
@@ -108,6 +109,7 @@ class SynapseMemory(MemorySystem):
         self.batch: GraphBatch | None = None
         self.bm25: BM25Index | None = None
         self._pagerank: dict[str, torch.Tensor] = {}
+        self._adjacency: dict[tuple[int | None, bool], torch.Tensor] = {}
         self.ingest_seconds = 0.0
 
     def configure_retrieval(self, **settings: object) -> None:
@@ -143,6 +145,7 @@ class SynapseMemory(MemorySystem):
                               doc_group=self.batch.batch,
                               **self.bm25_args)
         self._pagerank = {}
+        self._adjacency = {}
         if self.fused is not None:
             self._fused_cache = None
             self.fused.ingest_dialogues(conversations)
@@ -217,7 +220,8 @@ class SynapseMemory(MemorySystem):
                 x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
                 pagerank_unit=pagerank, query_emb=query_emb,
                 query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
-                episodic=g.node_type != SEMANTIC_NODE, similarity=similarity)
+                episodic=g.node_type != SEMANTIC_NODE, similarity=similarity,
+                adj_t=self.adjacency(None, params.fan))
         B, k = query_graph.shape[0], params.k + params.k_concepts
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
         score = torch.full((B, k), float("-inf"), device=self.device)
@@ -236,7 +240,8 @@ class SynapseMemory(MemorySystem):
                 query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
                 bm25=bm25[n0:n1][:, cols], params=params.select(cols),
                 node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
-                similarity=None if similarity is None else similarity[n0:n1][:, cols])
+                similarity=None if similarity is None else similarity[n0:n1][:, cols],
+                adj_t=self.adjacency(graph, params.fan))
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -252,6 +257,24 @@ class SynapseMemory(MemorySystem):
             raise RuntimeError("SynapseMemory.evidence_index called before ingest")
         return padded_rows([[self.batch.index_of(q.sample_id, e) for e in q.evidence]
                             for q in questions], self.device)
+
+    def adjacency(self, graph: int | None, fan: bool) -> torch.Tensor:
+        """The fan-normalised sparse adjacency of one conversation's graph (``graph``: its
+        index in the batch, local node ids) or of the whole batch (``None``), built once after
+        ingest and reused by every retrieve and every sweep chunk."""
+        key = (graph, bool(fan))
+        if key not in self._adjacency:
+            g = self.batch
+            if graph is None:
+                edge_index, edge_weight, n = g.edge_index, g.edge_weight, g.x.shape[0]
+            else:
+                n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
+                e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+                edge_index, edge_weight, n = g.edge_index[:, e0:e1] - n0, g.edge_weight[e0:e1], \
+                    n1 - n0
+            self._adjacency[key] = activation_adjacency(edge_index, edge_weight, n, fan=fan,
+                                                        dtype=g.x.dtype)
+        return self._adjacency[key]
 
     def pagerank(self, scale: str) -> torch.Tensor:
         """``[N]`` cached PageRank rescaled per conversation by ``scale`` (SPEC §1.5)."""

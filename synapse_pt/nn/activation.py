@@ -3,9 +3,12 @@ r"""Module form of the SYNAPSE activation dynamics (SPEC §1.2 steps 3-5, ablati
 :class:`SpreadingActivation` is a PyG :class:`~torch_geometric.nn.conv.MessagePassing` layer (one
 propagation step), :class:`LateralInhibition` and :class:`Firing` are the two point-wise stages,
 and :class:`ActivationDynamics` composes :math:`T` steps with every ablation switch as a
-constructor argument. All of them compute with the functions of
-:mod:`synapse_pt.nn.functional`, so ``ActivationDynamics(...)(a0, edge_index, edge_weight)`` is
-bit-identical to :func:`~synapse_pt.nn.functional.spreading_activation` with the same settings.
+constructor argument. The stages compute with the functions of :mod:`synapse_pt.nn.functional`
+(propagation, inhibition, firing: the maths, once), and :class:`ActivationDynamics` is the one
+implementation of the loop: SYNAPSE retrieval, the batched sweep,
+:func:`~synapse_pt.nn.functional.spreading_activation`,
+:func:`~synapse_pt.nn.functional.activation_dynamics` and
+:func:`~synapse_pt.nn.functional.activation_step` all run it.
 
 Hyperparameters are stored as float64 buffers (exactly the Python value; cast to the activations'
 dtype at use, as the functional form does) and can be overridden per call, per column, by passing
@@ -20,6 +23,7 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.utils import is_torch_sparse_tensor
 
 from synapse_pt.nn.functional import (
+    INHIBITION_SCHEDULES,
     Hyper,
     _apply_node_mask,
     _check_node_mask,
@@ -274,13 +278,19 @@ class ActivationDynamics(nn.Module):
         (1 - \delta)\,\mathbf{a}(t) + S\,\mathbf{P}\,\mathbf{a}(t)\big)\Big),
         \qquad P_{ij} = \frac{w_{ji}}{\mathrm{fan}(j)}
 
-    returning :math:`\mathbf{a}(T)`; bit-identical to
-    :func:`~synapse_pt.nn.functional.spreading_activation` with the same settings (with
-    ``inhibition=False`` it equals the functional form with ``beta=0``).
+    returning :math:`\mathbf{a}(T)`. This is the one implementation of the loop: retrieval, the
+    batched sweep and :func:`~synapse_pt.nn.functional.spreading_activation` /
+    :func:`~synapse_pt.nn.functional.activation_dynamics` all run it, so a researcher who
+    subclasses it or swaps a stage (``spreading``, ``lateral_inhibition``, ``firing``) changes
+    every one of them. Each stage computes with the functions of :mod:`synapse_pt.nn.functional`
+    (the maths lives there once).
 
     Ablation switches (SPEC §1.3): ``fan=False`` (``no_fan``), ``delta=0`` (``no_decay``),
     ``beta=0`` (``beta0``), ``inhibition=False`` (skip the stage: :math:`\hat{u} = \max(0, u)`),
-    ``T`` (``T=0`` returns :math:`\mathbf{a}(0)`, no activation).
+    ``T`` (``T=0`` returns :math:`\mathbf{a}(0)`, no activation). Readings of SPEC §1.5:
+    ``inhibition_schedule`` (``"every_step"``, or ``"last_step"``: steps :math:`1 \dots T-1`
+    propagate and fire without inhibition) and, per call, ``inhibitor_mask`` (the nodes that may
+    be among a column's top-:math:`M` inhibitors).
 
     Args:
         S (float or Tensor): spreading factor. (default: ``0.8``)
@@ -295,12 +305,17 @@ class ActivationDynamics(nn.Module):
         T (int): steps. (default: ``3``)
         cached (bool): cache the normalised graph (one fixed graph). (default: ``False``)
         fused (bool): sparse-matmul propagation. (default: ``True``)
+        inhibition_schedule (str): ``"every_step"`` or ``"last_step"``.
+            (default: ``"every_step"``)
 
     Shapes:
         - **input:** :math:`\mathbf{a}(0)` :math:`(N, B)`, edge indices :math:`(2, E)` or sparse
-          :math:`(N, N)` adjacency (see :class:`SpreadingActivation`), edge weights :math:`(E)`
-          *(optional)*, node mask :math:`(N, B)` or :math:`(N, 1)` *(optional)*
-        - **output:** :math:`\mathbf{a}(T)`, :math:`(N, B)`
+          :math:`(N, N)` adjacency (see :class:`SpreadingActivation`; with ``normalized=True`` the
+          fan-normalised ``adj_t`` of :func:`~synapse_pt.nn.functional.activation_adjacency`,
+          cached with the graph), edge weights :math:`(E)` *(optional)*, node and inhibitor
+          masks :math:`(N, B)` or :math:`(N, 1)` *(optional)*
+        - **output:** :math:`\mathbf{a}(T)`, :math:`(N, B)` (with ``return_potential``, also
+          :math:`\hat{u}(T)`, the last step's pre-sigmoid potential)
     """
 
     def __init__(
@@ -317,15 +332,20 @@ class ActivationDynamics(nn.Module):
         T: int = 3,
         cached: bool = False,
         fused: bool = True,
+        inhibition_schedule: str = "every_step",
     ) -> None:
         super().__init__()
         if T < 0:
             raise ValueError(f"T must be >= 0, got {T}")
+        if inhibition_schedule not in INHIBITION_SCHEDULES:
+            raise ValueError(f"inhibition must be one of {INHIBITION_SCHEDULES}, got "
+                             f"{inhibition_schedule!r}")
         self.spreading = SpreadingActivation(S, delta, fan=fan, cached=cached, fused=fused)
         # u is a fresh tensor every step: inhibition and firing may overwrite it.
         self.lateral_inhibition = LateralInhibition(M, beta, inplace=True) if inhibition else None
         self.firing = Firing(gamma, theta, fire_zero=fire_zero, inplace=True)
         self.T = int(T)
+        self.inhibition_schedule = inhibition_schedule
 
     def reset_parameters(self) -> None:
         self.spreading.reset_parameters()
@@ -337,37 +357,63 @@ class ActivationDynamics(nn.Module):
         edge_weight: Tensor | None = None,
         *,
         node_mask: Tensor | None = None,
+        inhibitor_mask: Tensor | None = None,
         S: Hyper | None = None,
         delta: Hyper | None = None,
         beta: Hyper | None = None,
         gamma: Hyper | None = None,
         theta: Hyper | None = None,
-    ) -> Tensor:
+        normalized: bool = False,
+        return_potential: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         r"""Run the dynamics from ``a0`` ``[N, B]``; keyword hyperparameters override the stored
         ones for this call (scalar or ``[B]``, one value per column). Nodes outside
-        ``node_mask`` are kept at 0 after every step (see
-        :func:`~synapse_pt.nn.functional.spreading_activation`)."""
+        ``node_mask`` are kept at 0 after every step and never inhibit (see
+        :func:`~synapse_pt.nn.functional.spreading_activation`). ``normalized=True``: the graph
+        is already the normalised sparse ``adj_t`` (built once per graph, reused by every batch
+        of queries)."""
         if self.T == 0:
-            return a0
+            return (a0, a0) if return_potential else a0
         if a0.dim() != 2:
             raise ValueError(f"a0 must have shape [N, B], got {tuple(a0.shape)}")
         a = a0 if a0.is_floating_point() else a0.float()
-        node_mask = _check_node_mask(node_mask, a)
-        graph, weight = self.spreading.normalize(edge_index, edge_weight, a.size(0), a.dtype)
-        B = a.size(1)
         sp = self.spreading
+        if normalized:
+            graph, weight = edge_index, edge_weight
+            if is_torch_sparse_tensor(graph) and graph.size(0) != a.size(0):
+                raise ValueError(f"a0 must have shape [N, B] with N = {graph.size(0)}, got "
+                                 f"{tuple(a0.shape)}")
+        else:
+            graph, weight = sp.normalize(edge_index, edge_weight, a.size(0), a.dtype)
+        node_mask = _check_node_mask(node_mask, a)
+        inhibitor_mask = _check_node_mask(inhibitor_mask, a)
+        candidates = node_mask
+        if inhibitor_mask is not None:
+            candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
+        B = a.size(1)
+        # convert once: the hyperparameters stay tensors (no Python constants in the loop)
         S_t = _column_param(sp.S if S is None else S, B, a, "S")
         delta_t = _column_param(sp.delta if delta is None else delta, B, a, "delta")
-        for _ in range(self.T):
-            u = sp(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
-            outside = None if node_mask is None else ~node_mask
-            u = _apply_node_mask(u, outside)
-            if self.lateral_inhibition is None:
-                uhat = _clamp_nonneg(u, inplace=True)
+        inhibit = self.lateral_inhibition
+        beta_t = None if inhibit is None else _column_param(
+            inhibit.beta if beta is None else beta, B, a, "beta")
+        gamma_t = _column_param(self.firing.gamma if gamma is None else gamma, B, a, "gamma")
+        theta_t = _column_param(self.firing.theta if theta is None else theta, B, a, "theta")
+        outside = None if node_mask is None else ~node_mask
+        potential = None
+        for t in range(self.T):
+            last = t == self.T - 1
+            u = _apply_node_mask(sp(a, graph, weight, S=S_t, delta=delta_t, normalized=True),
+                                 outside)
+            if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
+                uhat = inhibit(u, beta=beta_t, node_mask=candidates)
             else:
-                uhat = self.lateral_inhibition(u, beta=beta, node_mask=node_mask)
-            a = _apply_node_mask(self.firing(uhat, gamma=gamma, theta=theta), outside)
-        return a
+                uhat = _clamp_nonneg(u, inplace=True)
+            if last and return_potential:
+                potential = uhat.clone()
+            a = _apply_node_mask(self.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
+        return (a, potential) if return_potential else a
 
     def extra_repr(self) -> str:
-        return f"T={self.T}, inhibition={self.lateral_inhibition is not None}"
+        return (f"T={self.T}, inhibition={self.lateral_inhibition is not None}, "
+                f"schedule={self.inhibition_schedule}")

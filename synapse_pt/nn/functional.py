@@ -394,7 +394,8 @@ def activation_step(
     potential: list[Tensor] | None = None,
 ) -> Tensor:
     r"""One step :math:`a(t) \to a(t+1)`: :func:`propagate`, :func:`lateral_inhibition`,
-    :func:`fire`, with nodes outside ``node_mask`` set to 0 before inhibition and after firing.
+    :func:`fire`, with nodes outside ``node_mask`` set to 0 before inhibition and after firing
+    (the layer :class:`~synapse_pt.nn.ActivationDynamics` with ``T = 1``: one implementation).
 
     ``node_mask`` (and ``inhibitor_mask``) must already be bool ``[N, B]`` or ``[N, 1]`` tensors
     on ``a``'s device. ``inhibitor_mask`` further restricts which nodes may be among the top-M
@@ -402,15 +403,17 @@ def activation_step(
     When ``potential`` is a list, the step appends a copy of :math:`\hat{u}` (the pre-sigmoid
     potential) to it. Returns a new tensor (``a`` is not modified).
     """
-    outside = None if node_mask is None else ~node_mask
-    u = _apply_node_mask(propagate(adj_t, a, S=S, delta=delta), outside)
-    candidates = node_mask
-    if inhibitor_mask is not None:
-        candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
-    uhat = lateral_inhibition(u, M, beta, node_mask=candidates, inplace=True)
-    if potential is not None:
-        potential.append(uhat.clone())
-    return _apply_node_mask(fire(uhat, gamma, theta, fire_zero, inplace=True), outside)
+    from synapse_pt.nn.activation import ActivationDynamics  # the layer imports this module
+
+    layer = ActivationDynamics(M=M, fire_zero=fire_zero, T=1)
+    out = layer(a, adj_t, normalized=True, node_mask=node_mask, inhibitor_mask=inhibitor_mask,
+                S=S, delta=delta, beta=beta, gamma=gamma, theta=theta,
+                return_potential=potential is not None)
+    if potential is None:
+        return out
+    a_next, uhat = out
+    potential.append(uhat)
+    return a_next
 
 
 INHIBITION_SCHEDULES = ("every_step", "last_step")
@@ -433,7 +436,9 @@ def activation_dynamics(
     inhibitor_mask: Tensor | None = None,
     return_potential: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    r""":math:`T` steps of :func:`activation_step` from a cached :func:`activation_adjacency`.
+    r""":math:`T` steps of the dynamics from a cached :func:`activation_adjacency`, run by the
+    layer :class:`~synapse_pt.nn.ActivationDynamics` (the one implementation of the loop; each
+    step is :func:`activation_step`'s maths).
 
     Same arguments and result as :func:`spreading_activation`, with ``adj_t`` in place of
     ``(edge_index, edge_weight, num_nodes, fan)``, plus the readings of SPEC §1.5:
@@ -451,10 +456,10 @@ def activation_dynamics(
         Tensor ``[N, B]``: :math:`a(T)`; with ``return_potential`` the pair
         ``(a(T), uhat(T))``.
     """
+    from synapse_pt.nn.activation import ActivationDynamics  # the layer imports this module
+
     if T < 0:
         raise ValueError(f"T must be >= 0, got {T}")
-    if inhibition not in INHIBITION_SCHEDULES:
-        raise ValueError(f"inhibition must be one of {INHIBITION_SCHEDULES}, got {inhibition!r}")
     squeeze = a0.dim() == 1
     a = a0.unsqueeze(1) if squeeze else a0
     if a.dim() != 2 or a.size(0) != adj_t.size(0):
@@ -463,30 +468,15 @@ def activation_dynamics(
         )
     if T == 0:
         return (a0, a0) if return_potential else a0
-    if not a.is_floating_point():
-        a = a.float()
-    node_mask = _check_node_mask(node_mask, a)
-    inhibitor_mask = _check_node_mask(inhibitor_mask, a)
-    B = a.size(1)
-    # Convert once: the hyperparameters stay tensors (no Python constants in the loop).
-    hp = {
-        "S": _column_param(S, B, a, "S"),
-        "delta": _column_param(delta, B, a, "delta"),
-        "beta": _column_param(beta, B, a, "beta"),
-        "gamma": _column_param(gamma, B, a, "gamma"),
-        "theta": _column_param(theta, B, a, "theta"),
-    }
-    potential: list[Tensor] = []
-    for t in range(T):
-        last = t == T - 1
-        a = activation_step(adj_t, a, M=M if (last or inhibition == "every_step") else 0,
-                            fire_zero=fire_zero, node_mask=node_mask,
-                            inhibitor_mask=inhibitor_mask,
-                            potential=potential if (last and return_potential) else None, **hp)
-    if squeeze:
-        a = a.squeeze(1)
-        potential = [p.squeeze(1) for p in potential]
-    return (a, potential[0]) if return_potential else a
+    layer = ActivationDynamics(M=M, fire_zero=fire_zero, T=T, inhibition_schedule=inhibition)
+    out = layer(a, adj_t, node_mask=node_mask, inhibitor_mask=inhibitor_mask, S=S, delta=delta,
+                beta=beta, gamma=gamma, theta=theta, normalized=True,
+                return_potential=return_potential)
+    if not squeeze:
+        return out
+    if return_potential:
+        return out[0].squeeze(1), out[1].squeeze(1)
+    return out.squeeze(1)
 
 
 def spreading_activation(

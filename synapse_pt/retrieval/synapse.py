@@ -1,7 +1,8 @@
 """SYNAPSE retrieval for a batch of queries over a batch of conversation graphs (SPEC §1.2).
 
 Everything here is ``[N, B]`` tensor work on the graph's device: triggers -> initial energy ->
-spreading activation with lateral inhibition (``synapse_pt.nn``) -> triple score -> top-k -> gate.
+spreading activation with lateral inhibition (the layer :class:`~synapse_pt.nn.ActivationDynamics`,
+over the fan-normalised adjacency cached with the graph) -> triple score -> top-k -> gate.
 Queries only ever see nodes of their own conversation (``node_graph == query_graph``).
 """
 
@@ -12,11 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
-from synapse_pt.nn.functional import (
-    INHIBITION_SCHEDULES,
-    activation_adjacency,
-    activation_dynamics,
-)
+from synapse_pt.nn.activation import ActivationDynamics
+from synapse_pt.nn.functional import INHIBITION_SCHEDULES, activation_adjacency
 
 from .anchors import initial_energy
 from .dense import cosine_scores, own_graph_mask
@@ -133,6 +131,13 @@ class SynapseParams:
         return SynapseParams(**values)
 
 
+def activation_layer(params: SynapseParams) -> ActivationDynamics:
+    """The activation layer of ``params`` (its structural settings: M, T, firing rule, inhibition
+    schedule; the continuous hyperparameters go to each call, scalar or one per column)."""
+    return ActivationDynamics(M=params.M, T=params.T, fire_zero=params.fire_zero,
+                              fan=params.fan, inhibition_schedule=params.inhibition)
+
+
 @dataclass
 class RankedBatch:
     """Top-k per query: ``index``, ``score``, ``valid`` ``[B, k]``; ``c_ret``, ``gated`` ``[B]``."""
@@ -149,7 +154,9 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
                      query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
                      params: SynapseParams, node_active: torch.Tensor | None = None,
                      episodic: torch.Tensor | None = None,
-                     similarity: torch.Tensor | None = None) -> RankedBatch:
+                     similarity: torch.Tensor | None = None,
+                     adj_t: torch.Tensor | None = None,
+                     dynamics: ActivationDynamics | None = None) -> RankedBatch:
     """Retrieve for ``B`` queries at once.
 
     Args:
@@ -168,6 +175,12 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
             ``query_emb`` wherever the cosine enters (dense anchors, their energy, the triple
             score, the ``similarity`` reading of C_ret): e.g. a fused retriever's score of the
             turns (:class:`~synapse_pt.memory.synapse.SynapseMemory`'s ``fused_trigger``).
+        adj_t: the fan-normalised sparse adjacency of ``(edge_index, edge_weight)``
+            (:func:`~synapse_pt.nn.functional.activation_adjacency` with ``fan=params.fan``, in
+            the energies' dtype); given, it is used as is (the memory caches it per graph),
+            else it is built here.
+        dynamics: the activation layer; default :func:`activation_layer` of ``params``. A
+            subclass (or one with a swapped stage) changes retrieval and sweeps alike.
     """
     p = params
     mask = own_graph_mask(node_graph, query_graph)
@@ -176,17 +189,18 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
     cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
     a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
                                  energy=p.energy)
-    adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan, dtype=a0.dtype)
+    if adj_t is None:
+        adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
+                                     dtype=a0.dtype)
     inhibitors = None
     if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
         reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
         inhibitors = anchors | reached
-    dynamics = activation_dynamics(
-        adj_t, a0, S=p.S, delta=p.delta, beta=p.beta, M=p.M, gamma=p.gamma, theta=p.theta,
-        T=p.T, fire_zero=p.fire_zero, node_mask=mask, inhibition=p.inhibition,
-        inhibitor_mask=inhibitors, return_potential=p.c_ret_source == "potential",
-    )
-    activation, potential = dynamics if p.c_ret_source == "potential" else (dynamics, None)
+    layer = activation_layer(p) if dynamics is None else dynamics
+    out = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
+                S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
+                return_potential=p.c_ret_source == "potential")
+    activation, potential = out if p.c_ret_source == "potential" else (out, None)
     score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
     rank_mask = mask
     if p.rank_episodic_only:

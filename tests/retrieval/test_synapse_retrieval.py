@@ -295,3 +295,79 @@ def test_fused_trigger_without_activation_ranks_as_the_fused_retriever(two_conve
     assert memory.describe()["fused_trigger"]["weights"] == fused_args["weights"]
     with pytest.raises(ValueError, match="memory.fused_trigger.k: set by the SYNAPSE memory"):
         SynapseMemory(enc, KeywordConceptExtractor(), fused_trigger={"k": 5})
+
+
+def test_retrieval_runs_the_activation_layer_over_the_cached_adjacency(two_conversations,
+                                                                        monkeypatch):
+    """The layer is the hot path: a retrieve runs ``ActivationDynamics`` once per conversation,
+    over an adjacency built once per conversation after ingest and reused by later calls."""
+    import synapse_pt.memory.synapse as memory_module
+    from synapse_pt.nn.activation import ActivationDynamics
+
+    calls = {"layer": 0, "adjacency": 0}
+    forward = ActivationDynamics.forward
+    build = memory_module.activation_adjacency
+
+    def counted_forward(self, *args, **kwargs):
+        calls["layer"] += 1
+        assert kwargs["normalized"] is True  # handed the cached adjacency, never edges
+        return forward(self, *args, **kwargs)
+
+    def counted_build(*args, **kwargs):
+        calls["adjacency"] += 1
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(ActivationDynamics, "forward", counted_forward)
+    monkeypatch.setattr(memory_module, "activation_adjacency", counted_build)
+    questions = [q for c in two_conversations for q in c.questions]
+    own = list(two_conversations[0].questions)
+    mem = _memory(k=10)
+    mem.ingest(two_conversations[:1])
+    first = mem.retrieve(own)
+    second = mem.retrieve(own)
+    assert calls == {"layer": 2, "adjacency": 1}  # one conversation, two retrieves
+    assert first.node_ids() == second.node_ids()
+    mem.ingest(two_conversations[1:])  # a new graph in the batch: the cache is rebuilt
+    mem.retrieve(questions)
+    mem.retrieve(questions)
+    assert calls == {"layer": 6, "adjacency": 3}
+
+
+def test_a_subclassed_layer_changes_retrieval(two_conversations):
+    """Swapping a stage of the layer (here: no firing, :math:`a = \\hat{u}`) changes what
+    synapse_retrieve returns, and equals the same maths run by hand."""
+    from synapse_pt.nn.activation import ActivationDynamics, Firing
+    from synapse_pt.nn.functional import activation_adjacency
+
+    class NoFiring(Firing):
+        def forward(self, uhat, *, gamma=None, theta=None):
+            return uhat
+
+    class Linear(ActivationDynamics):
+        def __init__(self) -> None:
+            super().__init__(T=1, inhibition=False)
+            self.firing = NoFiring()
+
+        def forward(self, a0, adj_t, edge_weight=None, **kwargs):
+            kwargs = {k: v for k, v in kwargs.items() if k in ("normalized", "node_mask", "S",
+                                                                "delta", "return_potential")}
+            return super().forward(a0, adj_t, edge_weight, **kwargs)
+
+    x = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), dim=1)
+    inputs = dict(x=x, node_graph=torch.zeros(3, dtype=torch.long),
+                  edge_index=torch.tensor([[0, 1], [1, 2]]), edge_weight=torch.ones(2),
+                  pagerank_unit=torch.zeros(3), query_emb=torch.tensor([[1.0, 0.0]]),
+                  query_graph=torch.zeros(1, dtype=torch.long), bm25=torch.zeros(3, 1))
+    params = SynapseParams(k=3, k_anchor=1, T=1, lambda1=0.0, lambda2=1.0, lambda3=0.0,
+                           tau_gate=0.0, bm25_trigger=False)
+    swapped = synapse_retrieve(**inputs, params=params, dynamics=Linear())
+    # by hand: a0 = cos on the one anchor (node 0, cos 1); u = (1 - 0.5) a0 + 0.8 P a0, with
+    # P the fan-normalised adjacency (node 0's one out-edge to node 1): u = [0.5, 0.8, 0]
+    adj = activation_adjacency(inputs["edge_index"], inputs["edge_weight"], 3).to_dense()
+    a0 = torch.tensor([1.0, 0.0, 0.0])
+    u = 0.5 * a0 + 0.8 * adj @ a0
+    assert u.tolist() == pytest.approx([0.5, 0.8, 0.0])
+    assert swapped.index[0].tolist()[:2] == [1, 0]  # ranked by a = u
+    assert swapped.score[0].tolist()[:2] == pytest.approx([0.8, 0.5])
+    default = synapse_retrieve(**inputs, params=params)  # sigmoid firing: another ranking score
+    assert default.score[0].tolist()[:2] != pytest.approx([0.8, 0.5])
