@@ -25,10 +25,28 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
 
     Returns ``(values [k, B], indices [k, B])``; where a column has fewer than ``k`` allowed rows
     the surplus entries have value ``-inf`` (callers drop them). Ties are broken by the lower node
-    index (a stable sort, unlike ``topk``), so the ranking does not depend on how many other nodes
-    or conversations share the tensor, nor on the device.
+    index, exactly as a stable descending sort would order them, so the ranking does not depend
+    on how many other nodes or conversations share the tensor, nor on the device.
+
+    No full sort: ``topk`` finds each column's k-th value :math:`v_k`; every row above it is
+    taken, and the rows equal to it fill the remaining places in index order (a cumulative count
+    over the column); the k taken rows, gathered without a host sync (``nonzero_static``), are
+    then sorted by value among themselves (``k`` rows, stable: equal values keep index order).
     """
-    k = min(k, scores.shape[0])
+    n, b = scores.shape
+    k = min(k, n)
     masked = scores.masked_fill(~mask, float("-inf"))
-    values, indices = masked.sort(dim=0, descending=True, stable=True)
-    return values[:k], indices[:k]
+    if k == 0 or b == 0:
+        empty = masked[:0]
+        return empty, empty.long()
+    kth = torch.topk(masked, k, dim=0, sorted=False).values.amin(dim=0)  # [B]
+    above = masked > kth
+    tied = masked == kth
+    room = k - above.sum(dim=0)  # places left for rows equal to the k-th value
+    taken = above | (tied & (tied.cumsum(dim=0) <= room))
+    # column-major positions of the taken rows: exactly k per column, rows ascending
+    flat = torch.nonzero_static(taken.T.reshape(-1), size=k * b).squeeze(1)
+    rows = (flat % n).view(b, k).T  # [k, B], ascending within each column
+    values = masked.gather(0, rows)
+    values, order = values.sort(dim=0, descending=True, stable=True)
+    return values, rows.gather(0, order)

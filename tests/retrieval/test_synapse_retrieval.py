@@ -371,3 +371,21 @@ def test_a_subclassed_layer_changes_retrieval(two_conversations):
     assert swapped.score[0].tolist()[:2] == pytest.approx([0.8, 0.5])
     default = synapse_retrieve(**inputs, params=params)  # sigmoid firing: another ranking score
     assert default.score[0].tolist()[:2] != pytest.approx([0.8, 0.5])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_masked_topk_equals_a_stable_sort_with_ties(seed, device):
+    """``masked_topk`` (topk, then ties at the k-th value filled in index order) against the
+    plain reference: a stable descending sort of the masked scores, first k rows."""
+    from synapse_pt.retrieval.dense import masked_topk
+
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(100):
+        n, b = int(torch.randint(1, 50, (1,), generator=g)), int(torch.randint(1, 6, (1,),
+                                                                             generator=g))
+        k = int(torch.randint(1, 60, (1,), generator=g))
+        scores = ((torch.rand(n, b, generator=g) * 4).round() / 4).to(device)  # many ties
+        mask = (torch.rand(n, b, generator=g) < 0.7).to(device)
+        values, index = masked_topk(scores, mask, k)
+        ref = scores.masked_fill(~mask, float("-inf")).sort(dim=0, descending=True, stable=True)
+        assert torch.equal(values, ref.values[:k]) and torch.equal(index, ref.indices[:k])
