@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .aggregate import MACRO, MICRO
+from .aggregate import MACRO, MICRO, OVERALL
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
@@ -58,7 +58,7 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     if headline is None:
         headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
     table = Table()
-    columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO]
+    columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO, OVERALL]
     table.add_column("metric (%)")
     for column in columns:
         table.add_column(column, justify="right")

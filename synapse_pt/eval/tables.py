@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from . import paper_numbers
-from .aggregate import MACRO, MICRO
+from .aggregate import MACRO, MICRO, OVERALL
 
 __all__ = [
     "PAPER_AVERAGE",
@@ -36,7 +36,8 @@ EFFICIENCY_COLUMNS = ("tokens/query", "latency s/query", "$ per 1,000 queries", 
 
 
 def _columns(names: Mapping[int, str], answerable: Sequence[int], adversarial: int) -> list[str]:
-    return [names[c] for c in answerable] + [names[adversarial], MACRO, MICRO, PAPER_AVERAGE]
+    return [names[c] for c in answerable] + [names[adversarial], MACRO, MICRO, OVERALL,
+                                              PAPER_AVERAGE]
 
 
 def _our_row(entry: Mapping[str, Any], columns: Sequence[str], scale: float) -> dict[str, float]:

@@ -10,7 +10,7 @@ NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "a
 
 def metrics(name: str, mode: str = "retrieval", notes: tuple[str, ...] = ()) -> dict:
     per_cat = {"multi-hop": 0.25, "temporal": 0.5, "open-domain": None, "single-hop": 0.125,
-               "adversarial": None, "mean_cat_1_4": 0.3, "mean_q_1_4": 0.2}
+               "adversarial": None, "mean_cat_1_4": 0.3, "mean_q_1_4": 0.2, "overall": 0.2}
     out = {"identity": {"dataset": {"name": name, "conversations": 10, "questions": 1986,
                                     "notes": list(notes)},
                         "memory": {"memory": "bm25"}, "eval_mode": mode, "smoke": False},
@@ -27,7 +27,7 @@ def test_retrieval_summary_shows_recall_in_percent_and_the_gate() -> None:
     assert "bm25_run: bm25 on locomo10 (10 conversations, 1986 questions, retrieval mode)" in text
     row = next(line for line in text.splitlines() if "recall@10" in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]
-    assert cells == ["recall@10", "25.0", "50.0", "-", "12.5", "-", "30.0", "20.0"]
+    assert cells == ["recall@10", "25.0", "50.0", "-", "12.5", "-", "30.0", "20.0", "20.0"]
     assert ("gate: false rejection (cat. 1-4) 2.5%; true rejection (cat. 5) 50.0%; "
             "C_ret ROC AUC, cat. 5 vs rest 0.612") in text
     assert "/runs/x/metrics.json" in text

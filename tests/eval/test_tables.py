@@ -9,7 +9,7 @@ import pytest
 
 from synapse_pt.data.categories import OFFICIAL
 from synapse_pt.eval import paper_numbers
-from synapse_pt.eval.aggregate import MACRO, MICRO, summarize
+from synapse_pt.eval.aggregate import MACRO, MICRO, OVERALL, summarize
 from synapse_pt.eval.tables import (
     PAPER_AVERAGE,
     ablation_table,
@@ -35,7 +35,7 @@ def result(shift: float = 0.0) -> dict:
 
 
 COLUMNS = ["multi-hop", "temporal", "open-domain", "single-hop", "adversarial", MACRO, MICRO,
-           PAPER_AVERAGE]
+           OVERALL, PAPER_AVERAGE]
 
 
 def test_main_table_shape_and_values() -> None:
@@ -53,7 +53,7 @@ def test_main_table_shape_and_values() -> None:
     assert math.isnan(table.loc["paper: SYNAPSE", MACRO])
     assert math.isnan(table.loc["paper: MemoryOS", "adversarial"])
     assert table.attrs["metric"] == "f1_official"
-    assert main_table({"synapse": result()}, OFFICIAL, include_paper=False).shape == (1, 8)
+    assert main_table({"synapse": result()}, OFFICIAL, include_paper=False).shape == (1, 9)
 
 
 def test_main_table_aligns_paper_by_name() -> None:
