@@ -37,10 +37,14 @@ class HFTokenCounter:
                                                   model_max_length=10**9)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text (no special tokens). Each distinct text is tokenised once: the
+        retrieved units of a run repeat the same few thousand turns tens of thousands of times."""
         if not texts:
             return []
-        enc = self._tok(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(ids) for ids in enc]
+        unique = list(dict.fromkeys(texts))
+        enc = self._tok(unique, add_special_tokens=False)["input_ids"]
+        counts = {t: len(ids) for t, ids in zip(unique, enc, strict=True)}
+        return [counts[t] for t in texts]
 
 
 class LLMTokenCounter:
@@ -51,4 +55,5 @@ class LLMTokenCounter:
         self.name = f"llm:{llm.model}"
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [self._llm.count_tokens(t) for t in texts]
+        counts = {t: self._llm.count_tokens(t) for t in dict.fromkeys(texts)}  # once per text
+        return [counts[t] for t in texts]
