@@ -4,6 +4,7 @@
 
 For every folder given: the runs under it (folders holding ``metrics.json``) get a per-category
 recall@10 bar chart and, when they hold ``recall@<T>tok``, recall against the context-token budget;
+runs with answers (QA mode) get their official F1 per category beside the SYNAPSE paper's Table 1;
 runs that include the ``--baseline`` run (default ``paper_main``: an ablation multirun) also get
 each run's recall@10 change from it beside the paper's reported F1 changes;
 a gate study (a folder holding ``roc.csv`` and ``folds.json``, from ``scripts/gate_study.py``)
@@ -28,6 +29,8 @@ from synapse_pt.eval.plots import (
     budget_plot,
     delta_frame,
     metric_frame,
+    paper_comparison_frame,
+    paper_comparison_plot,
     paper_deltas,
     roc_plot,
 )
@@ -63,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         written.append(bar_chart(metric_frame(runs, "recall@10"), path,
                                  title=f"{name}: evidence recall@10 per category",
                                  ylabel="recall@10 (%)"))
+        qa = {label: m for label, m in runs.items() if "f1_official" in m["metrics"]}
+        if qa:
+            written += paper_comparison_plot(paper_comparison_frame(qa),
+                                             args.out / f"{name}_f1_vs_paper")
         if args.baseline in runs and len(runs) > 1:
             written += ablation_delta_plot(delta_frame(runs, args.baseline, "recall@10"),
                                            args.out / f"{name}_ablation_deltas",

@@ -182,3 +182,46 @@ def ablation_delta_plot(deltas: pd.DataFrame, path: str | Path, *, metric: str,
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+def paper_comparison_frame(runs: Mapping[str, Mapping[str, Any]],
+                           metric: str = "f1_official") -> pd.DataFrame:
+    """Rows = our runs (``metric``, fractions) then the SYNAPSE paper's Table 1 rows (official F1,
+    percent / 100), columns = the five categories by name. Only the official F1 matches the
+    paper's numbers; any other ``metric`` is refused."""
+    from synapse_pt.eval.paper_numbers import MAIN_F1, PAPER_CATEGORIES
+
+    if metric != "f1_official":
+        raise ValueError(f"the paper's numbers are official F1; {metric!r} does not match them")
+    cats = list(PAPER_CATEGORIES)
+    ours = metric_frame(runs, metric)
+    rows = {label: {c: ours.loc[label].get(c) for c in cats} for label in ours.index}
+    for system, values in MAIN_F1.items():
+        rows[f"paper: {system}"] = {c: None if values.get(c) is None else values[c] / 100
+                                    for c in cats}
+    return pd.DataFrame.from_dict(rows, orient="index").astype("float64")[cats]
+
+
+def paper_comparison_plot(frame: pd.DataFrame, path: str | Path, *,
+                          title: str = "Official F1 per category: our runs beside the SYNAPSE "
+                                       "paper's Table 1 (gpt-4o-mini)") -> list[Path]:
+    """Grouped bars, one group per category: our runs solid, the paper's rows hatched."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.4, 4.6))
+    n = len(frame)
+    width = 0.8 / max(1, n)
+    colours = plt.get_cmap("tab10").colors
+    x = range(len(frame.columns))
+    for i, (label, row) in enumerate(frame.iterrows()):
+        paper = str(label).startswith("paper: ")
+        ax.bar([j + (i - (n - 1) / 2) * width for j in x], 100 * row.fillna(0.0).values,
+               width, label=label, color=colours[i % len(colours)],
+               hatch="//" if paper else None, edgecolor="white" if paper else None)
+    ax.set_xticks(list(x), list(frame.columns))
+    ax.set_ylabel("F1 (%), official LoCoMo scorer")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

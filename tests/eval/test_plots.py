@@ -76,3 +76,24 @@ def test_ablation_deltas_by_hand(tmp_path: Path) -> None:
     assert "no_fan (open-domain)" in svg and "SYNAPSE paper: F1" in svg
     with pytest.raises(KeyError, match="no run labelled"):
         delta_frame(runs, "full", "recall@10")
+
+
+def test_paper_comparison_frame_and_plot(tmp_path: Path) -> None:
+    from synapse_pt.eval.plots import paper_comparison_frame, paper_comparison_plot
+
+    names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop",
+             "5": "adversarial"}
+    run = {"identity": {"category_names": names, "experiment": "mine"},
+           "metrics": {"f1_official": {"multi-hop": 0.1, "temporal": 0.2, "open-domain": 0.3,
+                                       "single-hop": 0.4, "adversarial": 0.5, "n": {}}}}
+    frame = paper_comparison_frame({"mine": run})
+    assert list(frame.columns) == ["multi-hop", "temporal", "open-domain", "single-hop",
+                                   "adversarial"]
+    assert frame.loc["mine", "single-hop"] == pytest.approx(0.4)
+    # the paper's Table 1: SYNAPSE single-hop 48.9, MemoryOS gives no adversarial score
+    assert frame.loc["paper: SYNAPSE", "single-hop"] == pytest.approx(0.489)
+    assert pd.isna(frame.loc["paper: MemoryOS", "adversarial"])
+    out = paper_comparison_plot(frame, tmp_path / "f1")
+    assert "paper: SYNAPSE" in out[1].read_text()
+    with pytest.raises(ValueError, match="official F1"):
+        paper_comparison_frame({"mine": run}, metric="f1_amem")
