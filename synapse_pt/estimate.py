@@ -43,18 +43,17 @@ from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
+from synapse_pt.memory.gaama_llm import TOKENS_PER_WORD
 from synapse_pt.models.accounting import price_for, price_table
-from synapse_pt.models.llm.base import ChatRequest
+from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
 __all__ = ["estimate", "format_estimate"]
 
-_MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
-_WORDS_TO_TOKENS = 4 / 3      # GAAMA's pack is budgeted in words
 
 
 def _prompt_tokens(requests: Sequence[ChatRequest], counter: HFTokenCounter) -> int:
     contents = [c for r in requests for _, c in r.messages]
-    return sum(counter.count_many(contents)) + _MESSAGE_OVERHEAD_TOKENS * len(contents)
+    return sum(counter.count_many(contents)) + MESSAGE_OVERHEAD_TOKENS * len(contents)
 
 
 def _row(stage: str, calls: int, prompt: int, completion: int, basis: str) -> dict[str, Any]:
@@ -96,7 +95,7 @@ def _context_bound(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
             out[conv.sample_id], basis = sum(tokens), "the whole conversation"
         elif target == "GAAMAMemory":
             words = int(memory.max_words)
-            out[conv.sample_id] = math.ceil(words * _WORDS_TO_TOKENS)
+            out[conv.sample_id] = math.ceil(words * TOKENS_PER_WORD)
             basis = f"GAAMA's {words}-word pack"
         elif target == "MemboxMemory":
             k = int(memory.k)

@@ -71,12 +71,16 @@ class ExtractedFact:
     concepts: tuple[str, ...]
 
 
+#: GAAMA's code budgets text in words at 4/3 tokens per word.
+TOKENS_PER_WORD = 4 / 3
+
+
 def chunk_turns(turns: Sequence[Turn], chunk_tokens: int = 500) -> list[list[Turn]]:
-    """Consecutive turns in chunks of about ``chunk_tokens`` tokens (4/3 tokens per word)."""
+    """Consecutive turns in chunks of about ``chunk_tokens`` tokens (:data:`TOKENS_PER_WORD`)."""
     chunks: list[list[Turn]] = []
     size = 0.0
     for t in turns:
-        n = len(t.content.split()) * 4 / 3
+        n = len(t.content.split()) * TOKENS_PER_WORD
         if not chunks or size + n > chunk_tokens:
             chunks.append([])
             size = 0.0

@@ -12,6 +12,10 @@ from typing import Any
 OnResponse = Callable[[int, "ChatResponse"], None]
 
 
+#: Tokens a chat message costs beyond its content (role and separators; OpenAI's accounting).
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
 def estimate_tokens(text: str) -> int:
     """Token count estimate where no tokenizer is at hand: about 4 characters per token
     (OpenAI's rule of thumb for English under its BPE tokenizers); 0 for an empty text."""

@@ -19,11 +19,10 @@ import logging
 from collections.abc import Sequence
 
 from ..accounting import ModelPrice
-from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
+from .base import LLM, MESSAGE_OVERHEAD_TOKENS, ChatRequest, ChatResponse, LLMError, OnResponse
 
 log = logging.getLogger(__name__)
 
-_MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
 
 
 class BudgetExceeded(LLMError):
@@ -58,7 +57,7 @@ class BudgetedLLM(LLM):
 
     def worst_case_usd(self, request: ChatRequest) -> float:
         """The most one request can cost: its prompt and a completion of ``max_tokens``."""
-        prompt = sum(self.llm.count_tokens(content) + _MESSAGE_OVERHEAD_TOKENS
+        prompt = sum(self.llm.count_tokens(content) + MESSAGE_OVERHEAD_TOKENS
                      for _, content in request.messages)
         return self.price.cost(prompt, request.max_tokens)
 

@@ -25,12 +25,19 @@ from typing import Any
 
 import openai
 
-from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse, estimate_tokens
+from .base import (
+    LLM,
+    MESSAGE_OVERHEAD_TOKENS,
+    ChatRequest,
+    ChatResponse,
+    LLMError,
+    OnResponse,
+    estimate_tokens,
+)
 
 log = logging.getLogger(__name__)
 
 _EXCERPT = 300  # characters of a failing body quoted in errors
-_MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message (OpenAI's accounting)
 #: The key sent to a server that needs none (vLLM's and Ollama's convention): the SDK always sends
 #: a bearer token, and local servers started without ``--api-key`` ignore it.
 NO_KEY = "EMPTY"
@@ -205,7 +212,7 @@ class OpenAICompatibleLLM(LLM):
         completion_tokens = usage.get("completion_tokens")
         estimated = not (isinstance(prompt_tokens, int) and isinstance(completion_tokens, int))
         if estimated:
-            prompt_tokens = sum(estimate_tokens(c) + _MESSAGE_OVERHEAD_TOKENS
+            prompt_tokens = sum(estimate_tokens(c) + MESSAGE_OVERHEAD_TOKENS
                                 for _, c in request.messages)
             completion_tokens = estimate_tokens(text)
         return ChatResponse(
