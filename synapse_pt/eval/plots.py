@@ -225,3 +225,55 @@ def paper_comparison_plot(frame: pd.DataFrame, path: str | Path, *,
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Mapping[str, Any]],
+                 exponents: Mapping[str, float], path: str | Path) -> list[Path]:
+    """Log-log scaling curves of ``scripts/bench_scaling.py``'s rows: spreading-activation time
+    against edges x queries (frontier and dense paths, one marker per memory size) and ingestion
+    seconds per 1,000 turns against the conversation length, fitted exponents in the legends."""
+    plt = _pyplot()
+    fig, (ax_r, ax_i) = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    colours = plt.get_cmap("tab10").colors
+    sizes = sorted({int(r["N"]) for r in retrieval})
+    for path_name, style in (("auto", "-"), ("dense", "--")):
+        rows = [r for r in retrieval if path_name in r]
+        if not rows:
+            continue
+        exp = exponents.get(f"retrieval_{path_name}_vs_ExB")
+        slope = "" if exp is None else f", slope {exp:.2f}"
+        for k, n in enumerate(sizes):
+            sel = sorted((r for r in rows if r["N"] == n), key=lambda r: r["B"])
+            if not sel:
+                continue
+            if path_name == "auto":
+                label = f"frontier, N = {n:,}"
+            else:
+                label = f"dense (dashed){slope}" if n == rows[0]["N"] else None
+            ax_r.plot([r["E"] * r["B"] for r in sel], [r[path_name]["s"] for r in sel], style,
+                      marker="o" if path_name == "auto" else "s", color=colours[k % 10],
+                      label=label)
+        if path_name == "auto" and exp is not None:
+            ax_r.plot([], [], " ", label=f"frontier{slope}")
+    ax_r.set_xscale("log")
+    ax_r.set_yscale("log")
+    ax_r.set_xlabel("edges x queries (E x B)")
+    ax_r.set_ylabel("seconds per call (T = 3, best of runs)")
+    ax_r.set_title("Spreading activation on synthetic memories", fontsize=9)
+    ax_r.legend(fontsize=7)
+    if ingestion:
+        rows = sorted(ingestion, key=lambda r: r["turns"])
+        exp = exponents.get("ingestion_total_vs_turns")
+        ax_i.plot([r["turns"] for r in rows], [r["s_per_1000_turns"] for r in rows], "-o",
+                  color=colours[0], label="total time exponent vs turns: "
+                  + (f"{exp:.2f}" if exp is not None else "n/a"))
+        ax_i.set_xscale("log")
+        ax_i.set_yscale("log")
+        ax_i.set_xlabel("turns ingested")
+        ax_i.set_ylabel("seconds per 1,000 turns")
+        ax_i.set_title("Ingestion (LLM-free keyword extractor, fixed embeddings)", fontsize=9)
+        ax_i.legend(fontsize=7)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

@@ -88,8 +88,9 @@ class GraphBuilder:
          paper's semantic edge weight (unchanged on a repeat);
 
     6. maintenance (:mod:`~synapse_pt.graph.maintenance`): activity bookkeeping, at most
-       ``max_in_edges`` incoming edges per node, dormant-node collection above ``max_nodes``, and
-       the weighted PageRank recomputed and cached.
+       ``max_in_edges`` incoming edges per node, dormant-node collection above ``max_nodes``
+       (lowest PageRank first, recomputed for it from the cached scores), and after the
+       conversation's last window the weighted PageRank recomputed and cached.
 
     A trailing window shorter than ``window`` turns is consolidated at the end.
 
@@ -199,12 +200,13 @@ class GraphBuilder:
                    disable=len(flat) < 50)
         for conv, turns, conv_windows in zip(conversations, turn_lists, windows, strict=True):
             graph = self.new_graph(conv.sample_id, num_turns=len(turns))
-            for win in conv_windows:
+            for k, win in enumerate(conv_windows):
                 bar.update(1)
                 cs = concepts[window_pos]
                 rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
                 self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
-                                 vocab_emb[rows.to(vocab_emb.device)])
+                                 vocab_emb[rows.to(vocab_emb.device)],
+                                 finalize=k == len(conv_windows) - 1)
                 turn_pos += len(win)
                 window_pos += 1
             graphs.append(graph)
@@ -235,8 +237,14 @@ class GraphBuilder:
 
     # ----------------------------------------------------------------------------- one window
     def consolidate(self, graph: MemoryGraph, turns: Sequence[Turn], turn_embeddings: Tensor,
-                    concepts: Sequence[str], concept_embeddings: Tensor) -> None:
+                    concepts: Sequence[str], concept_embeddings: Tensor, *,
+                    finalize: bool = True) -> None:
         """Consolidate one window into ``graph`` (steps 1-6 of the class docstring).
+
+        PageRank is what dormant-node collection ranks by and what retrieval reads: it is
+        recomputed (warm-started from the cached scores) in a window that collects, and from
+        uniform when ``finalize`` (the conversation's last window, or a lone call), not in
+        every window, so a window costs the same however large the graph has grown.
 
         Args:
             graph: the conversation's graph (mutated).
@@ -328,9 +336,11 @@ class GraphBuilder:
         mark_activity(graph, w, first_new, touched, self.dormancy_eps)
         if self.max_in_edges is not None:
             cap_in_edges(graph, self.max_in_edges)
-        if self.max_nodes is not None:
+        if self.max_nodes is not None and int(graph.active.sum()) > self.max_nodes:
+            refresh_pagerank(graph, self.pagerank_damping, warm=True)  # collection ranks by it
             collect_dormant(graph, w, self.max_nodes, self.dormancy_windows)
-        refresh_pagerank(graph, self.pagerank_damping)
+        if finalize:
+            refresh_pagerank(graph, self.pagerank_damping)
         graph.num_windows = w + 1
 
     def _resolve_concepts(self, graph: MemoryGraph, concepts: Sequence[str], emb: Tensor,

@@ -42,20 +42,43 @@ def mark_activity(graph: MemoryGraph, window: int, first_new: int,
     return activated
 
 
+def in_edge_keep_mask(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
+                      max_in_edges: int) -> Tensor:
+    """``[E]`` bool: the edges kept when every node keeps at most ``max_in_edges`` incoming edges,
+    the highest weights, ties to the earlier edge (smaller position = older slot).
+
+    Only the edges into nodes over the cap are sorted (each window that is the few nodes that just
+    gained edges), so the cost follows those, not the whole graph.
+    """
+    keep = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
+    if edge_index.size(1) == 0:
+        return keep
+    target = edge_index[1]
+    deg = torch.bincount(target, minlength=num_nodes)
+    over = (deg > max_in_edges)[target].nonzero().view(-1)  # edges into over-cap nodes
+    if over.numel() == 0:
+        return keep
+    # Stable sorts: by weight (desc), then by target; equal weights keep position (= age) order.
+    order = over[torch.sort(edge_weight[over], descending=True, stable=True).indices]
+    order = order[torch.sort(target[order], stable=True).indices]
+    t = target[order]
+    first = torch.ones_like(t, dtype=torch.bool)
+    first[1:] = t[1:] != t[:-1]
+    group_start = torch.cummax(torch.where(first, torch.arange(t.numel(), device=t.device), 0),
+                               0).values
+    rank = torch.arange(t.numel(), device=t.device) - group_start
+    keep[order] = rank < max_in_edges
+    return keep
+
+
 def cap_in_edges(graph: MemoryGraph, max_in_edges: int) -> int:
     """Keep at most ``max_in_edges`` incoming edges per node: the highest weights, ties to the older
-    edge (smaller slot). Returns the number of edges dropped."""
-    ei, weight = graph.edge_index, graph.edge_weight
-    deg = torch.bincount(ei[1], minlength=graph.num_nodes)
-    if graph.num_edges == 0 or int(deg.max()) <= max_in_edges:
+    edge (smaller slot), see :func:`in_edge_keep_mask`. Returns the number of edges dropped."""
+    if graph.num_edges == 0:
         return 0
-    # Stable sorts: by weight (desc), then by target; equal weights keep slot (= age) order.
-    order = torch.sort(weight, descending=True, stable=True).indices
-    order = order[torch.sort(ei[1, order], stable=True).indices]
-    start = torch.cumsum(deg, 0) - deg
-    rank = torch.arange(graph.num_edges, device=graph.device) - start[ei[1, order]]
-    keep = torch.zeros(graph.num_edges, dtype=torch.bool, device=graph.device)
-    keep[order] = rank < max_in_edges
+    keep = in_edge_keep_mask(graph.edge_index, graph.edge_weight, graph.num_nodes, max_in_edges)
+    if bool(keep.all()):
+        return 0
     return graph.keep_edges(keep)
 
 
@@ -80,21 +103,29 @@ def collect_dormant(graph: MemoryGraph, window: int, max_nodes: int,
     return victims
 
 
-def refresh_pagerank(graph: MemoryGraph, damping: float = 0.85) -> Tensor:
+def refresh_pagerank(graph: MemoryGraph, damping: float = 0.85, *, warm: bool = False) -> Tensor:
     """Recompute the weighted PageRank over the active nodes and cache it in ``graph.pagerank``;
-    collected nodes score 0. Returns the scores ``[N]``."""
+    collected nodes score 0. ``warm``: start the power iteration from the cached scores (new
+    nodes at the uniform value) instead of uniform: the same fixed point and stopping tolerance,
+    a few iterations after one window's change. Returns the scores ``[N]``."""
     n = graph.num_nodes
     active = graph.active
     if n == 0 or not bool(active.any()):
         graph.set_pagerank(torch.zeros(n, device=graph.device))
         return graph.pagerank
+    init = None
+    if warm:
+        init = graph.pagerank.clone()
+        fresh = init == 0  # nodes added since the last refresh
+        init[fresh] = 1.0 / max(1, int(active.sum()))
     if bool(active.all()):
-        scores = pagerank(graph.edge_index, graph.edge_weight, n, damping=damping)
+        scores = pagerank(graph.edge_index, graph.edge_weight, n, damping=damping, init=init)
     else:
         ids = active.nonzero().view(-1)
         relabel = torch.full((n,), -1, dtype=torch.long, device=graph.device)
         relabel[ids] = torch.arange(ids.numel(), device=graph.device)
-        sub = pagerank(relabel[graph.edge_index], graph.edge_weight, ids.numel(), damping=damping)
+        sub = pagerank(relabel[graph.edge_index], graph.edge_weight, ids.numel(), damping=damping,
+                       init=None if init is None else init[ids])
         scores = torch.zeros(n, dtype=sub.dtype, device=graph.device)
         scores[ids] = sub
     graph.set_pagerank(scores)

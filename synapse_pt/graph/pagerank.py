@@ -39,6 +39,7 @@ def pagerank(
     batch: Tensor | None = None,
     max_iter: int = 100,
     tol: float = 1e-6,
+    init: Tensor | None = None,
 ) -> Tensor:
     r"""Weighted PageRank of every node, per graph of ``batch``.
 
@@ -53,6 +54,10 @@ def pagerank(
         max_iter (int): power-iteration cap. (default: ``100``)
         tol (float): stop when every graph's L1 change of :math:`\pi` is below ``tol``.
             (default: ``1e-6``)
+        init (Tensor, optional): ``[N]`` starting vector (warm start, e.g. the scores cached
+            before the graph last changed), renormalised to sum 1 per graph; a graph whose
+            entries sum to 0 starts uniform. Same fixed point and stopping rule, far fewer
+            iterations after a small change. (default: uniform)
 
     Returns:
         Tensor ``[N]`` in ``edge_weight``'s floating dtype (float32 when ``None``); each graph's
@@ -92,6 +97,12 @@ def pagerank(
     n_g = torch.bincount(batch, minlength=num_graphs).to(dtype)  # [G]
     inv_n = (1.0 / n_g.clamp_min(1))[batch]  # [N] 1 / n_{g(i)}
     pr = inv_n.clone()
+    if init is not None:
+        if init.shape != (num_nodes,):
+            raise ValueError(f"init has shape {tuple(init.shape)}, expected [{num_nodes}]")
+        start = init.to(device=device, dtype=dtype).clamp_min(0)
+        mass = scatter(start, batch, dim=0, dim_size=num_graphs, reduce="sum")[batch]
+        pr = torch.where(mass > 0, start / mass.clamp_min(torch.finfo(dtype).tiny), pr)
     has_edges = trans._nnz() > 0
     for _ in range(max_iter):
         spread = torch.sparse.mm(trans, pr.unsqueeze(1)).squeeze(1) if has_edges else 0.0

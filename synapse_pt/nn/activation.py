@@ -26,18 +26,26 @@ from synapse_pt.nn.functional import (
     INHIBITION_SCHEDULES,
     Hyper,
     _apply_node_mask,
+    _check_edge_index,
     _check_node_mask,
     _clamp_nonneg,
     _column_param,
+    _needs_grad,
     _retain_and_spread_,
     activation_adjacency,
+    adjacency_edges,
     fire,
+    frontier_adjacency,
     lateral_inhibition,
     normalized_edge_weight,
     spmm_sum,
 )
 
 __all__ = ["ActivationDynamics", "Firing", "LateralInhibition", "SpreadingActivation"]
+
+#: How :class:`ActivationDynamics` propagates: ``"auto"`` (the frontier while it is sparse),
+#: ``"sparse"`` (always the frontier; an error where it is not exact), ``"dense"``.
+FRONTIER_MODES = ("auto", "sparse", "dense")
 
 
 def _hyper_buffer(value: Hyper) -> Tensor:
@@ -307,6 +315,16 @@ class ActivationDynamics(nn.Module):
         fused (bool): sparse-matmul propagation. (default: ``True``)
         inhibition_schedule (str): ``"every_step"`` or ``"last_step"``.
             (default: ``"every_step"``)
+        frontier (str): ``"auto"``: propagate only the active frontier (the nodes with
+            non-zero activation and their out-neighbours, see
+            :func:`~synapse_pt.nn.functional.frontier_adjacency`) while it holds at most
+            ``frontier_density`` of the nodes, then densely; ``"sparse"``: always the
+            frontier; ``"dense"``: never. The frontier path is exact (same result up to
+            float summation order) when silent nodes stay silent: ``fire_zero=False``,
+            :math:`\beta \ge 0`, no autograd; elsewhere ``"auto"`` runs densely.
+            (default: ``"auto"``)
+        frontier_density (float): the largest frontier, as a fraction of :math:`N`, that
+            ``"auto"`` propagates sparsely. (default: ``0.25``)
 
     Shapes:
         - **input:** :math:`\mathbf{a}(0)` :math:`(N, B)`, edge indices :math:`(2, E)` or sparse
@@ -333,8 +351,12 @@ class ActivationDynamics(nn.Module):
         cached: bool = False,
         fused: bool = True,
         inhibition_schedule: str = "every_step",
+        frontier: str = "auto",
+        frontier_density: float = 0.25,
     ) -> None:
         super().__init__()
+        if frontier not in FRONTIER_MODES:
+            raise ValueError(f"frontier must be one of {FRONTIER_MODES}, got {frontier!r}")
         if T < 0:
             raise ValueError(f"T must be >= 0, got {T}")
         if inhibition_schedule not in INHIBITION_SCHEDULES:
@@ -346,6 +368,8 @@ class ActivationDynamics(nn.Module):
         self.firing = Firing(gamma, theta, fire_zero=fire_zero, inplace=True)
         self.T = int(T)
         self.inhibition_schedule = inhibition_schedule
+        self.frontier = frontier
+        self.frontier_density = float(frontier_density)
 
     def reset_parameters(self) -> None:
         self.spreading.reset_parameters()
@@ -378,13 +402,9 @@ class ActivationDynamics(nn.Module):
             raise ValueError(f"a0 must have shape [N, B], got {tuple(a0.shape)}")
         a = a0 if a0.is_floating_point() else a0.float()
         sp = self.spreading
-        if normalized:
-            graph, weight = edge_index, edge_weight
-            if is_torch_sparse_tensor(graph) and graph.size(0) != a.size(0):
-                raise ValueError(f"a0 must have shape [N, B] with N = {graph.size(0)}, got "
-                                 f"{tuple(a0.shape)}")
-        else:
-            graph, weight = sp.normalize(edge_index, edge_weight, a.size(0), a.dtype)
+        if normalized and is_torch_sparse_tensor(edge_index) and edge_index.size(0) != a.size(0):
+            raise ValueError(f"a0 must have shape [N, B] with N = {edge_index.size(0)}, got "
+                             f"{tuple(a0.shape)}")
         node_mask = _check_node_mask(node_mask, a)
         inhibitor_mask = _check_node_mask(inhibitor_mask, a)
         candidates = node_mask
@@ -399,20 +419,113 @@ class ActivationDynamics(nn.Module):
             inhibit.beta if beta is None else beta, B, a, "beta")
         gamma_t = _column_param(self.firing.gamma if gamma is None else gamma, B, a, "gamma")
         theta_t = _column_param(self.firing.theta if theta is None else theta, B, a, "theta")
+        hyper = (S_t, delta_t, beta_t, gamma_t, theta_t)
+        done, potential = 0, None
+        if self._frontier_applies(a, beta_t):
+            edges = self._edge_list(a, edge_index, edge_weight, normalized)
+            a_rows, rows, done, potential = self._frontier_steps(
+                a, edges, node_mask, candidates, hyper, return_potential)
+            if done == self.T:  # the frontier stayed sparse: scatter back to [N, B]
+                a = a.new_zeros(a.shape)
+                a[rows] = a_rows
+                return (a, potential) if return_potential else a
+            a = a.new_zeros(a.shape)  # it grew past frontier_density: continue densely
+            a[rows] = a_rows
+        if normalized:
+            graph, weight = edge_index, edge_weight
+        else:
+            graph, weight = sp.normalize(edge_index, edge_weight, a.size(0), a.dtype)
         outside = None if node_mask is None else ~node_mask
-        potential = None
-        for t in range(self.T):
+        for t in range(done, self.T):
             last = t == self.T - 1
-            u = _apply_node_mask(sp(a, graph, weight, S=S_t, delta=delta_t, normalized=True),
-                                 outside)
-            if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
-                uhat = inhibit(u, beta=beta_t, node_mask=candidates)
-            else:
-                uhat = _clamp_nonneg(u, inplace=True)
+            uhat = self._potential(a, graph, weight, outside, candidates, hyper, last)
             if last and return_potential:
                 potential = uhat.clone()
             a = _apply_node_mask(self.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
         return (a, potential) if return_potential else a
+
+    def _potential(self, a: Tensor, graph: Tensor, weight: Tensor | None,
+                   outside: Tensor | None, candidates: Tensor | None, hyper: tuple,
+                   last: bool) -> Tensor:
+        r""":math:`\hat{u}` of one step: propagation, the node mask, inhibition (or
+        :math:`\max(0, u)` where the schedule skips it)."""
+        S_t, delta_t, beta_t, _, _ = hyper
+        u = _apply_node_mask(self.spreading(a, graph, weight, S=S_t, delta=delta_t,
+                                            normalized=True), outside)
+        inhibit = self.lateral_inhibition
+        if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
+            return inhibit(u, beta=beta_t, node_mask=candidates)
+        return _clamp_nonneg(u, inplace=True)
+
+    def _edge_list(self, a: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
+                   normalized: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """``(source, target, fan-normalised weight)`` of the graph, without building the
+        sparse adjacency when an edge list is given (one pass over the edges)."""
+        sp = self.spreading
+        if normalized or is_torch_sparse_tensor(edge_index) or sp.cached:
+            if not normalized:
+                edge_index, edge_weight = sp.normalize(edge_index, edge_weight, a.size(0),
+                                                       a.dtype)
+            if edge_weight is None:
+                return adjacency_edges(edge_index)
+            return edge_index[0], edge_index[1], edge_weight.to(a.dtype)
+        _check_edge_index(edge_index, a.size(0))
+        if edge_weight is not None:
+            edge_weight = edge_weight.to(a.dtype)
+        w = normalized_edge_weight(edge_index, edge_weight, a.size(0), fan=sp.fan)
+        return edge_index[0], edge_index[1], w.to(a.dtype)
+
+    def _frontier_applies(self, a: Tensor, beta_t: Tensor | None) -> bool:
+        """Whether the frontier path gives the dense result exactly (see ``frontier``)."""
+        if self.frontier == "dense":
+            return False
+        why = None
+        if self.firing.fire_zero:
+            why = "fire_zero=True makes every node fire"
+        elif beta_t is not None and bool((beta_t < 0).any()):
+            why = "beta < 0 excites silent nodes"
+        elif _needs_grad(a):
+            why = "autograd needs the dense graph"
+        if why is not None and self.frontier == "sparse":
+            raise ValueError(f"frontier='sparse' is not exact here: {why}")
+        return why is None
+
+    def _frontier_steps(self, a: Tensor, edges: tuple[Tensor, Tensor, Tensor],
+                        node_mask: Tensor | None, candidates: Tensor | None, hyper: tuple,
+                        return_potential: bool) -> tuple[Tensor, Tensor, int, Tensor | None]:
+        r"""Steps on the active frontier only (see
+        :func:`~synapse_pt.nn.functional.frontier_adjacency`).
+
+        Every stage runs as in the dense loop, on the frontier's rows: a node outside the
+        frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0` (for :math:`\beta \ge 0`)
+        and :math:`a_i = 0` (silent nodes do not fire), and its zero inhibits nobody. Stops
+        early when the frontier holds more than ``frontier_density`` of the nodes (``"auto"``).
+        Returns the activations of ``rows``, ``rows``, the steps done and the potential.
+        """
+        N = a.size(0)
+        rows = a.any(dim=1).nonzero().flatten()
+        a_rows = a[rows]
+        potential = None
+        for t in range(self.T):
+            if self.frontier == "auto" and rows.numel() > self.frontier_density * N:
+                return a_rows, rows, t, None
+            last = t == self.T - 1
+            active = rows
+            rows, sub, active_local = frontier_adjacency(*edges, active, N)
+            if self.frontier == "auto" and rows.numel() > self.frontier_density * N:
+                return a_rows, active, t, None
+            a_r = a_rows.new_zeros(rows.numel(), a_rows.size(1))
+            a_r[active_local] = a_rows
+            outside = None if node_mask is None else ~node_mask[rows]
+            cand = None if candidates is None else candidates[rows]
+            uhat = self._potential(a_r, sub, None, outside, cand, hyper, last)
+            if last and return_potential:
+                potential = uhat.new_zeros(N, uhat.size(1))
+                potential[rows] = uhat
+            a_r = _apply_node_mask(self.firing(uhat, gamma=hyper[3], theta=hyper[4]), outside)
+            keep = a_r.any(dim=1)
+            rows, a_rows = rows[keep], a_r[keep]
+        return a_rows, rows, self.T, potential
 
     def extra_repr(self) -> str:
         return (f"T={self.T}, inhibition={self.lateral_inhibition is not None}, "

@@ -35,7 +35,9 @@ __all__ = [
     "activation_adjacency",
     "activation_dynamics",
     "activation_step",
+    "adjacency_edges",
     "fan_out",
+    "frontier_adjacency",
     "fire",
     "lateral_inhibition",
     "normalized_edge_weight",
@@ -186,6 +188,64 @@ def spmm_sum(adj_t: Tensor, x: Tensor) -> Tensor:
     if adj_t._nnz() == 0:
         return x.new_zeros(adj_t.size(0), x.size(1))
     return torch.sparse.mm(adj_t, x)
+
+
+def adjacency_edges(adj_t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The stored entries of a sparse ``adj_t`` as an edge list ``(source, target, weight)``.
+
+    ``adj_t`` is :math:`\mathbf{P}` (row = target :math:`i`, column = source :math:`j`), so the
+    weights are the fan-normalised :math:`P_{ij}`. One pass over the :math:`E` entries.
+    """
+    if adj_t.layout == torch.sparse_csr:
+        crow = adj_t.crow_indices()
+        target = torch.repeat_interleave(
+            torch.arange(adj_t.size(0), device=crow.device), crow.diff())
+        return adj_t.col_indices(), target, adj_t.values()
+    coo = adj_t.coalesce()
+    target, source = coo.indices()
+    return source, target, coo.values()
+
+
+def frontier_adjacency(
+    source: Tensor, target: Tensor, weight: Tensor, active: Tensor, num_nodes: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The part of :math:`\mathbf{P}` one propagation step from the ``active`` nodes touches.
+
+    With :math:`\mathcal{A}` the active nodes (any non-zero activation in any column) and
+    :math:`\mathcal{R} = \mathcal{A} \cup \{i : (j, i) \in E,\ j \in \mathcal{A}\}` the
+    frontier, every node outside :math:`\mathcal{R}` has :math:`u_i = 0` after the step, and
+
+    .. math::
+        (\mathbf{P}\mathbf{A})_{\mathcal{R}} = \mathbf{P}_{\mathcal{R}\mathcal{R}}\,
+        \mathbf{A}_{\mathcal{R}}, \qquad (\mathbf{P}_{\mathcal{R}\mathcal{R}})_{ij} =
+        P_{ij}\,[j \in \mathcal{A}]
+
+    (columns of inactive sources multiply zeros and are left out). Cost: one pass over the
+    :math:`E` sources (a boolean gather, no query factor) plus work in the frontier's edges.
+
+    Args:
+        source, target, weight: the graph as an edge list (:func:`adjacency_edges`), weights
+            already fan-normalised; repeated edges add up.
+        active: ``[A]`` sorted node ids.
+        num_nodes: :math:`N`.
+
+    Returns:
+        ``(rows, sub_adj_t, active_local)``: the sorted frontier node ids ``[R]``,
+        :math:`\mathbf{P}_{\mathcal{R}\mathcal{R}}` as sparse CSR ``[R, R]`` and the positions of
+        ``active`` within ``rows``.
+    """
+    is_active = torch.zeros(num_nodes, dtype=torch.bool, device=active.device)
+    is_active[active] = True
+    edges = is_active[source].nonzero().flatten()
+    src, tgt, w = source[edges], target[edges], weight[edges]
+    rows = torch.unique(torch.cat([active, tgt]))
+    n = rows.numel()
+    index = torch.stack([torch.searchsorted(rows, tgt), torch.searchsorted(rows, src)])
+    sub = torch.sparse_coo_tensor(index, w, (n, n), check_invariants=False).coalesce()
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        sub = sub.to_sparse_csr()
+    return rows, sub, torch.searchsorted(rows, active)
 
 
 def _needs_grad(*xs: Tensor) -> bool:
@@ -535,20 +595,18 @@ def spreading_activation(
     Returns:
         Tensor ``[N, B]``: :math:`a(T)`.
     """
+    from synapse_pt.nn.activation import ActivationDynamics  # the layer imports this module
+
     if T == 0:
         return a0
-    dtype = a0.dtype if a0.is_floating_point() else torch.float32
-    adj_t = activation_adjacency(edge_index, edge_weight, num_nodes, fan=fan, dtype=dtype)
-    return activation_dynamics(
-        adj_t,
-        a0,
-        S=S,
-        delta=delta,
-        beta=beta,
-        M=M,
-        gamma=gamma,
-        theta=theta,
-        T=T,
-        fire_zero=fire_zero,
-        node_mask=node_mask,
-    )
+    squeeze = a0.dim() == 1
+    a = a0.unsqueeze(1) if squeeze else a0
+    if a.dim() != 2 or a.size(0) != num_nodes:
+        raise ValueError(f"a0 must have shape [N, B] with N = {num_nodes}, got "
+                         f"{tuple(a0.shape)}")
+    # The layer builds the sparse adjacency only if it propagates densely: on a sparse frontier
+    # it reads the edge list directly.
+    layer = ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero)
+    out = layer(a, edge_index, edge_weight, node_mask=node_mask, S=S, delta=delta, beta=beta,
+                gamma=gamma, theta=theta)
+    return out.squeeze(1) if squeeze else out

@@ -80,3 +80,24 @@ def test_node_cap_collects_dormant_nodes_and_keeps_ids():
     assert g.index_of("D1:0") == 0  # keys still resolve
     # the newest nodes are never dormant
     assert all(g.active[g.index_of(k)] for k in ("D1:11", "D1:10", "S:11", "S:10"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_in_edge_keep_mask_against_a_plain_reference(seed):
+    """Per target, the cap keeps the max_in highest weights, ties to the earlier edge: checked
+    against sorting each node's in-edges in plain Python (weights with many ties)."""
+    from synapse_pt.graph.maintenance import in_edge_keep_mask
+
+    g = torch.Generator().manual_seed(seed)
+    n, e, cap = 30, 400, 4
+    ei = torch.stack([torch.randint(0, n, (e,), generator=g),
+                      torch.randint(0, n // 2, (e,), generator=g)])  # some nodes far over cap
+    w = torch.randint(0, 5, (e,), generator=g).float() / 4  # ties
+    keep = in_edge_keep_mask(ei, w, n, cap)
+    want = [False] * e
+    for node in range(n):
+        into = [k for k in range(e) if int(ei[1, k]) == node]
+        for k in sorted(into, key=lambda k: (-float(w[k]), k))[:cap]:
+            want[k] = True
+    assert keep.tolist() == want
+    assert (~keep).any()

@@ -1,0 +1,124 @@
+"""The frontier path of ActivationDynamics (only the active nodes and their out-neighbours are
+propagated) against the plain-Python reference of SPEC §1.2 and against the dense path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from synapse_pt.nn import ActivationDynamics, activation_adjacency, spreading_activation
+from synapse_pt.nn.functional import frontier_adjacency
+from tests.reference import reference_dynamics
+
+N, B = 60, 5
+
+
+def _graph(seed: int, num_nodes: int = N, degree: int = 2):
+    g = torch.Generator().manual_seed(seed)
+    E = degree * num_nodes
+    ei = torch.randint(0, num_nodes, (2, E), generator=g)
+    w = torch.rand(E, generator=g, dtype=torch.float64)
+    ei = torch.cat([ei, ei[:, :5]], dim=1)  # repeated edges add up
+    w = torch.cat([w, w[:5]])
+    return ei, w
+
+
+def _sparse_a0(seed: int, anchors: int = 2) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + 100)
+    a0 = torch.zeros(N, B, dtype=torch.float64)
+    for b in range(B):
+        idx = torch.randperm(N, generator=g)[:anchors]
+        a0[idx, b] = torch.rand(anchors, generator=g, dtype=torch.float64) + 0.5
+    return a0
+
+
+PARAMS = dict(S=torch.tensor([0.8, 1.5, 0.6, 2.0, 0.9], dtype=torch.float64),
+              delta=torch.tensor([0.5, 0.2, 0.0, 0.7, 1.0], dtype=torch.float64),
+              beta=torch.tensor([0.15, 0.05, 0.0, 0.3, 0.1], dtype=torch.float64),
+              gamma=5.0, theta=torch.tensor([0.5, 0.1, 0.3, 0.5, 0.05], dtype=torch.float64))
+
+
+def _ref_params():
+    out = []
+    for b in range(B):
+        out.append({k: float(v[b]) if isinstance(v, torch.Tensor) else v
+                    for k, v in PARAMS.items()})
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("schedule", ["every_step", "last_step"])
+def test_frontier_matches_reference(seed, schedule):
+    ei, w = _graph(seed)
+    a0 = _sparse_a0(seed)
+    g = torch.Generator().manual_seed(seed + 7)
+    mask = torch.rand(N, B, generator=g) < 0.8
+    mask |= a0 > 0
+    inhibitors = torch.rand(N, B, generator=g) < 0.5
+    layer = ActivationDynamics(M=4, T=3, frontier="sparse", inhibition_schedule=schedule)
+    adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
+    out, pot = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
+                     return_potential=True, **PARAMS)
+    edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
+    masks = [set(torch.nonzero(mask[:, b]).flatten().tolist()) for b in range(B)]
+    inh = [set(torch.nonzero(inhibitors[:, b]).flatten().tolist()) for b in range(B)]
+    pots: list = []
+    ref = reference_dynamics(edges, N, a0.T.tolist(), _ref_params(), M=4, T=3, fan=True,
+                             fire_zero=False, masks=masks, last_step_only=schedule == "last_step",
+                             inhibitors=inh, potentials=pots)
+    torch.testing.assert_close(out, torch.tensor(ref, dtype=torch.float64).T)
+    torch.testing.assert_close(pot, torch.tensor(pots, dtype=torch.float64).T)
+    assert (out > 0).any()  # the dynamics did something
+
+
+@pytest.mark.parametrize("frontier_density", [1.0, 0.3, 0.05])
+def test_auto_equals_dense_whatever_the_switch_point(device, frontier_density):
+    """`auto` propagates sparsely, switches to dense once the frontier passes the density, and
+    gives the dense result wherever it switches (including never and at once)."""
+    ei, w = _graph(3, degree=4)
+    a0 = _sparse_a0(3, anchors=3).to(device)
+    ei, w = ei.to(device), w.to(device)
+    dense = ActivationDynamics(M=5, T=4, frontier="dense")
+    auto = ActivationDynamics(M=5, T=4, frontier="auto", frontier_density=frontier_density)
+    want = dense(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
+                               for k, v in PARAMS.items()})
+    got = auto(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
+                            for k, v in PARAMS.items()})
+    torch.testing.assert_close(got, want)
+    assert (want > 0).sum() > B
+
+
+def test_functional_edge_list_path_equals_dense():
+    """spreading_activation keeps its signature; on an edge list the frontier path needs no
+    sparse adjacency and agrees with the dense layer."""
+    ei, w = _graph(4, num_nodes=N, degree=3)
+    a0 = _sparse_a0(4).float()
+    got = spreading_activation(ei, w.float(), a0, num_nodes=N)
+    want = ActivationDynamics(frontier="dense")(a0, ei, w.float())
+    torch.testing.assert_close(got, want)
+
+
+def test_frontier_adjacency_by_hand():
+    # 0 -> 1 (w 1), 0 -> 2 (w 1), 3 -> 0 (w 1), 2 -> 4 (w 1); fan(0) = 2
+    ei = torch.tensor([[0, 0, 3, 2], [1, 2, 0, 4]])
+    adj_t = activation_adjacency(ei, None, 5)
+    from synapse_pt.nn.functional import adjacency_edges
+
+    rows, sub, active_local = frontier_adjacency(*adjacency_edges(adj_t), torch.tensor([0]), 5)
+    assert rows.tolist() == [0, 1, 2]  # node 0 and its out-neighbours; 3 -> 0 is not used
+    assert active_local.tolist() == [0]
+    assert sub.to_dense().tolist() == [[0, 0, 0], [0.5, 0, 0], [0.5, 0, 0]]
+
+
+def test_sparse_refuses_where_not_exact():
+    ei, w = _graph(5)
+    a0 = _sparse_a0(5)
+    with pytest.raises(ValueError, match="fire_zero"):
+        ActivationDynamics(fire_zero=True, frontier="sparse")(a0, ei, w)
+    with pytest.raises(ValueError, match="beta < 0"):
+        ActivationDynamics(frontier="sparse")(a0, ei, w, beta=-0.1)
+    # auto runs densely there and still gives the literal result: every node fires
+    out = ActivationDynamics(fire_zero=True)(a0, ei, w)
+    assert (out > 0).all()
+    with pytest.raises(ValueError, match="frontier must be one of"):
+        ActivationDynamics(frontier="fast")
