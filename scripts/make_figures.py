@@ -8,13 +8,18 @@ runs with answers (QA mode) get their official F1 per category beside the SYNAPS
 runs that include the ``--baseline`` run (default ``paper_main``: an ablation multirun) also get
 each run's recall@10 change from it beside the paper's reported F1 changes;
 a gate study (a folder holding ``roc.csv`` and ``folds.json``, from ``scripts/gate_study.py``)
-gets its ROC curves with each gate's held-out operating point. The last line is the number of
-figures written.
+gets its ROC curves with each gate's held-out operating point; a ``scripts/bench_scaling.py
+--json`` file gets its log-log scaling curves. ``--activation RUN_DIR`` rebuilds that SYNAPSE run's
+memory from its ``config.yaml`` (cached embeddings: no model call when they are there) and draws
+the activated subgraph of the question chosen by
+:func:`~synapse_pt.eval.activation_view.pick_activation_example`'s criterion. The last line is the
+number of figures written.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +38,42 @@ from synapse_pt.eval.plots import (
     paper_comparison_plot,
     paper_deltas,
     roc_plot,
+    scaling_plot,
 )
+
+
+def activation_figure(run_dir: Path, out: Path) -> list[Path]:
+    """Rebuild the SYNAPSE memory of ``run_dir`` and draw its chosen question's subgraph."""
+    import hydra
+    from omegaconf import OmegaConf
+
+    from synapse_pt.eval.activation_view import pick_activation_example
+    from synapse_pt.eval.plots import activation_subgraph_plot
+    from synapse_pt.memory.synapse import SynapseMemory
+    from synapse_pt.run import build_dataset, build_extractor, build_memory, ingest
+
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"--activation {run_dir}: no config.yaml (not a run folder)")
+    cfg = OmegaConf.load(cfg_path)
+    if not str(cfg.memory["_target_"]).endswith("SynapseMemory"):
+        raise ValueError(f"--activation {run_dir}: memory is {cfg.memory['_target_']}, the "
+                         "activation figure needs a SYNAPSE run")
+    dataset = build_dataset(cfg.dataset, refuse_fallback="the activation figure")
+    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+    memory = build_memory(cfg.memory, encoder=encoder,
+                          extractor=build_extractor(cfg.extractor, encoder, None))
+    if not isinstance(memory, SynapseMemory):
+        raise TypeError(f"--activation {run_dir}: built {type(memory).__name__}")
+    ingest(memory, dataset.conversations)
+    example = pick_activation_example(memory, list(dataset.questions()))
+    if example is None:
+        print(f"{run_dir}: no multi-hop question whose evidence turn activation lifts into the "
+              f"top-{memory.params.k} from outside it; no activation figure")
+        return []
+    print(f"activation example: {example.question.key} {example.question.question!r}, evidence "
+          f"{example.nodes[example.target]['key']} gains {example.gain} places")
+    return activation_subgraph_plot(example, out / f"{run_dir.name}_activation")
 
 
 def gate_points(per_q: pd.DataFrame, gates: Sequence[str]) -> dict[str, tuple[float, float]]:
@@ -45,15 +85,27 @@ def gate_points(per_q: pd.DataFrame, gates: Sequence[str]) -> dict[str, tuple[fl
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("folders", nargs="*", type=Path,
+                        help="run or study folders, or bench_scaling JSON files")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--baseline", default="paper_main",
                         help="the full-system run of an ablation folder")
+    parser.add_argument("--activation", type=Path, action="append", default=[],
+                        help="a SYNAPSE run folder: draw its activation subgraph (repeatable)")
     args = parser.parse_args(argv)
+    if not args.folders and not args.activation:
+        parser.error("give run/study folders, bench_scaling JSON files or --activation RUN_DIR")
     args.out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    for run_dir in args.activation:
+        written += activation_figure(run_dir, args.out)
     for folder in args.folders:
         name = folder.name
+        if folder.is_file() and folder.suffix == ".json":
+            bench = json.loads(folder.read_text())
+            written += scaling_plot(bench["retrieval"], bench["ingestion"], bench["exponents"],
+                                    args.out / folder.stem)
+            continue
         roc_path = folder / "roc.csv"
         if roc_path.is_file():
             roc = pd.read_csv(roc_path)

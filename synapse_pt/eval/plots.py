@@ -277,3 +277,73 @@ def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Map
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+_EDGE_STYLE = {"temporal": ("-", "#555555"), "abstraction": ("--", "#1f77b4"),
+               "association": (":", "#2ca02c")}
+
+
+def activation_subgraph_plot(example: Any, path: str | Path) -> list[Path]:
+    """One question's activated subgraph
+    (:class:`~synapse_pt.eval.activation_view.ActivationExample`): episodic nodes on a time
+    line (conversation order), concept nodes in a row above at the mean position of the turns
+    they link to; colour by node type, area by activation :math:`a(T)` (a dot for none), a
+    ring for anchors, a red edge for evidence turns, the picked evidence turn labelled with its
+    two ranks; temporal, abstraction and association edges drawn solid, dashed and dotted."""
+    plt = _pyplot()
+    nodes, edges = example.nodes, example.edges
+    episodic = sorted((p for p, n in enumerate(nodes) if n["type"] == "episodic"),
+                      key=lambda p: nodes[p]["turn_order"])
+    xy: dict[int, tuple[float, float]] = {p: (float(i), 0.0) for i, p in enumerate(episodic)}
+    linked: dict[int, list[float]] = {}
+    for i, j, _, _ in edges:
+        for a, b in ((i, j), (j, i)):
+            if nodes[a]["type"] == "semantic" and b in xy:
+                linked.setdefault(a, []).append(xy[b][0])
+    semantic = [p for p, n in enumerate(nodes) if n["type"] == "semantic"]
+    semantic.sort(key=lambda p: (sum(linked.get(p, [0.0])) / len(linked.get(p, [0.0])), p))
+    span = max(1, len(episodic) - 1)
+    for i, p in enumerate(semantic):
+        xy[p] = (span * (i + 0.5) / max(1, len(semantic)), 1.0 + 0.18 * (i % 3))
+    fig, ax = plt.subplots(figsize=(12, 5.6))
+    for i, j, etype, w in edges:
+        style, colour = _EDGE_STYLE[etype]
+        (x0, y0), (x1, y1) = xy[i], xy[j]
+        ax.plot([x0, x1], [y0, y1], style, color=colour, lw=0.6 + 1.6 * max(0.0, min(1.0, w)),
+                alpha=0.55, zorder=1)
+    for etype, (style, colour) in _EDGE_STYLE.items():
+        ax.plot([], [], style, color=colour, label=f"{etype} edge")
+    top = max([n["activation"] for n in nodes] + [1e-9])
+    for p, n in enumerate(nodes):
+        x, y = xy[p]
+        colour = "#ff7f0e" if n["type"] == "semantic" else "#9467bd"
+        size = 30 + 900 * n["activation"] / top if n["activation"] > 0 else 12
+        ax.scatter([x], [y], s=size, color=colour, alpha=0.85, zorder=3,
+                   edgecolors="red" if n["evidence"] else ("black" if n["anchor"] else "none"),
+                   linewidths=2.4 if n["evidence"] else 1.2)
+        label = n["key"] if n["type"] == "episodic" else n["text"][:20]
+        ax.annotate(label, (x, y), textcoords="offset points",
+                    xytext=(0, -14 if n["type"] == "episodic" else 9), ha="center", fontsize=6)
+    t = nodes[example.target]
+    tx, ty = xy[example.target]
+    ax.annotate(f"evidence {t['key']}: SYNAPSE rank {t['synapse_rank'] + 1}, "
+                f"cosine rank {t['cos_rank'] + 1}\n\"{t['text'][:70]}\"",
+                (tx, ty), xytext=(0, -52), textcoords="offset points", ha="center", fontsize=7,
+                color="darkred", arrowprops={"arrowstyle": "->", "color": "darkred"})
+    for colour, name in (("#9467bd", "episodic node (turn)"), ("#ff7f0e", "semantic node")):
+        ax.scatter([], [], s=60, color=colour, label=name)
+    ax.scatter([], [], s=60, facecolors="none", edgecolors="black", label="anchor (a(0) > 0)")
+    ax.scatter([], [], s=60, facecolors="none", edgecolors="red", linewidths=2,
+               label="evidence turn")
+    q = example.question
+    ax.set_title(f"{q.key} (category {q.category}): \"{q.question[:90]}\"\n"
+                 f"area = activation a(T); the evidence turn's rank gain from activation: "
+                 f"{example.gain} places (top-{example.k} retrieval)", fontsize=8.5)
+    ax.set_yticks([0.0, 1.15], ["episodes (conversation order)", "concepts"])
+    ax.set_xticks([])
+    ax.set_ylim(-0.9, 1.7)
+    ax.legend(fontsize=7, loc="lower left", ncol=4)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

@@ -20,7 +20,13 @@ from synapse_pt.models.base import TextEncoder
 from synapse_pt.nn.functional import activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
-from synapse_pt.retrieval.synapse import RankedBatch, SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.synapse import (
+    RankedBatch,
+    SynapseParams,
+    SynapseSignals,
+    synapse_retrieve,
+    synapse_signals,
+)
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
@@ -230,18 +236,9 @@ class SynapseMemory(MemorySystem):
         gated = torch.ones(B, dtype=torch.bool, device=self.device)
         for graph in torch.unique(query_graph).tolist():
             cols = (query_graph == graph).nonzero().flatten()
-            n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
-            e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-            ranked = synapse_retrieve(
-                x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long,
-                                                     device=self.device),
-                edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-                pagerank_unit=pagerank[n0:n1], query_emb=query_emb[cols],
-                query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
-                bm25=bm25[n0:n1][:, cols], params=params.select(cols),
-                node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
-                similarity=None if similarity is None else similarity[n0:n1][:, cols],
-                adj_t=self.adjacency(graph, params.fan))
+            n0 = int(g.ptr[graph])
+            ranked = synapse_retrieve(**self._block(graph, cols, query_emb, bm25, params,
+                                                    similarity, pagerank))
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -249,6 +246,42 @@ class SynapseMemory(MemorySystem):
             c_ret[cols] = ranked.c_ret
             gated[cols] = ranked.gated
         return RankedBatch(index, score, valid, c_ret, gated)
+
+    def _block(self, graph: int, cols: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
+               params: SynapseParams, similarity: torch.Tensor | None,
+               pagerank: torch.Tensor) -> dict[str, object]:
+        """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the query
+        columns ``cols`` of conversation ``graph`` (node ids local to it)."""
+        g = self.batch
+        n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
+        e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+        return dict(
+            x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long, device=self.device),
+            edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
+            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[cols],
+            query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
+            bm25=bm25[n0:n1][:, cols], params=params.select(cols),
+            node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
+            similarity=None if similarity is None else similarity[n0:n1][:, cols],
+            adj_t=self.adjacency(graph, params.fan))
+
+    def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
+                                                                  SynapseSignals]]:
+        """Every retrieval signal of ``questions`` before ranking, per conversation:
+        ``(graph, columns, signals)`` with ``signals`` over that graph's nodes (local ids; add
+        ``batch.ptr[graph]`` for global ones) and the questions' positions ``columns``. The same
+        pass as :meth:`retrieve` (with the fused trigger's similarity when configured)."""
+        if self.batch is None:
+            raise RuntimeError("SynapseMemory.signals called before ingest")
+        query_graph, query_emb, bm25 = self.query_inputs(questions)
+        similarity = self.fused_similarity(questions, query_emb)
+        pagerank = self.pagerank(self.params.pagerank_scale).to(self.batch.x.dtype)
+        out = []
+        for graph in torch.unique(query_graph).tolist():
+            cols = (query_graph == graph).nonzero().flatten()
+            out.append((graph, cols, synapse_signals(**self._block(
+                graph, cols, query_emb, bm25, self.params, similarity, pagerank))))
+        return out
 
     def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
         """``[B, E]`` global node ids of each question's evidence turns, padded with -1: the input

@@ -149,6 +149,62 @@ class RankedBatch:
     gated: torch.Tensor
 
 
+@dataclass
+class SynapseSignals:
+    """Every ``[N, B]`` signal of one retrieval pass (SPEC §1.2 steps 1-6), before ranking:
+    the own-graph ``mask``, the similarity ``cos``, the initial energy ``a0`` and the ``anchors``
+    it sits on, the ``activation`` :math:`a(T)`, the last ``potential`` (only with
+    ``c_ret_source="potential"``), the triple ``score`` and the ``rank_mask`` of rankable nodes."""
+
+    mask: torch.Tensor
+    cos: torch.Tensor
+    a0: torch.Tensor
+    anchors: torch.Tensor
+    activation: torch.Tensor
+    potential: torch.Tensor | None
+    score: torch.Tensor
+    rank_mask: torch.Tensor
+
+
+def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
+                    edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
+                    query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
+                    params: SynapseParams, node_active: torch.Tensor | None = None,
+                    episodic: torch.Tensor | None = None,
+                    similarity: torch.Tensor | None = None,
+                    adj_t: torch.Tensor | None = None,
+                    dynamics: ActivationDynamics | None = None) -> SynapseSignals:
+    """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
+    once (the arguments of :func:`synapse_retrieve`, which ranks these signals); what a figure
+    or an analysis of one question's activation reads."""
+    p = params
+    mask = own_graph_mask(node_graph, query_graph)
+    if node_active is not None:
+        mask &= node_active[:, None]
+    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
+    a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
+                                 energy=p.energy)
+    if adj_t is None:
+        adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
+                                     dtype=a0.dtype)
+    inhibitors = None
+    if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
+        reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
+        inhibitors = anchors | reached
+    layer = activation_layer(p) if dynamics is None else dynamics
+    out = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
+                S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
+                return_potential=p.c_ret_source == "potential")
+    activation, potential = out if p.c_ret_source == "potential" else (out, None)
+    score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
+    rank_mask = mask
+    if p.rank_episodic_only:
+        if episodic is None:
+            raise ValueError("rank_episodic_only needs the episodic node mask")
+        rank_mask = mask & episodic[:, None]
+    return SynapseSignals(mask, cos, a0, anchors, activation, potential, score, rank_mask)
+
+
 def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
                      edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
                      query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
@@ -183,30 +239,13 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
             subclass (or one with a swapped stage) changes retrieval and sweeps alike.
     """
     p = params
-    mask = own_graph_mask(node_graph, query_graph)
-    if node_active is not None:
-        mask &= node_active[:, None]
-    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
-    a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
-                                 energy=p.energy)
-    if adj_t is None:
-        adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
-                                     dtype=a0.dtype)
-    inhibitors = None
-    if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
-        reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
-        inhibitors = anchors | reached
-    layer = activation_layer(p) if dynamics is None else dynamics
-    out = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
-                S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
-                return_potential=p.c_ret_source == "potential")
-    activation, potential = out if p.c_ret_source == "potential" else (out, None)
-    score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
-    rank_mask = mask
-    if p.rank_episodic_only:
-        if episodic is None:
-            raise ValueError("rank_episodic_only needs the episodic node mask")
-        rank_mask = mask & episodic[:, None]
+    sig = synapse_signals(x=x, node_graph=node_graph, edge_index=edge_index,
+                          edge_weight=edge_weight, pagerank_unit=pagerank_unit,
+                          query_emb=query_emb, query_graph=query_graph, bm25=bm25, params=p,
+                          node_active=node_active, episodic=episodic, similarity=similarity,
+                          adj_t=adj_t, dynamics=dynamics)
+    mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
+    activation, potential = sig.activation, sig.potential
     top_score, top_index = rank(score, rank_mask, p.k)
     valid = torch.isfinite(top_score)
     c_ret = retrieval_confidence(
