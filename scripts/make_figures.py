@@ -44,28 +44,15 @@ from synapse_pt.eval.plots import (
 
 def activation_figure(run_dir: Path, out: Path) -> list[Path]:
     """Rebuild the SYNAPSE memory of ``run_dir`` and draw its chosen question's subgraph."""
-    import hydra
-    from omegaconf import OmegaConf
-
     from synapse_pt.eval.activation_view import pick_activation_example
     from synapse_pt.eval.plots import activation_subgraph_plot
     from synapse_pt.memory.synapse import SynapseMemory
-    from synapse_pt.run import build_dataset, build_extractor, build_memory, ingest
+    from synapse_pt.run import rebuild_memory
 
-    cfg_path = run_dir / "config.yaml"
-    if not cfg_path.is_file():
-        raise FileNotFoundError(f"--activation {run_dir}: no config.yaml (not a run folder)")
-    cfg = OmegaConf.load(cfg_path)
-    if not str(cfg.memory["_target_"]).endswith("SynapseMemory"):
-        raise ValueError(f"--activation {run_dir}: memory is {cfg.memory['_target_']}, the "
-                         "activation figure needs a SYNAPSE run")
-    dataset = build_dataset(cfg.dataset, refuse_fallback="the activation figure")
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    memory = build_memory(cfg.memory, encoder=encoder,
-                          extractor=build_extractor(cfg.extractor, encoder, None))
+    memory, dataset = rebuild_memory(run_dir)
     if not isinstance(memory, SynapseMemory):
-        raise TypeError(f"--activation {run_dir}: built {type(memory).__name__}")
-    ingest(memory, dataset.conversations)
+        raise ValueError(f"--activation {run_dir}: memory is {type(memory).__name__}, the "
+                         "activation figure needs a SYNAPSE run")
     example = pick_activation_example(memory, list(dataset.questions()))
     if example is None:
         print(f"{run_dir}: no multi-hop question whose evidence turn activation lifts into the "

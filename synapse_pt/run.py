@@ -185,6 +185,30 @@ def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
 _INGESTED: dict[str, tuple[TextEncoder, MemorySystem]] = {}
 
 
+def rebuild_memory(run_dir: str | Path) -> tuple[MemorySystem, Dataset]:
+    """The ingested memory and the dataset of the run folder ``run_dir``, rebuilt from its
+    resolved ``config.yaml`` (LLM-free extractors only: the response cache would serve an LLM
+    build, but a figure or notebook should not need the model). With the run's embedding cache
+    in place no model is called; for analyses that need more than the run's outputs (the
+    activation figure)."""
+    from omegaconf import OmegaConf
+
+    cfg_path = Path(run_dir) / "config.yaml"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{run_dir}: no config.yaml (not a run folder)")
+    cfg = OmegaConf.load(cfg_path)
+    if not cfg.extractor.get("llm_free", True):
+        raise ValueError(f"{cfg_path}: extractor {cfg.extractor['_target_']} needs an LLM; "
+                         "rebuild_memory handles LLM-free runs")
+    dataset = build_dataset(cfg.dataset, refuse_fallback=None if cfg.dataset.get("name") ==
+                            "sample" else f"rebuilding {run_dir}")
+    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+    memory = build_memory(cfg.memory, encoder=encoder,
+                          extractor=build_extractor(cfg.extractor, encoder, None))
+    ingest(memory, dataset.conversations)
+    return memory, dataset
+
+
 def retrieval_settings(memory_cfg: DictConfig, resolved_memory: Mapping[str, Any]
                        ) -> dict[str, Any]:
     """The retrieval-only fields (``retrieval_fields`` of the memory class) of a memory config."""
