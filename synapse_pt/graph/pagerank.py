@@ -104,6 +104,17 @@ def pagerank(
         mass = scatter(start, batch, dim=0, dim_size=num_graphs, reduce="sum")[batch]
         pr = torch.where(mass > 0, start / mass.clamp_min(torch.finfo(dtype).tiny), pr)
     has_edges = trans._nnz() > 0
+    if num_graphs == 1:  # one graph: plain sums instead of per-graph scatters
+        teleport, dangle = (1.0 - damping) * inv_n, damping * inv_n
+        dangling_f = dangling.to(dtype)
+        for _ in range(max_iter):
+            spread = torch.sparse.mm(trans, pr.unsqueeze(1)).squeeze(1) if has_edges else 0.0
+            new = teleport + damping * spread + dangle * torch.dot(pr, dangling_f)
+            err = float((new - pr).abs().sum())
+            pr = new
+            if err < tol:
+                break
+        return pr
     for _ in range(max_iter):
         spread = torch.sparse.mm(trans, pr.unsqueeze(1)).squeeze(1) if has_edges else 0.0
         lost = scatter(pr * dangling, batch, dim=0, dim_size=num_graphs, reduce="sum")

@@ -35,7 +35,8 @@ from synapse_pt.nn.functional import (
     activation_adjacency,
     adjacency_edges,
     fire,
-    frontier_adjacency,
+    frontier_messages,
+    gather_mask,
     lateral_inhibition,
     normalized_edge_weight,
     spmm_sum,
@@ -51,6 +52,14 @@ FRONTIER_MODES = ("auto", "sparse", "dense")
 def _hyper_buffer(value: Hyper) -> Tensor:
     # float64 holds the Python float exactly, so casting at use matches the functional form.
     return torch.as_tensor(value, dtype=torch.float64).clone()
+
+
+def _scatter_packed(x: Tensor, packed_nodes: Tensor, num_nodes: int) -> Tensor:
+    """A packed ``[L, B]`` frontier matrix back to dense ``[N, B]`` (zeros elsewhere)."""
+    out = x.new_zeros(num_nodes, x.size(1))
+    slot, col = (packed_nodes >= 0).nonzero(as_tuple=True)
+    out[packed_nodes[slot, col], col] = x[slot, col]
+    return out
 
 
 class SpreadingActivation(MessagePassing):
@@ -315,16 +324,16 @@ class ActivationDynamics(nn.Module):
         fused (bool): sparse-matmul propagation. (default: ``True``)
         inhibition_schedule (str): ``"every_step"`` or ``"last_step"``.
             (default: ``"every_step"``)
-        frontier (str): ``"auto"``: propagate only the active frontier (the nodes with
-            non-zero activation and their out-neighbours, see
-            :func:`~synapse_pt.nn.functional.frontier_adjacency`) while it holds at most
-            ``frontier_density`` of the nodes, then densely; ``"sparse"``: always the
+        frontier (str): ``"auto"``: propagate only each column's active frontier (its nodes
+            with non-zero activation and their out-neighbours, see
+            :func:`~synapse_pt.nn.functional.frontier_messages`) while it holds at most
+            ``frontier_density`` of the ``N x B`` cells, then densely; ``"sparse"``: always the
             frontier; ``"dense"``: never. The frontier path is exact (same result up to
             float summation order) when silent nodes stay silent: ``fire_zero=False``,
             :math:`\beta \ge 0`, no autograd; elsewhere ``"auto"`` runs densely.
             (default: ``"auto"``)
-        frontier_density (float): the largest frontier, as a fraction of :math:`N`, that
-            ``"auto"`` propagates sparsely. (default: ``0.25``)
+        frontier_density (float): the largest frontier, as a fraction of the :math:`N \times B`
+            cells, that ``"auto"`` propagates sparsely. (default: ``0.25``)
 
     Shapes:
         - **input:** :math:`\mathbf{a}(0)` :math:`(N, B)`, edge indices :math:`(2, E)` or sparse
@@ -423,14 +432,11 @@ class ActivationDynamics(nn.Module):
         done, potential = 0, None
         if self._frontier_applies(a, beta_t):
             edges = self._edge_list(a, edge_index, edge_weight, normalized)
-            a_rows, rows, done, potential = self._frontier_steps(
+            a, done, potential = self._frontier_steps(
                 a, edges, node_mask, candidates, hyper, return_potential)
-            if done == self.T:  # the frontier stayed sparse: scatter back to [N, B]
-                a = a.new_zeros(a.shape)
-                a[rows] = a_rows
+            if done == self.T:  # the frontier stayed sparse
                 return (a, potential) if return_potential else a
-            a = a.new_zeros(a.shape)  # it grew past frontier_density: continue densely
-            a[rows] = a_rows
+            # it grew past frontier_density: continue densely from a(done)
         if normalized:
             graph, weight = edge_index, edge_weight
         else:
@@ -480,7 +486,9 @@ class ActivationDynamics(nn.Module):
         if self.frontier == "dense":
             return False
         why = None
-        if self.firing.fire_zero:
+        if type(self.spreading) is not SpreadingActivation:
+            why = "the spreading stage is swapped (the frontier computes the stock one)"
+        elif self.firing.fire_zero:
             why = "fire_zero=True makes every node fire"
         elif beta_t is not None and bool((beta_t < 0).any()):
             why = "beta < 0 excites silent nodes"
@@ -492,40 +500,52 @@ class ActivationDynamics(nn.Module):
 
     def _frontier_steps(self, a: Tensor, edges: tuple[Tensor, Tensor, Tensor],
                         node_mask: Tensor | None, candidates: Tensor | None, hyper: tuple,
-                        return_potential: bool) -> tuple[Tensor, Tensor, int, Tensor | None]:
-        r"""Steps on the active frontier only (see
-        :func:`~synapse_pt.nn.functional.frontier_adjacency`).
+                        return_potential: bool) -> tuple[Tensor, int, Tensor | None]:
+        r"""Steps on each column's active frontier only (see
+        :func:`~synapse_pt.nn.functional.frontier_messages`).
 
-        Every stage runs as in the dense loop, on the frontier's rows: a node outside the
-        frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0` (for :math:`\beta \ge 0`)
-        and :math:`a_i = 0` (silent nodes do not fire), and its zero inhibits nobody. Stops
-        early when the frontier holds more than ``frontier_density`` of the nodes (``"auto"``).
-        Returns the activations of ``rows``, ``rows``, the steps done and the potential.
+        Inhibition and firing run as in the dense loop, on the packed ``[L, B]`` frontier: a
+        node outside its column's frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0`
+        (for :math:`\beta \ge 0`) and :math:`a_i = 0` (silent nodes do not fire), and its zero
+        inhibits nobody (nor does a padding slot). Stops early when the frontier holds more
+        than ``frontier_density`` of the ``N x B`` cells (``"auto"``). Returns ``a`` as a dense
+        ``[N, B]`` tensor, the steps done and the potential.
         """
-        N = a.size(0)
-        rows = a.any(dim=1).nonzero().flatten()
-        a_rows = a[rows]
+        N, B = a.shape
+        nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
+        values = a[nodes, cols]
+        limit = self.frontier_density * N * B
+        out_degree = torch.bincount(edges[0], minlength=N)
+        S_t, delta_t, beta_t, gamma_t, theta_t = hyper
         potential = None
+        done = 0
         for t in range(self.T):
-            if self.frontier == "auto" and rows.numel() > self.frontier_density * N:
-                return a_rows, rows, t, None
+            if self.frontier == "auto" and nodes.numel() + int(out_degree[nodes].sum()) > limit:
+                break  # the next frontier holds at most this many (node, column) pairs
             last = t == self.T - 1
-            active = rows
-            rows, sub, active_local = frontier_adjacency(*edges, active, N)
-            if self.frontier == "auto" and rows.numel() > self.frontier_density * N:
-                return a_rows, active, t, None
-            a_r = a_rows.new_zeros(rows.numel(), a_rows.size(1))
-            a_r[active_local] = a_rows
-            outside = None if node_mask is None else ~node_mask[rows]
-            cand = None if candidates is None else candidates[rows]
-            uhat = self._potential(a_r, sub, None, outside, cand, hyper, last)
+            packed, spread, a_p = frontier_messages(*edges, nodes, cols, values, N, B)
+            if self.frontier == "auto" and packed.numel() > limit:
+                break
+            u = _retain_and_spread_(spread, a_p, S_t, delta_t)
+            outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
+            u = _apply_node_mask(u, outside)
+            inhibit = self.lateral_inhibition
+            if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
+                cand = gather_mask(candidates, packed) if candidates is not None else ~outside
+                uhat = inhibit(u, beta=beta_t, node_mask=cand)
+            else:
+                uhat = _clamp_nonneg(u, inplace=True)
             if last and return_potential:
-                potential = uhat.new_zeros(N, uhat.size(1))
-                potential[rows] = uhat
-            a_r = _apply_node_mask(self.firing(uhat, gamma=hyper[3], theta=hyper[4]), outside)
-            keep = a_r.any(dim=1)
-            rows, a_rows = rows[keep], a_r[keep]
-        return a_rows, rows, self.T, potential
+                potential = _scatter_packed(uhat, packed, N)
+            a_p = _apply_node_mask(self.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
+            slot, cols = a_p.nonzero(as_tuple=True)
+            nodes, values = packed[slot, cols], a_p[slot, cols]
+            order = torch.argsort(nodes, stable=True)
+            nodes, cols, values = nodes[order], cols[order], values[order]
+            done = t + 1
+        out = a.new_zeros(N, B)
+        out[nodes, cols] = values
+        return out, done, potential
 
     def extra_repr(self) -> str:
         return (f"T={self.T}, inhibition={self.lateral_inhibition is not None}, "

@@ -37,7 +37,7 @@ __all__ = [
     "activation_step",
     "adjacency_edges",
     "fan_out",
-    "frontier_adjacency",
+    "frontier_messages",
     "fire",
     "lateral_inhibition",
     "normalized_edge_weight",
@@ -206,46 +206,78 @@ def adjacency_edges(adj_t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return source, target, coo.values()
 
 
-def frontier_adjacency(
-    source: Tensor, target: Tensor, weight: Tensor, active: Tensor, num_nodes: int
+def frontier_messages(
+    source: Tensor, target: Tensor, weight: Tensor, nodes: Tensor, cols: Tensor,
+    values: Tensor, num_nodes: int, num_cols: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""The part of :math:`\mathbf{P}` one propagation step from the ``active`` nodes touches.
+    r"""One propagation step on the per-column active frontier, packed column by column.
 
-    With :math:`\mathcal{A}` the active nodes (any non-zero activation in any column) and
-    :math:`\mathcal{R} = \mathcal{A} \cup \{i : (j, i) \in E,\ j \in \mathcal{A}\}` the
-    frontier, every node outside :math:`\mathcal{R}` has :math:`u_i = 0` after the step, and
+    The activations are given sparsely, as the pairs :math:`(j, b)` with :math:`a_{jb} \neq 0`
+    (``nodes``, ``cols``, ``values``). Column :math:`b`'s frontier is
+    :math:`\mathcal{R}_b = \mathcal{A}_b \cup \{i : (j, i) \in E,\ j \in \mathcal{A}_b\}`;
+    every node outside it has :math:`u_{ib} = 0` after the step. The frontier is returned packed
+    as ``[L, B]`` matrices, slot :math:`l` of column :math:`b` holding its :math:`l`-th frontier
+    node (ascending ids; ``L`` the largest frontier, shorter columns padded with node ``-1`` and
+    zeros):
 
     .. math::
-        (\mathbf{P}\mathbf{A})_{\mathcal{R}} = \mathbf{P}_{\mathcal{R}\mathcal{R}}\,
-        \mathbf{A}_{\mathcal{R}}, \qquad (\mathbf{P}_{\mathcal{R}\mathcal{R}})_{ij} =
-        P_{ij}\,[j \in \mathcal{A}]
+        \mathrm{spread}_{lb} = \sum_{(j, i) \in E,\ j \in \mathcal{A}_b} P_{ij}\, a_{jb},
+        \qquad a_{lb} = a_{ib}, \qquad i = \mathrm{node}_{lb}
 
-    (columns of inactive sources multiply zeros and are left out). Cost: one pass over the
-    :math:`E` sources (a boolean gather, no query factor) plus work in the frontier's edges.
+    so the step's :math:`u = S\,\mathrm{spread} + (1 - \delta)\,a` and the inhibition and
+    firing run on ``[L, B]`` instead of ``[N, B]``. Cost: one boolean gather over the :math:`E`
+    sources plus work in the frontier's (edge, column) pairs, never :math:`N \times B`.
 
     Args:
         source, target, weight: the graph as an edge list (:func:`adjacency_edges`), weights
             already fan-normalised; repeated edges add up.
-        active: ``[A]`` sorted node ids.
-        num_nodes: :math:`N`.
+        nodes, cols, values: the non-zero activations as pairs, sorted by node.
+        num_nodes, num_cols: :math:`N` and :math:`B`.
 
     Returns:
-        ``(rows, sub_adj_t, active_local)``: the sorted frontier node ids ``[R]``,
-        :math:`\mathbf{P}_{\mathcal{R}\mathcal{R}}` as sparse CSR ``[R, R]`` and the positions of
-        ``active`` within ``rows``.
+        ``(packed_nodes, spread, a)``, each ``[L, B]``.
     """
-    is_active = torch.zeros(num_nodes, dtype=torch.bool, device=active.device)
-    is_active[active] = True
+    device = values.device
+    is_active = torch.zeros(num_nodes, dtype=torch.bool, device=device)
+    is_active[nodes] = True
     edges = is_active[source].nonzero().flatten()
-    src, tgt, w = source[edges], target[edges], weight[edges]
-    rows = torch.unique(torch.cat([active, tgt]))
-    n = rows.numel()
-    index = torch.stack([torch.searchsorted(rows, tgt), torch.searchsorted(rows, src)])
-    sub = torch.sparse_coo_tensor(index, w, (n, n), check_invariants=False).coalesce()
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        sub = sub.to_sparse_csr()
-    return rows, sub, torch.searchsorted(rows, active)
+    src = source[edges]
+    order = torch.argsort(src, stable=True)
+    edges, src = edges[order], src[order]
+    lo = torch.searchsorted(nodes, src)
+    count = torch.searchsorted(nodes, src, right=True) - lo  # pairs of each edge's source
+    msg_edge = torch.repeat_interleave(edges, count)
+    start = torch.repeat_interleave(lo - (torch.cumsum(count, 0) - count), count)
+    msg_pair = start + torch.arange(msg_edge.numel(), device=device)
+    msg_key = cols[msg_pair] * num_nodes + target[msg_edge]
+    key, inverse = torch.unique(torch.cat([msg_key, cols * num_nodes + nodes]),
+                                return_inverse=True)  # sorted: column-major, ascending nodes
+    spread_f = torch.zeros(key.numel(), dtype=values.dtype, device=device)
+    spread_f.index_add_(0, inverse[: msg_key.numel()], weight[msg_edge] * values[msg_pair])
+    a_f = torch.zeros_like(spread_f)
+    a_f[inverse[msg_key.numel():]] = values
+    col_f = key // num_nodes
+    per_col = torch.bincount(col_f, minlength=num_cols)
+    slot = torch.arange(key.numel(), device=device) - (torch.cumsum(per_col, 0) - per_col)[col_f]
+    L = int(per_col.max()) if key.numel() else 0
+    packed_nodes = torch.full((L, num_cols), -1, dtype=torch.long, device=device)
+    packed_nodes[slot, col_f] = key % num_nodes
+    spread = torch.zeros(L, num_cols, dtype=values.dtype, device=device)
+    spread[slot, col_f] = spread_f
+    a = torch.zeros_like(spread)
+    a[slot, col_f] = a_f
+    return packed_nodes, spread, a
+
+
+def gather_mask(mask: Tensor | None, packed_nodes: Tensor) -> Tensor | None:
+    """``mask`` (``[N, B]`` or ``[N, 1]``) at the packed frontier's ``(node, column)`` slots;
+    padding slots are ``False``."""
+    if mask is None:
+        return None
+    valid = packed_nodes >= 0
+    rows = packed_nodes.clamp(min=0)
+    out = mask[rows, 0] if mask.size(1) == 1 else mask.gather(0, rows)
+    return out & valid
 
 
 def _needs_grad(*xs: Tensor) -> bool:

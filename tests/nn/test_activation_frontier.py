@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from synapse_pt.nn import ActivationDynamics, activation_adjacency, spreading_activation
-from synapse_pt.nn.functional import frontier_adjacency
 from tests.reference import reference_dynamics
 
 N, B = 60, 5
@@ -98,16 +97,21 @@ def test_functional_edge_list_path_equals_dense():
     torch.testing.assert_close(got, want)
 
 
-def test_frontier_adjacency_by_hand():
+def test_frontier_messages_by_hand():
     # 0 -> 1 (w 1), 0 -> 2 (w 1), 3 -> 0 (w 1), 2 -> 4 (w 1); fan(0) = 2
     ei = torch.tensor([[0, 0, 3, 2], [1, 2, 0, 4]])
     adj_t = activation_adjacency(ei, None, 5)
-    from synapse_pt.nn.functional import adjacency_edges
+    from synapse_pt.nn.functional import adjacency_edges, frontier_messages
 
-    rows, sub, active_local = frontier_adjacency(*adjacency_edges(adj_t), torch.tensor([0]), 5)
-    assert rows.tolist() == [0, 1, 2]  # node 0 and its out-neighbours; 3 -> 0 is not used
-    assert active_local.tolist() == [0]
-    assert sub.to_dense().tolist() == [[0, 0, 0], [0.5, 0, 0], [0.5, 0, 0]]
+    # column 0: node 0 active (a 1.0); column 1: nodes 2 (a 0.5) and 3 (a 2.0)
+    nodes, cols, values = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1]), torch.tensor(
+        [1.0, 0.5, 2.0])
+    packed, spread, a = frontier_messages(*adjacency_edges(adj_t), nodes, cols, values, 5, 2)
+    # column 0's frontier: 0 and its out-neighbours 1, 2; column 1's: 2, 3 and 4 (from 2), 0
+    # (from 3); padded to L = 4 with node -1
+    assert packed.T.tolist() == [[0, 1, 2, -1], [0, 2, 3, 4]]
+    assert spread.T.tolist() == [[0.0, 0.5, 0.5, 0.0], [2.0, 0.0, 0.0, 0.5]]
+    assert a.T.tolist() == [[1.0, 0.0, 0.0, 0.0], [0.0, 0.5, 2.0, 0.0]]
 
 
 def test_sparse_refuses_where_not_exact():
