@@ -210,14 +210,18 @@ class SynapseMemory(MemorySystem):
         return query_graph, query_emb, bm25
 
     def rank(self, query_graph: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
-             params: SynapseParams, similarity: torch.Tensor | None = None) -> RankedBatch:
+             params: SynapseParams, similarity: torch.Tensor | None = None,
+             copies: int = 1) -> RankedBatch:
         """Top-k global node ids, scores, ``C_ret`` and the gate for ``B`` query columns.
 
         The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has queries (a loop
         over conversations, never over queries): a query only ever touches its own graph, so
         one ``[N, B]`` block over the whole batch would spend most of its work on masked zeros.
         ``group_by_graph=False`` runs the single ``[N, B]`` block instead (same result).
-        ``params`` may hold ``[B]`` tensors (one value per column).
+        ``params`` may hold ``[B]`` tensors (one value per column). ``copies = C``: the
+        columns are ``C`` copies of the ``B`` queries, configuration-major (column ``c * B + b``
+        is query ``b``; ``params`` holds ``[C * B]`` tensors), each block's inputs repeated
+        only within the block (a sweep).
         """
         g = self.batch
         pagerank = self.pagerank(params.pagerank_scale).to(g.x.dtype)
@@ -228,17 +232,21 @@ class SynapseMemory(MemorySystem):
                 query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
                 episodic=g.node_type != SEMANTIC_NODE, similarity=similarity,
                 adj_t=self.adjacency(None, params.fan))
-        B, k = query_graph.shape[0], params.k + params.k_concepts
+        Q, k = query_graph.shape[0], params.k + params.k_concepts
+        B = Q * copies
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
         score = torch.full((B, k), float("-inf"), device=self.device)
         valid = torch.zeros(B, k, dtype=torch.bool, device=self.device)
         c_ret = torch.zeros(B, device=self.device)
         gated = torch.ones(B, dtype=torch.bool, device=self.device)
         for graph in torch.unique(query_graph).tolist():
-            cols = (query_graph == graph).nonzero().flatten()
+            queries = (query_graph == graph).nonzero().flatten()
+            cols = (queries[None, :] + Q * torch.arange(copies, device=queries.device)[:, None]
+                    ).reshape(-1)  # configuration-major
             n0 = int(g.ptr[graph])
-            ranked = synapse_retrieve(**self._block(graph, cols, query_emb, bm25, params,
-                                                    similarity, pagerank))
+            ranked = synapse_retrieve(**self._block(graph, queries, query_emb, bm25, params,
+                                                    similarity, pagerank, copies=copies,
+                                                    cols=cols))
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -247,23 +255,26 @@ class SynapseMemory(MemorySystem):
             gated[cols] = ranked.gated
         return RankedBatch(index, score, valid, c_ret, gated)
 
-    def _block(self, graph: int, cols: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
-               params: SynapseParams, similarity: torch.Tensor | None,
-               pagerank: torch.Tensor) -> dict[str, object]:
-        """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the query
-        columns ``cols`` of conversation ``graph`` (node ids local to it)."""
+    def _block(self, graph: int, queries: torch.Tensor, query_emb: torch.Tensor,
+               bm25: torch.Tensor, params: SynapseParams, similarity: torch.Tensor | None,
+               pagerank: torch.Tensor, copies: int = 1,
+               cols: torch.Tensor | None = None) -> dict[str, object]:
+        """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the queries
+        ``queries`` of conversation ``graph`` (node ids local to it), repeated ``copies`` times,
+        with the parameters of columns ``cols`` (default ``queries``)."""
         g = self.batch
+        cols = queries if cols is None else cols
         n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
         e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+        sim = None if similarity is None else similarity[n0:n1][:, queries].repeat(1, copies)
         return dict(
             x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long, device=self.device),
             edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[cols],
+            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[queries].repeat(copies, 1),
             query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
-            bm25=bm25[n0:n1][:, cols], params=params.select(cols),
+            bm25=bm25[n0:n1][:, queries].repeat(1, copies), params=params.select(cols),
             node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
-            similarity=None if similarity is None else similarity[n0:n1][:, cols],
-            adj_t=self.adjacency(graph, params.fan))
+            similarity=sim, adj_t=self.adjacency(graph, params.fan))
 
     def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
                                                                   SynapseSignals]]:
@@ -333,9 +344,12 @@ class SynapseMemory(MemorySystem):
         C, B = sizes.pop(), len(questions)
         columns = configs.repeat_columns(B)
         similarity = self.fused_similarity(questions, query_emb)
-        return self.rank(query_graph.repeat(C), query_emb.repeat(C, 1), bm25.repeat(1, C),
-                         columns, similarity=None if similarity is None
-                         else similarity.repeat(1, C))
+        if not self.group_by_graph:  # one [N, C * B] block
+            return self.rank(query_graph.repeat(C), query_emb.repeat(C, 1), bm25.repeat(1, C),
+                             columns, similarity=None if similarity is None
+                             else similarity.repeat(1, C))
+        # per conversation, only its own [N_g, B_g] inputs are repeated C times
+        return self.rank(query_graph, query_emb, bm25, columns, similarity=similarity, copies=C)
 
     def _items(self, questions: Sequence[Question], index: torch.Tensor, score: torch.Tensor,
                valid: torch.Tensor) -> list[list[RetrievedItem]]:

@@ -520,8 +520,12 @@ class ActivationDynamics(nn.Module):
         potential = None
         done = 0
         for t in range(self.T):
-            if self.frontier == "auto" and nodes.numel() + int(out_degree[nodes].sum()) > limit:
-                break  # the next frontier holds at most this many (node, column) pairs
+            if self.frontier == "auto":
+                # the packed frontier is at most [max_b sum_{j in A_b} (1 + fan(j)), B]
+                bound = torch.bincount(cols, weights=(out_degree[nodes] + 1).to(a.dtype),
+                                       minlength=B)
+                if float(bound.max()) * B > limit if bound.numel() else False:
+                    break
             last = t == self.T - 1
             packed, spread, a_p = frontier_messages(*edges, nodes, cols, values, N, B)
             if self.frontier == "auto" and packed.numel() > limit:

@@ -29,9 +29,10 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     on how many other nodes or conversations share the tensor, nor on the device.
 
     No full sort: ``topk`` finds each column's k-th value :math:`v_k`; every row above it is
-    taken, and the rows equal to it fill the remaining places in index order (a cumulative count
-    over the column); the k taken rows, gathered without a host sync (``nonzero_static``), are
-    then sorted by value among themselves (``k`` rows, stable: equal values keep index order).
+    taken, and the rows equal to it fill the remaining places in index order (a cumulative count,
+    over the columns that hold more such rows than places: one host sync to find them); the k
+    taken rows, gathered with ``nonzero_static``, are then sorted by value among themselves
+    (``k`` rows, stable: equal values keep index order).
     """
     n, b = scores.shape
     k = min(k, n)
@@ -43,7 +44,11 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     above = masked > kth
     tied = masked == kth
     room = k - above.sum(dim=0)  # places left for rows equal to the k-th value
-    taken = above | (tied & (tied.cumsum(dim=0) <= room))
+    crowded = tied.sum(dim=0) > room  # columns with more ties than places: fill in row order
+    if bool(crowded.any()):
+        sub = tied[:, crowded]
+        tied[:, crowded] = sub & (sub.cumsum(dim=0) <= room[crowded])
+    taken = above | tied
     # column-major positions of the taken rows: exactly k per column, rows ascending
     flat = torch.nonzero_static(taken.T.reshape(-1), size=k * b).squeeze(1)
     rows = (flat % n).view(b, k).T  # [k, B], ascending within each column
