@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import time
 
@@ -66,6 +67,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--fire-zero", action="store_true",
+                        help="literal firing: every node fires (the dense path)")
+    parser.add_argument("--chain", action="store_true",
+                        help="add a temporal chain 0 -> 1 -> ... -> N-1 to the random edges")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -75,7 +80,12 @@ def main() -> None:
     g = torch.Generator().manual_seed(args.seed)
     N, B = args.num_nodes, args.batch
     E = int(round(args.in_degree * N))
-    edge_index = torch.randint(0, N, (2, E), generator=g).to(device)
+    edge_index = torch.randint(0, N, (2, E), generator=g)
+    if args.chain:
+        nodes = torch.arange(N)
+        edge_index = torch.cat([torch.stack([nodes[:-1], nodes[1:]]), edge_index], dim=1)
+        E = edge_index.size(1)
+    edge_index = edge_index.to(device)
     edge_weight = torch.rand(E, generator=g, dtype=dtype).to(device)
     a0 = torch.zeros(N, B, dtype=dtype)
     rows = torch.randint(0, N, (args.anchors, B), generator=g)
@@ -90,20 +100,24 @@ def main() -> None:
         f"device: {device} ({hardware}), torch {torch.__version__}, "
         f"threads {torch.get_num_threads()}, dtype {args.dtype}"
     )
-    print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}")
+    print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}  "
+          f"fire_zero = {args.fire_zero}")
 
     def functional() -> torch.Tensor:
-        return spreading_activation(edge_index, edge_weight, a0, num_nodes=N, T=args.T)
+        return spreading_activation(edge_index, edge_weight, a0, num_nodes=N, T=args.T,
+                                    fire_zero=args.fire_zero)
 
     adj_t = activation_adjacency(edge_index, edge_weight, N, dtype=dtype)
 
     def cached() -> torch.Tensor:
-        return activation_dynamics(adj_t, a0, T=args.T)
+        return activation_dynamics(adj_t, a0, T=args.T, fire_zero=args.fire_zero)
 
     t_cached = _time(cached, device, args.warmup, args.repeats)
     t_func = _time(functional, device, args.warmup, args.repeats)
     out = functional()
     print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+    print(f"peak resident memory of the process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     print(f"active nodes per column after T: {(out > 0).sum(0).float().mean().item():.1f}")
     for name, (med, best) in (("cached", t_cached), ("functional", t_func)):
         print(

@@ -6,9 +6,14 @@ query columns of the activation matrix are the (configuration, question) pairs, 
 configurations costs one call of ``SynapseMemory.sweep``. Recall is computed on index tensors.
 Configuration 0 is the paper's defaults; the others are drawn uniformly from the ranges below.
 Prints the best configurations by evidence recall@10 over categories 1-4 (by question); the last
-line is the sweep throughput.
+line is the sweep throughput in configurations per minute (each configuration = every question).
 
-    python scripts/sweep_batched.py [--configs 256] [--chunk 32] [--device cpu|cuda] [--seed 0]
+``--chunk auto`` (default) sizes the chunk to the device: the ``[N_g, C x B_g]`` blocks of one
+configuration hold ``sum_g N_g B_g`` cells; about ``BUFFERS`` float32 buffers of that size are
+live at once, and a chunk takes at most half of the memory available now (CUDA:
+``torch.cuda.mem_get_info``; CPU: ``MemAvailable`` of ``/proc/meminfo``).
+
+    python scripts/bench_sweep.py [--configs 256] [--chunk auto|N] [--device cpu|cuda] [--seed 0]
 """
 
 from __future__ import annotations
@@ -47,12 +52,37 @@ def draw_configs(n: int, seed: int) -> dict[str, torch.Tensor]:
     return out
 
 
+BUFFERS = 16  # float32 [N_g, C x B_g] tensors live at once in one batched call (upper estimate)
+
+
+def available_bytes(device: str) -> int:
+    """Memory free for a chunk on ``device`` now."""
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("cannot read MemAvailable from /proc/meminfo; pass --chunk N")
+
+
+def auto_chunk(memory: SynapseMemory, questions, device: str, limit: int) -> int:
+    """Configurations per batched call that fit in half the available memory."""
+    ptr = memory.batch.ptr.tolist()
+    order = {s: i for i, s in enumerate(memory.batch.sample_ids)}
+    per_graph = torch.bincount(torch.tensor([order[q.sample_id] for q in questions]),
+                               minlength=len(ptr) - 1).tolist()
+    cells = sum((ptr[g + 1] - ptr[g]) * n for g, n in enumerate(per_graph))
+    per_config = cells * 4 * BUFFERS
+    return max(1, min(limit, available_bytes(device) // 2 // max(1, per_config)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=default_locomo_path())
     parser.add_argument("--configs", type=int, default=256)
-    parser.add_argument("--chunk", type=int, default=32, help="configurations per batched call")
+    parser.add_argument("--chunk", default="auto",
+                        help="configurations per batched call, or auto (fit the device)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -72,14 +102,16 @@ def main() -> None:
     adversarial = ~answerable
     blinded = [blind(q) for q in questions]
 
+    chunk_size = (auto_chunk(memory, questions, args.device, args.configs)
+                  if args.chunk == "auto" else int(args.chunk))
     grid = draw_configs(args.configs, args.seed)
     results = []
     memory.sweep(blinded[:4], SynapseParams(**{k: v[:2] for k, v in grid.items()}))  # warm-up
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     start = time.perf_counter()
-    for c0 in range(0, args.configs, args.chunk):
-        chunk = {k: v[c0:c0 + args.chunk].to(args.device) for k, v in grid.items()}
+    for c0 in range(0, args.configs, chunk_size):
+        chunk = {k: v[c0:c0 + chunk_size].to(args.device) for k, v in grid.items()}
         C = next(iter(chunk.values())).numel()
         ranked = memory.sweep(blinded, SynapseParams(**chunk))
         recall = evidence_recall_from_index(ranked.index, ranked.valid, evidence.repeat(C, 1),
@@ -99,12 +131,14 @@ def main() -> None:
     pd.set_option("display.width", 200)
     pd.set_option("display.float_format", lambda v: f"{v:.3f}")
     print(f"{args.configs} configurations x {B} questions = {args.configs * B:,} query columns "
-          f"in {seconds:.1f} s ({args.chunk} configurations per batched call, {args.device})")
+          f"in {seconds:.1f} s ({chunk_size} configurations per batched call"
+          f"{' (auto)' if args.chunk == 'auto' else ''}, {args.device}, "
+          f"{torch.get_num_threads()} threads)")
     print("paper defaults (configuration 0):")
     print(table.iloc[[0]].to_string())
     print("best 5 by recall@10 (categories 1-4, mean over questions):")
     print(table.sort_values("recall@10", ascending=False).head(5).to_string())
-    print(f"sweep_configs_per_s: {args.configs / seconds:.2f} configs/s")
+    print(f"sweep_configs_per_minute: {60 * args.configs / seconds:.0f} configs/min")
 
 
 if __name__ == "__main__":

@@ -28,11 +28,10 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     index, exactly as a stable descending sort would order them, so the ranking does not depend
     on how many other nodes or conversations share the tensor, nor on the device.
 
-    No full sort: ``topk`` finds each column's k-th value :math:`v_k`; every row above it is
-    taken, and the rows equal to it fill the remaining places in index order (a cumulative count,
-    over the columns that hold more such rows than places: one host sync to find them); the k
-    taken rows, gathered with ``nonzero_static``, are then sorted by value among themselves
-    (``k`` rows, stable: equal values keep index order).
+    No full sort: one ``topk`` of ``k + 1`` rows. Where a column's ``(k+1)``-th value is below its
+    ``k``-th, its ``k`` rows are the set a stable sort takes, put in stable order by sorting
+    those ``k`` rows (by index, then stably by value). The columns with a tie across the
+    boundary (or fewer than ``k + 1`` allowed rows) are redone by :func:`_masked_topk_ties`.
     """
     n, b = scores.shape
     k = min(k, n)
@@ -40,15 +39,31 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     if k == 0 or b == 0:
         empty = masked[:0]
         return empty, empty.long()
+    vals, rows = torch.topk(masked, min(k + 1, n), dim=0)
+    values, rows = vals[:k], rows[:k]
+    order = rows.sort(dim=0).indices
+    rows, values = rows.gather(0, order), values.gather(0, order)
+    order = values.sort(dim=0, descending=True, stable=True).indices
+    values, rows = values.gather(0, order), rows.gather(0, order)
+    if vals.size(0) > k:
+        tied = (vals[k] == vals[k - 1]).nonzero().flatten()
+        if tied.numel():  # one host sync; rare except for columns with < k + 1 allowed rows
+            v_t, r_t = _masked_topk_ties(masked[:, tied], k)
+            values[:, tied], rows[:, tied] = v_t, r_t
+    return values, rows
+
+
+def _masked_topk_ties(masked: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`masked_topk` for columns whose ``k``-th value ties with rows past it: every row
+    above the ``k``-th value is taken, and the rows equal to it fill the remaining places in
+    index order (a cumulative count); the ``k`` taken rows are then sorted by value among
+    themselves (stable: equal values keep index order)."""
+    n, b = masked.shape
     kth = torch.topk(masked, k, dim=0, sorted=False).values.amin(dim=0)  # [B]
     above = masked > kth
     tied = masked == kth
     room = k - above.sum(dim=0)  # places left for rows equal to the k-th value
-    crowded = tied.sum(dim=0) > room  # columns with more ties than places: fill in row order
-    if bool(crowded.any()):
-        sub = tied[:, crowded]
-        tied[:, crowded] = sub & (sub.cumsum(dim=0) <= room[crowded])
-    taken = above | tied
+    taken = above | (tied & (tied.cumsum(dim=0) <= room))
     # column-major positions of the taken rows: exactly k per column, rows ascending
     flat = torch.nonzero_static(taken.T.reshape(-1), size=k * b).squeeze(1)
     rows = (flat % n).view(b, k).T  # [k, B], ascending within each column

@@ -373,10 +373,13 @@ def test_a_subclassed_layer_changes_retrieval(two_conversations):
     assert default.score[0].tolist()[:2] != pytest.approx([0.8, 0.5])
 
 
+@pytest.mark.parametrize("levels", [4, 40, 0])
 @pytest.mark.parametrize("seed", range(3))
-def test_masked_topk_equals_a_stable_sort_with_ties(seed, device):
-    """``masked_topk`` (topk, then ties at the k-th value filled in index order) against the
-    plain reference: a stable descending sort of the masked scores, first k rows."""
+def test_masked_topk_equals_a_stable_sort_with_ties(seed, levels, device):
+    """``masked_topk`` (one topk; columns with a tie across the k-th place redone by filling
+    ties in index order) against the plain reference: a stable descending sort of the masked
+    scores, first k rows. ``levels``: scores rounded to that many values (many ties at 4, ties
+    inside the top-k but rarely at its boundary at 40, none at 0: continuous)."""
     from synapse_pt.retrieval.dense import masked_topk
 
     g = torch.Generator().manual_seed(seed)
@@ -384,7 +387,10 @@ def test_masked_topk_equals_a_stable_sort_with_ties(seed, device):
         n, b = int(torch.randint(1, 50, (1,), generator=g)), int(torch.randint(1, 6, (1,),
                                                                              generator=g))
         k = int(torch.randint(1, 60, (1,), generator=g))
-        scores = ((torch.rand(n, b, generator=g) * 4).round() / 4).to(device)  # many ties
+        scores = torch.rand(n, b, generator=g)
+        if levels:
+            scores = (scores * levels).round() / levels
+        scores = scores.to(device)
         mask = (torch.rand(n, b, generator=g) < 0.7).to(device)
         values, index = masked_topk(scores, mask, k)
         ref = scores.masked_fill(~mask, float("-inf")).sort(dim=0, descending=True, stable=True)
