@@ -86,6 +86,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--table", type=Path, default=None,
+                        help="write every configuration's metrics here (parquet; the input of "
+                             "make_figures' sweep landscape)")
     parser.add_argument("--cache-dir", default=str(REPO / ".cache" / "embeddings"))
     args = parser.parse_args()
     if args.threads:
@@ -128,6 +131,9 @@ def main() -> None:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     table = pd.DataFrame(results)
+    if args.table:
+        args.table.parent.mkdir(parents=True, exist_ok=True)
+        table.to_parquet(args.table)
     pd.set_option("display.width", 200)
     pd.set_option("display.float_format", lambda v: f"{v:.3f}")
     print(f"{args.configs} configurations x {B} questions = {args.configs * B:,} query columns "

@@ -8,12 +8,14 @@ runs with answers (QA mode) get their official F1 per category beside the SYNAPS
 runs that include the ``--baseline`` run (default ``paper_main``: an ablation multirun) also get
 each run's recall@10 change from it beside the paper's reported F1 changes;
 a gate study (a folder holding ``roc.csv`` and ``folds.json``, from ``scripts/gate_study.py``)
-gets its ROC curves with each gate's held-out operating point; a ``scripts/bench_scaling.py
---json`` file gets its log-log scaling curves. ``--activation RUN_DIR`` rebuilds that SYNAPSE run's
-memory from its ``config.yaml`` (cached embeddings: no model call when they are there) and draws
-the activated subgraph of the question chosen by
-:func:`~synapse_pt.eval.activation_view.pick_activation_example`'s criterion. The last line is the
-number of figures written.
+gets its ROC curves with each gate's held-out operating point and the paper's ``C_ret < 0.12``,
+and each gate signal's distribution for category 5 against 1-4; a ``scripts/bench_scaling.py
+--json`` file gets its log-log scaling curves; a ``scripts/bench_sweep.py --table`` parquet file
+gets its landscape (recall@10 over the two most influential hyperparameters).
+``--activation RUN_DIR`` rebuilds that SYNAPSE run's memory from its ``config.yaml`` (cached
+embeddings: no model call when they are there) and draws the activated subgraph of the question
+chosen by :func:`~synapse_pt.eval.activation_view.pick_activation_example`'s criterion. The last
+line is the number of figures written.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ from synapse_pt.eval.plots import (
     paper_deltas,
     roc_plot,
     scaling_plot,
+    signal_distribution_plot,
+    sweep_landscape_plot,
 )
+
+PAPER_TAU_GATE = 0.12
+SWEPT = ("S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate")
 
 
 def activation_figure(run_dir: Path, out: Path) -> list[Path]:
@@ -93,12 +100,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             written += scaling_plot(bench["retrieval"], bench["ingestion"], bench["exponents"],
                                     args.out / folder.stem)
             continue
+        if folder.is_file() and folder.suffix == ".parquet":
+            table = pd.read_parquet(folder)
+            params = [c for c in table.columns if c in SWEPT]
+            written += sweep_landscape_plot(table, params, "recall@10",
+                                            args.out / f"{folder.stem}_landscape")
+            continue
         roc_path = folder / "roc.csv"
         if roc_path.is_file():
             roc = pd.read_csv(roc_path)
             gates = list(dict.fromkeys(roc["gate"]))
-            points = gate_points(pd.read_parquet(folder / "per_question.parquet"), gates)
-            written += roc_plot(roc, args.out / f"{name}_roc", points=points)
+            per_q = pd.read_parquet(folder / "per_question.parquet")
+            points = gate_points(per_q, gates)
+            marks = {}
+            if "c_ret" in per_q:  # the paper's gate: C_ret < tau_gate = 0.12
+                marks["paper: C_ret < 0.12"] = gate_points(
+                    per_q.assign(**{"paper:gated": per_q["c_ret"] < PAPER_TAU_GATE}),
+                    ["paper"])["paper"]
+            written += roc_plot(roc, args.out / f"{name}_roc", points=points, marks=marks)
+            written += signal_distribution_plot(
+                per_q, gates, args.out / f"{name}_signals",
+                thresholds={"c_ret": PAPER_TAU_GATE} if "c_ret" in gates else None)
             continue
         runs, _ = load_runs(find_runs([folder]))  # names the folder when it holds no runs
         path = args.out / f"{name}_recall_at_10.png"

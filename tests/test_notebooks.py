@@ -21,6 +21,9 @@ EXPECT = {
     "activation": ["no run given: made a paper_main run on the shipped sample",
                    "SYNAPSE rank", "nodes drawn"],
     "scaling": ["(the recorded benchmark)", "s_per_1000_turns", "fitted exponent"],
+    "gate": ["no run given: made a paper_main run on the shipped sample",
+             "this run's gate: false rejection", "C_ret < 0.12 (paper)"],
+    "sweeps": ["(the recorded LoCoMo-10 sweep)", "explained by each hyperparameter alone"],
 }
 
 
@@ -42,7 +45,8 @@ def test_every_notebook_is_tested():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("SYNAPSE_RUNS", "SYNAPSE_RUN", "SYNAPSE_BENCH_JSON")}
+           if k not in ("SYNAPSE_RUNS", "SYNAPSE_RUN", "SYNAPSE_BENCH_JSON",
+                        "SYNAPSE_SWEEP_TABLE")}
     env["SYNAPSE_CACHE"] = str(tmp_path / "cache")  # a fresh clone's empty cache
     jupyter = Path(sys.executable).with_name("jupyter")
     out = subprocess.run(

@@ -66,16 +66,21 @@ def _save(fig, path: str | Path) -> list[Path]:
 
 def roc_plot(roc: pd.DataFrame, path: str | Path, *, target_fr: float = 0.025,
              points: Mapping[str, tuple[float, float]] | None = None,
+             marks: Mapping[str, tuple[float, float]] | None = None,
              title: str = "Rejection gates: ROC, category 5 against 1-4 (held out)") -> list[Path]:
     """ROC curves (``roc``: columns ``gate, false_rejection, true_rejection``, as
-    :func:`synapse_pt.eval.gate_fit.roc_frame` writes them), the ``target_fr`` line, and each
-    gate's held-out operating point (``points``: ``{gate: (false rejection, true rejection)}``)."""
+    :func:`synapse_pt.eval.gate_fit.roc_frame` writes them), the ``target_fr`` line, each
+    gate's held-out operating point (``points``: ``{gate: (false rejection, true rejection)}``)
+    and labelled extra operating points (``marks``: ``{label: (fr, tr)}``, e.g. the paper's
+    ``tau_gate``)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 5.0))
     for gate, curve in roc.groupby("gate", sort=False):
         line, = ax.plot(curve["false_rejection"], curve["true_rejection"], label=gate, lw=1.4)
         if points and gate in points:
             ax.plot(*points[gate], "o", color=line.get_color(), ms=5)
+    for (label, point), marker in zip((marks or {}).items(), "XPs^", strict=False):
+        ax.plot(*point, marker, color="black", ms=8, label=label)
     ax.plot([0, 1], [0, 1], ":", color="grey", lw=0.8, label="chance")
     ax.axvline(target_fr, color="black", lw=0.8, ls="--", label=f"{100 * target_fr:g}% false "
                "rejection")
@@ -343,6 +348,89 @@ def activation_subgraph_plot(example: Any, path: str | Path) -> list[Path]:
     ax.set_xticks([])
     ax.set_ylim(-0.9, 1.7)
     ax.legend(fontsize=7, loc="lower left", ncol=4)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def sweep_influence(table: pd.DataFrame, params: Sequence[str], metric: str,
+                    bins: int = 8) -> pd.Series:
+    r"""How much of ``metric``'s spread over a sweep each hyperparameter explains alone: the
+    correlation ratio :math:`\eta^2 = \mathrm{Var}(\mathbb{E}[y \mid \mathrm{bin}(x)]) /
+    \mathrm{Var}(y)` with ``x`` cut into ``bins`` equal-count bins (0: no effect, 1: ``y`` a
+    function of ``x``; captures non-monotone effects a correlation misses). Sorted, largest
+    first."""
+    y = table[metric].astype("float64")
+    total = float(((y - y.mean()) ** 2).mean())
+    out = {}
+    for p in params:
+        groups = pd.qcut(table[p].rank(method="first"), q=min(bins, len(table)), labels=False)
+        means = y.groupby(groups).transform("mean")
+        out[p] = float(((means - y.mean()) ** 2).mean()) / total if total > 0 else 0.0
+    return pd.Series(out).sort_values(ascending=False)
+
+
+def sweep_landscape_plot(table: pd.DataFrame, params: Sequence[str], metric: str,
+                         path: str | Path, *, bins: int = 8) -> list[Path]:
+    """``metric`` over the two hyperparameters of a sweep that explain most of it alone
+    (:func:`sweep_influence`): the mean of ``metric`` in a ``bins x bins`` grid of the two
+    (colour), every configuration as a dot, the best one starred; the influence of every
+    hyperparameter in a side panel."""
+    plt = _pyplot()
+    influence = sweep_influence(table, params, metric, bins)
+    px, py = influence.index[:2]
+    fig, (ax, ax_i) = plt.subplots(1, 2, figsize=(11, 4.6),
+                                   gridspec_kw={"width_ratios": [2.2, 1]})
+    xe = pd.Series(table[px]).quantile([i / bins for i in range(bins + 1)]).to_numpy()
+    ye = pd.Series(table[py]).quantile([i / bins for i in range(bins + 1)]).to_numpy()
+    xi = pd.cut(table[px], xe, labels=False, include_lowest=True, duplicates="drop")
+    yi = pd.cut(table[py], ye, labels=False, include_lowest=True, duplicates="drop")
+    grid = table.assign(_x=xi, _y=yi).pivot_table(index="_y", columns="_x", values=metric,
+                                                  aggfunc="mean")
+    mesh = ax.pcolormesh(xe[: grid.shape[1] + 1], ye[: grid.shape[0] + 1], 100 * grid.to_numpy(),
+                         cmap="viridis", shading="flat")
+    fig.colorbar(mesh, ax=ax, label=f"mean {metric} (%) in the cell")
+    ax.scatter(table[px], table[py], s=6, color="white", alpha=0.6)
+    best = table[metric].idxmax()
+    ax.scatter([table.loc[best, px]], [table.loc[best, py]], marker="*", s=220, color="red",
+               label=f"best: {100 * table.loc[best, metric]:.1f} %")
+    ax.set_xlabel(px)
+    ax.set_ylabel(py)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"{metric} over {len(table):,} configurations: the two most influential "
+                 "hyperparameters", fontsize=9)
+    ax_i.barh(list(influence.index)[::-1], list(influence.to_numpy())[::-1], color="#1f77b4")
+    ax_i.set_xlabel("share of the spread explained alone (eta^2)")
+    ax_i.set_title("influence of each hyperparameter", fontsize=9)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def signal_distribution_plot(per_q: pd.DataFrame, signals: Sequence[str], path: str | Path, *,
+                             thresholds: Mapping[str, float] | None = None) -> list[Path]:
+    """Histograms of each gate signal (a column of ``per_q``), adversarial questions (category
+    5) against answerable ones (1-4), one panel per signal, densities on shared bins; an
+    optional threshold per signal drawn as a line."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(signals), figsize=(4.2 * len(signals), 3.4), squeeze=False)
+    adversarial = per_q["category"].astype(int) == 5
+    for ax, sig in zip(axes[0], signals, strict=True):
+        values = per_q[sig].astype("float64")
+        lo, hi = float(values.min()), float(values.max())
+        bins = [lo + (hi - lo) * i / 30 for i in range(31)] if hi > lo else 10
+        ax.hist(values[~adversarial], bins=bins, density=True, alpha=0.6, label="categories 1-4")
+        ax.hist(values[adversarial], bins=bins, density=True, alpha=0.6,
+                label="category 5 (adversarial)")
+        if thresholds and sig in thresholds:
+            ax.axvline(thresholds[sig], color="black", ls="--", lw=1,
+                       label=f"threshold {thresholds[sig]:g}")
+        ax.set_xlabel(sig)
+        ax.set_ylabel("density")
+        ax.legend(fontsize=7)
+    fig.suptitle("Gate signals: adversarial against answerable questions", fontsize=9)
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)

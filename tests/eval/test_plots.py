@@ -97,3 +97,58 @@ def test_paper_comparison_frame_and_plot(tmp_path: Path) -> None:
     assert "paper: SYNAPSE" in out[1].read_text()
     with pytest.raises(ValueError, match="official F1"):
         paper_comparison_frame({"mine": run}, metric="f1_amem")
+
+
+def test_sweep_influence_by_hand_and_landscape(tmp_path):
+    import pandas as pd
+
+    from synapse_pt.eval.plots import sweep_influence, sweep_landscape_plot
+
+    # y is a step function of a (eta^2 = 1); b's two halves hold four 0s and four 1s each (0);
+    # c's halves: six 0s + two 1s against two 0s + six 1s: bin means 0.25 / 0.75 -> 0.25 / 0.25
+    y = [0.0] * 8 + [1.0] * 8
+    table = pd.DataFrame({
+        "a": range(16),
+        # rows 0-3 and 8-11 hold b's lower half (values 0-7)
+        "b": [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15],
+        "c": [0, 1, 2, 3, 4, 5, 8, 9, 6, 7, 10, 11, 12, 13, 14, 15],
+        "recall@10": y,
+    })
+    got = sweep_influence(table, ["a", "b", "c"], "recall@10", bins=2)
+    assert got.to_dict() == {"a": 1.0, "c": 0.25, "b": 0.0}
+    assert list(got.index) == ["a", "c", "b"]
+    png, svg = sweep_landscape_plot(table, ["a", "b", "c"], "recall@10", tmp_path / "land",
+                                    bins=2)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and svg.is_file()
+
+
+def test_make_figures_on_a_gate_study_a_benchmark_and_a_sweep_table(tmp_path: Path,
+                                                                     capsys) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import make_figures
+
+    from synapse_pt.eval.gate_fit import roc_frame
+
+    study = tmp_path / "gate"
+    study.mkdir()
+    per_q = pd.DataFrame({"category": [1, 2, 5, 5, 4, 5], "c_ret": [0.5, 0.3, 0.1, 0.2, 0.05, 0.0],
+                          "other": [0.1, 0.9, 0.2, 0.4, 0.3, 0.6]})
+    per_q["c_ret:gated"] = per_q["c_ret"] < 0.15
+    per_q["other:gated"] = per_q["other"] < 0.25
+    per_q.to_parquet(study / "per_question.parquet")
+    roc_frame(per_q, ["c_ret", "other"]).to_csv(study / "roc.csv", index=False)
+    (study / "folds.json").write_text("{}")
+    bench = {"retrieval": [{"N": 100, "E": 400, "B": b, "auto": {"s": 0.01 * b},
+                            "dense": {"s": 0.02 * b}} for b in (1, 4)],
+             "ingestion": [{"turns": t, "s": t / 100, "s_per_1000_turns": 10.0}
+                           for t in (100, 1000)],
+             "exponents": {"retrieval_auto_vs_ExB": 1.0, "ingestion_total_vs_turns": 1.0}}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    pd.DataFrame({"S": [0.1, 0.5, 0.9, 0.3], "theta": [0.2, 0.4, 0.1, 0.8],
+                  "recall@10": [0.3, 0.5, 0.4, 0.2]}).to_parquet(tmp_path / "sweep.parquet")
+    out = tmp_path / "fig"
+    assert make_figures.main([str(study), str(tmp_path / "bench.json"),
+                              str(tmp_path / "sweep.parquet"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip().endswith("figures_written: 8")
+    for stem in ("gate_roc", "gate_signals", "bench", "sweep_landscape"):
+        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
