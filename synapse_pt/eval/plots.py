@@ -412,12 +412,17 @@ def sweep_landscape_plot(table: pd.DataFrame, params: Sequence[str], metric: str
 def signal_distribution_plot(per_q: pd.DataFrame, signals: Sequence[str], path: str | Path, *,
                              thresholds: Mapping[str, float] | None = None) -> list[Path]:
     """Histograms of each gate signal (a column of ``per_q``), adversarial questions (category
-    5) against answerable ones (1-4), one panel per signal, densities on shared bins; an
+    5) against answerable ones (1-4), one panel per signal (four to a row), densities on shared
+    bins; an
     optional threshold per signal drawn as a line."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(signals), figsize=(4.2 * len(signals), 3.4), squeeze=False)
+    ncols = min(4, len(signals))
+    nrows = -(-len(signals) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows), squeeze=False)
+    for ax in axes.flat[len(signals):]:
+        ax.set_visible(False)
     adversarial = per_q["category"].astype(int) == 5
-    for ax, sig in zip(axes[0], signals, strict=True):
+    for ax, sig in zip(axes.flat, signals, strict=False):
         values = per_q[sig].astype("float64")
         lo, hi = float(values.min()), float(values.max())
         bins = [lo + (hi - lo) * i / 30 for i in range(31)] if hi > lo else 10
