@@ -260,21 +260,22 @@ class SynapseMemory(MemorySystem):
                pagerank: torch.Tensor, copies: int = 1,
                cols: torch.Tensor | None = None) -> dict[str, object]:
         """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the queries
-        ``queries`` of conversation ``graph`` (node ids local to it), repeated ``copies`` times,
-        with the parameters of columns ``cols`` (default ``queries``)."""
+        ``queries`` of conversation ``graph`` (node ids local to it), ``copies`` configurations
+        of them with the parameters of columns ``cols`` (default ``queries``): the
+        configuration-independent signals are computed once per query."""
         g = self.batch
         cols = queries if cols is None else cols
         n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
         e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-        sim = None if similarity is None else similarity[n0:n1][:, queries].repeat(1, copies)
         return dict(
             x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long, device=self.device),
             edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[queries].repeat(copies, 1),
-            query_graph=torch.zeros(len(cols), dtype=torch.long, device=self.device),
-            bm25=bm25[n0:n1][:, queries].repeat(1, copies), params=params.select(cols),
+            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[queries],
+            query_graph=torch.zeros(len(queries), dtype=torch.long, device=self.device),
+            bm25=bm25[n0:n1][:, queries], params=params.select(cols),
             node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
-            similarity=sim, adj_t=self.adjacency(graph, params.fan))
+            similarity=None if similarity is None else similarity[n0:n1][:, queries],
+            adj_t=self.adjacency(graph, params.fan), repeat=copies)
 
     def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
                                                                   SynapseSignals]]:

@@ -173,10 +173,18 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
                     episodic: torch.Tensor | None = None,
                     similarity: torch.Tensor | None = None,
                     adj_t: torch.Tensor | None = None,
-                    dynamics: ActivationDynamics | None = None) -> SynapseSignals:
+                    dynamics: ActivationDynamics | None = None,
+                    repeat: int = 1) -> SynapseSignals:
     """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
     once (the arguments of :func:`synapse_retrieve`, which ranks these signals); what a figure
-    or an analysis of one question's activation reads."""
+    or an analysis of one question's activation reads.
+
+    ``repeat = C`` (a sweep): ``query_emb``, ``query_graph``, ``bm25`` and ``similarity`` hold
+    ``B / C`` queries and ``params`` ``B`` columns, ``C`` configurations of them
+    (configuration-major). What does not depend on the continuous hyperparameters (the own-graph
+    mask, the cosine, the anchors and their energy: they depend on ``k_anchor``, ``bm25_trigger``
+    and ``energy``, shared by a sweep) is computed once for the ``B / C`` queries and repeated.
+    """
     p = params
     mask = own_graph_mask(node_graph, query_graph)
     if node_active is not None:
@@ -184,6 +192,8 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
     cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
     a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
                                  energy=p.energy)
+    if repeat > 1:
+        mask, cos, a0, anchors = (t.repeat(1, repeat) for t in (mask, cos, a0, anchors))
     if adj_t is None:
         adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
                                      dtype=a0.dtype)
@@ -212,7 +222,8 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
                      episodic: torch.Tensor | None = None,
                      similarity: torch.Tensor | None = None,
                      adj_t: torch.Tensor | None = None,
-                     dynamics: ActivationDynamics | None = None) -> RankedBatch:
+                     dynamics: ActivationDynamics | None = None,
+                     repeat: int = 1) -> RankedBatch:
     """Retrieve for ``B`` queries at once.
 
     Args:
@@ -237,13 +248,14 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
             else it is built here.
         dynamics: the activation layer; default :func:`activation_layer` of ``params``. A
             subclass (or one with a swapped stage) changes retrieval and sweeps alike.
+        repeat: ``C`` configurations of the same queries (see :func:`synapse_signals`).
     """
     p = params
     sig = synapse_signals(x=x, node_graph=node_graph, edge_index=edge_index,
                           edge_weight=edge_weight, pagerank_unit=pagerank_unit,
                           query_emb=query_emb, query_graph=query_graph, bm25=bm25, params=p,
                           node_active=node_active, episodic=episodic, similarity=similarity,
-                          adj_t=adj_t, dynamics=dynamics)
+                          adj_t=adj_t, dynamics=dynamics, repeat=repeat)
     mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
     activation, potential = sig.activation, sig.potential
     top_score, top_index = rank(score, rank_mask, p.k)
