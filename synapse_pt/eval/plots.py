@@ -30,11 +30,7 @@ def metric_frame(runs: Mapping[str, Mapping[str, Any]], metric: str,
 
 def bar_chart(frame: pd.DataFrame, path: str | Path, *, title: str, ylabel: str) -> Path:
     """Grouped bars (one group per column, one bar per row) saved as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(frame.columns)), 4.0))
     (100 * frame.T).plot.bar(ax=ax, rot=20, width=0.8)
     ax.set_title(title)
@@ -56,11 +52,13 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: str | Path) -> list[Path]:
-    """Save ``fig`` as PNG and SVG beside it; returns both paths."""
+def _finish(fig, path: str | Path) -> list[Path]:
+    """Lay ``fig`` out, save it as PNG and as SVG beside it, close it; returns both paths."""
+    fig.tight_layout()
     path = Path(path).with_suffix(".png")
     fig.savefig(path, dpi=130)
     fig.savefig(path.with_suffix(".svg"))
+    _pyplot().close(fig)
     return [path, path.with_suffix(".svg")]
 
 
@@ -88,10 +86,7 @@ def roc_plot(roc: pd.DataFrame, path: str | Path, *, target_fr: float = 0.025,
     ax.set_ylabel("true rejection (adversarial questions gated)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def budget_frame(runs: Mapping[str, Mapping[str, Any]], key: str = "mean_q_1_4"
@@ -124,10 +119,7 @@ def budget_plot(frame: pd.DataFrame, path: str | Path, *,
     ax.set_ylabel("evidence recall within T tokens (%)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def delta_frame(runs: Mapping[str, Mapping[str, Any]], baseline: str, metric: str
@@ -183,10 +175,7 @@ def ablation_delta_plot(deltas: pd.DataFrame, path: str | Path, *, metric: str,
         ax2.invert_yaxis()
         ax2.set_xlabel("F1 change reported by the paper, points (gpt-4o-mini)")
         ax2.set_title("SYNAPSE paper: F1", fontsize=9)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def paper_comparison_frame(runs: Mapping[str, Mapping[str, Any]],
@@ -226,10 +215,7 @@ def paper_comparison_plot(frame: pd.DataFrame, path: str | Path, *,
     ax.set_ylabel("F1 (%), official LoCoMo scorer")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Mapping[str, Any]],
@@ -278,10 +264,7 @@ def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Map
         ax_i.set_ylabel("seconds per 1,000 turns")
         ax_i.set_title("Ingestion (LLM-free keyword extractor, fixed embeddings)", fontsize=9)
         ax_i.legend(fontsize=7)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 _EDGE_STYLE = {"temporal": ("-", "#555555"), "abstraction": ("--", "#1f77b4"),
@@ -348,10 +331,7 @@ def activation_subgraph_plot(example: Any, path: str | Path) -> list[Path]:
     ax.set_xticks([])
     ax.set_ylim(-0.9, 1.7)
     ax.legend(fontsize=7, loc="lower left", ncol=4)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def sweep_influence(table: pd.DataFrame, params: Sequence[str], metric: str,
@@ -403,10 +383,7 @@ def sweep_landscape_plot(table: pd.DataFrame, params: Sequence[str], metric: str
     ax_i.barh(list(influence.index)[::-1], list(influence.to_numpy())[::-1], color="#1f77b4")
     ax_i.set_xlabel("share of the spread explained alone (eta^2)")
     ax_i.set_title("influence of each hyperparameter", fontsize=9)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
 
 
 def signal_distribution_plot(per_q: pd.DataFrame, signals: Sequence[str], path: str | Path, *,
@@ -436,7 +413,4 @@ def signal_distribution_plot(per_q: pd.DataFrame, signals: Sequence[str], path: 
         ax.set_ylabel("density")
         ax.legend(fontsize=7)
     fig.suptitle("Gate signals: adversarial against answerable questions", fontsize=9)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return _finish(fig, path)
