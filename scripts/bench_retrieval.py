@@ -22,29 +22,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def build(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
+    from synapse_pt.run import composed_memory
 
-    from synapse_pt.run import build_dataset, build_extractor, build_memory, ingest
-
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("run", overrides=["experiment=paper_main", "device=cpu", *overrides,
-                                        "paths.output_dir=/tmp/bench_retrieval"])
-    import hydra
-
-    dataset = build_dataset(cfg.dataset, refuse_fallback="the retrieval benchmark")
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    memory = build_memory(cfg.memory, encoder=encoder,
-                          extractor=build_extractor(cfg.extractor, encoder, None))
-    ingest(memory, dataset.conversations)
+    memory, dataset = composed_memory(["experiment=paper_main", "device=cpu", *overrides],
+                                      "the retrieval benchmark")
     return memory, list(dataset.questions())
 
 

@@ -1,6 +1,7 @@
 """Evaluate many SYNAPSE hyperparameter configurations in one batched pass on LoCoMo.
 
-The memory is built once (MiniLM, LLM-free keyword extractor). Each configuration is a set of
+The memory is built once, as ``python -m synapse_pt.run experiment=paper_main`` builds it (MiniLM,
+LLM-free keyword extractor; any Hydra overrides after the options). Each configuration is a set of
 values for the continuous hyperparameters (S, delta, beta, gamma, theta, lambda1-3, tau_gate); the
 query columns of the activation matrix are the (configuration, question) pairs, so a chunk of
 configurations costs one call of ``SynapseMemory.sweep``. Recall is computed on index tensors.
@@ -14,6 +15,7 @@ live at once, and a chunk takes at most half of the memory available now (CUDA:
 ``torch.cuda.mem_get_info``; CPU: ``MemAvailable`` of ``/proc/meminfo``).
 
     python scripts/bench_sweep.py [--configs 256] [--chunk auto|N] [--device cpu|cuda] [--seed 0]
+                                  [overrides...]
 """
 
 from __future__ import annotations
@@ -25,16 +27,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from synapse_pt.data import load_locomo
-from synapse_pt.data.source import default_locomo_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.eval.scorers.retrieval import evidence_recall_from_index
-from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.models.embedder import HFEmbedder
 from synapse_pt.retrieval.synapse import SynapseParams
+from synapse_pt.run import composed_memory
 
-REPO = Path(__file__).resolve().parents[1]
 RANGES = {"S": (0.2, 1.0), "delta": (0.0, 1.0), "beta": (0.0, 0.5), "gamma": (1.0, 10.0),
           "theta": (0.1, 0.9), "lambda1": (0.0, 1.0), "lambda2": (0.0, 1.0),
           "lambda3": (0.0, 0.5), "tau_gate": (0.0, 0.3)}
@@ -79,7 +77,9 @@ def auto_chunk(memory: SynapseMemory, questions, device: str, limit: int) -> int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=default_locomo_path())
+    parser.add_argument("overrides", nargs="*",
+                        help="Hydra overrides of the memory (default: experiment=paper_main; "
+                             "dataset.path=... for another file)")
     parser.add_argument("--configs", type=int, default=256)
     parser.add_argument("--chunk", default="auto",
                         help="configurations per batched call, or auto (fit the device)")
@@ -89,15 +89,14 @@ def main() -> None:
     parser.add_argument("--table", type=Path, default=None,
                         help="write every configuration's metrics here (parquet; the input of "
                              "make_figures' sweep landscape)")
-    parser.add_argument("--cache-dir", default=str(REPO / ".cache" / "embeddings"))
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    dataset = load_locomo(args.data)
-    encoder = HFEmbedder(device=args.device, cache_dir=args.cache_dir)
-    memory = SynapseMemory(encoder, KeywordConceptExtractor(encoder), device=args.device)
-    memory.ingest(dataset.conversations)
+    memory, dataset = composed_memory(["experiment=paper_main", f"device={args.device}",
+                                       *args.overrides], "the sweep benchmark")
+    if not isinstance(memory, SynapseMemory):
+        raise ValueError(f"the sweep needs a SYNAPSE memory, got {type(memory).__name__}")
     questions = list(dataset.questions())
     B = len(questions)
     evidence = memory.evidence_index(questions)  # [B, E] global node ids, padded with -1

@@ -185,28 +185,45 @@ def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
 _INGESTED: dict[str, tuple[TextEncoder, MemorySystem]] = {}
 
 
+def ingested_memory(cfg: DictConfig, refuse_fallback: str | None
+                    ) -> tuple[MemorySystem, Dataset]:
+    """The dataset of ``cfg`` and its memory, built and ingested as a run does it (LLM-free
+    extractors only: a figure, notebook or benchmark should not need the model). With the
+    embedding cache in place no model is called."""
+    if not cfg.extractor.get("llm_free", True):
+        raise ValueError(f"extractor {cfg.extractor['_target_']} needs an LLM; only LLM-free "
+                         "builds are rebuilt outside a run")
+    dataset = build_dataset(cfg.dataset, refuse_fallback=refuse_fallback)
+    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+    memory = build_memory(cfg.memory, encoder=encoder,
+                          extractor=build_extractor(cfg.extractor, encoder, None))
+    ingest(memory, dataset.conversations)
+    return memory, dataset
+
+
 def rebuild_memory(run_dir: str | Path) -> tuple[MemorySystem, Dataset]:
     """The ingested memory and the dataset of the run folder ``run_dir``, rebuilt from its
-    resolved ``config.yaml`` (LLM-free extractors only: the response cache would serve an LLM
-    build, but a figure or notebook should not need the model). With the run's embedding cache
-    in place no model is called; for analyses that need more than the run's outputs (the
-    activation figure)."""
+    resolved ``config.yaml`` (:func:`ingested_memory`); for analyses that need more than the
+    run's outputs (the activation figure)."""
     from omegaconf import OmegaConf
 
     cfg_path = Path(run_dir) / "config.yaml"
     if not cfg_path.is_file():
         raise FileNotFoundError(f"{run_dir}: no config.yaml (not a run folder)")
     cfg = OmegaConf.load(cfg_path)
-    if not cfg.extractor.get("llm_free", True):
-        raise ValueError(f"{cfg_path}: extractor {cfg.extractor['_target_']} needs an LLM; "
-                         "rebuild_memory handles LLM-free runs")
-    dataset = build_dataset(cfg.dataset, refuse_fallback=None if cfg.dataset.get("name") ==
-                            "sample" else f"rebuilding {run_dir}")
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    memory = build_memory(cfg.memory, encoder=encoder,
-                          extractor=build_extractor(cfg.extractor, encoder, None))
-    ingest(memory, dataset.conversations)
-    return memory, dataset
+    return ingested_memory(cfg, None if cfg.dataset.get("name") == "sample"
+                           else f"rebuilding {run_dir}")
+
+
+def composed_memory(overrides: Sequence[str], what: str) -> tuple[MemorySystem, Dataset]:
+    """The ingested memory of ``python -m synapse_pt.run <overrides>`` without running it (the
+    benchmarks' memory); ``what`` names the caller when LoCoMo-10 is missing."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("run", overrides=[*overrides, f"paths.output_dir={CONFIG_DIR.parent}"
+                                        "/outputs/composed"])
+    return ingested_memory(cfg, what)
 
 
 def retrieval_settings(memory_cfg: DictConfig, resolved_memory: Mapping[str, Any]
@@ -486,6 +503,9 @@ def quiet_third_party_logs(level: int = logging.WARNING) -> None:
 
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="run")

@@ -218,6 +218,16 @@ def paper_comparison_plot(frame: pd.DataFrame, path: str | Path, *,
     return _finish(fig, path)
 
 
+def _loglog(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Log-log axes with labels, a small title and a legend."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Mapping[str, Any]],
                  exponents: Mapping[str, float], path: str | Path) -> list[Path]:
     """Log-log scaling curves of ``scripts/bench_scaling.py``'s rows: spreading-activation time
@@ -246,24 +256,16 @@ def scaling_plot(retrieval: Sequence[Mapping[str, Any]], ingestion: Sequence[Map
                       label=label)
         if path_name == "auto" and exp is not None:
             ax_r.plot([], [], " ", label=f"frontier{slope}")
-    ax_r.set_xscale("log")
-    ax_r.set_yscale("log")
-    ax_r.set_xlabel("edges x queries (E x B)")
-    ax_r.set_ylabel("seconds per call (T = 3, best of runs)")
-    ax_r.set_title("Spreading activation on synthetic memories", fontsize=9)
-    ax_r.legend(fontsize=7)
+    _loglog(ax_r, "edges x queries (E x B)", "seconds per call (T = 3, best of runs)",
+            "Spreading activation on synthetic memories")
     if ingestion:
         rows = sorted(ingestion, key=lambda r: r["turns"])
         exp = exponents.get("ingestion_total_vs_turns")
         ax_i.plot([r["turns"] for r in rows], [r["s_per_1000_turns"] for r in rows], "-o",
                   color=colours[0], label="total time exponent vs turns: "
                   + (f"{exp:.2f}" if exp is not None else "n/a"))
-        ax_i.set_xscale("log")
-        ax_i.set_yscale("log")
-        ax_i.set_xlabel("turns ingested")
-        ax_i.set_ylabel("seconds per 1,000 turns")
-        ax_i.set_title("Ingestion (LLM-free keyword extractor, fixed embeddings)", fontsize=9)
-        ax_i.legend(fontsize=7)
+        _loglog(ax_i, "turns ingested", "seconds per 1,000 turns",
+                "Ingestion (LLM-free keyword extractor, fixed embeddings)")
     return _finish(fig, path)
 
 
