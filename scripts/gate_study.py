@@ -43,6 +43,7 @@ from synapse_pt.run import (
     build_memory,
     git_commit,
     run_category_names,
+    text_cache,
 )
 
 COMBINATIONS = {"combined": TURN_SIGNALS, "combined + c_ret": (*TURN_SIGNALS, "c_ret")}
@@ -86,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = build_dataset(cfg.dataset, refuse_fallback="a gate study")
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     extractor = build_extractor(cfg.extractor, encoder, None)
-    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
+    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
+                          text_cache=text_cache(cfg))
     memory.ingest(dataset.conversations)
     questions = [blind(q) for q in dataset.questions()]
     category = torch.tensor([q.category for q in dataset.questions()])

@@ -50,7 +50,7 @@ from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import own_graph_mask
 from synapse_pt.retrieval.fusion import minmax_normalise
 from synapse_pt.retrieval.tokenize import tokenize
-from synapse_pt.run import build_dataset, build_memory, git_commit
+from synapse_pt.run import build_dataset, build_memory, git_commit, text_cache
 
 VARIANT_SIGNALS = ("bm25", "bm25_window")
 
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = category_names(cfg.dataset.categories)
     dataset = build_dataset(cfg.dataset, refuse_fallback="held-out tuning")
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    memory = build_memory(cfg.memory, encoder=encoder)
+    memory = build_memory(cfg.memory, encoder=encoder, text_cache=text_cache(cfg))
     t0 = time.perf_counter()
     memory.ingest(dataset.conversations)
     ingest_s = time.perf_counter() - t0

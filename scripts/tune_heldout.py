@@ -47,7 +47,13 @@ from synapse_pt.eval.pipeline import blind
 from synapse_pt.eval.study import compose_variant
 from synapse_pt.eval.tables import to_markdown
 from synapse_pt.retrieval.synapse import SynapseParams
-from synapse_pt.run import build_dataset, build_extractor, build_memory, git_commit
+from synapse_pt.run import (
+    build_dataset,
+    build_extractor,
+    build_memory,
+    git_commit,
+    text_cache,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = build_dataset(cfg.dataset, refuse_fallback="held-out tuning")
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     extractor = build_extractor(cfg.extractor, encoder, None)
-    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
+    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
+                          text_cache=text_cache(cfg))
     t0 = time.perf_counter()
     memory.ingest(dataset.conversations)
     ingest_s = time.perf_counter() - t0

@@ -54,6 +54,7 @@ from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM, BudgetExceeded
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.none import NoLLM
+from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import make_tracker
 
@@ -164,6 +165,12 @@ def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | Non
     return hydra.utils.instantiate(args, _convert_="all", **kwargs)
 
 
+def text_cache(cfg: DictConfig) -> TextValueCache:
+    """The run's cache of derived text values (token counts, BM25 analyses, sentence splits),
+    ``paths.cache_dir/text.sqlite`` beside the embedding cache."""
+    return TextValueCache(Path(cfg.paths.cache_dir) / "text.sqlite")
+
+
 def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
     """Instantiate ``cfg`` (a ``memory`` group), passing those of ``available`` it accepts."""
     target = get_class(cfg["_target_"])
@@ -196,7 +203,8 @@ def ingested_memory(cfg: DictConfig, refuse_fallback: str | None
     dataset = build_dataset(cfg.dataset, refuse_fallback=refuse_fallback)
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     memory = build_memory(cfg.memory, encoder=encoder,
-                          extractor=build_extractor(cfg.extractor, encoder, None))
+                          extractor=build_extractor(cfg.extractor, encoder, None),
+                          text_cache=text_cache(cfg))
     ingest(memory, dataset.conversations)
     return memory, dataset
 
@@ -345,7 +353,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         else:
             encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
             extractor = build_extractor(cfg.extractor, encoder, llm)
-            memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor)
+            memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
+                                  text_cache=text_cache(cfg))
             timings["setup_seconds"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             ingest(memory, dataset.conversations)
@@ -357,10 +366,15 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         settings = EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                    if k in EvalSettings.__dataclass_fields__})
         counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
-                                 else HFTokenCounter(cfg.eval.get("context_tokenizer")))
+                                 else HFTokenCounter(cfg.eval.get("context_tokenizer"),
+                                                     cache=text_cache(cfg)))
         df, summary = evaluate(memory, dataset, settings=settings, token_counter=counter, llm=llm)
         for key in ("retrieve_seconds", "retrieve_ms_per_query", "answer_seconds"):
             timings[key] = summary.pop(key)
+        cache = getattr(encoder, "cache", None)
+        if cache is not None:  # this process's distinct texts: a cold run's misses are embedded
+            timings["embedding_cache_hits"] = float(cache.hits)
+            timings["embedding_cache_misses"] = float(cache.misses)
 
         metric_cols = [c for c in df.columns if c.startswith(("recall@", "f1_", "bleu", "judge"))]
         metrics: dict[str, Any] = {

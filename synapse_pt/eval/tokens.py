@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from synapse_pt.models.llm.base import LLM
+from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
 
 
 class TokenCounter(Protocol):
@@ -22,9 +23,8 @@ class HFTokenCounter:
     yardstick. The tokenizer used is recorded in metrics.json.
     """
 
-    def __init__(self, tokenizer: str | Path | None = None) -> None:
-        from transformers import AutoTokenizer
-
+    def __init__(self, tokenizer: str | Path | None = None, *,
+                 cache: TextValueCache | None = None) -> None:
         if tokenizer is None:
             from synapse_pt.models.locate import bundled_minilm_path
 
@@ -32,19 +32,30 @@ class HFTokenCounter:
             tokenizer = bundled_minilm_path()
         else:
             self.name = f"hf:{tokenizer}"
-        # counting only: lift the model's 512-token input limit (and its warning)
-        self._tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True,
-                                                  model_max_length=10**9)
+        self._path = str(tokenizer)
+        self._tok: Any = None  # loaded on the first count the cache cannot answer
+        self.cache = cache
+        self._identity = f"tokens/{self.name}/" + library_versions("transformers", "tokenizers")
+
+    def _tokenizer(self) -> Any:
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            # counting only: lift the model's 512-token input limit (and its warning)
+            self._tok = AutoTokenizer.from_pretrained(self._path, local_files_only=True,
+                                                      model_max_length=10**9)
+        return self._tok
+
+    def _count(self, texts: list[str]) -> list[int]:
+        return [len(ids) for ids in self._tokenizer()(texts, add_special_tokens=False)["input_ids"]]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text (no special tokens). Each distinct text is tokenised once: the
-        retrieved units of a run repeat the same few thousand turns tens of thousands of times."""
+        """Tokens of each text (no special tokens), through the cache when one is given. Each
+        distinct text is tokenised once: the retrieved units of a run repeat the same few
+        thousand turns tens of thousands of times."""
         if not texts:
             return []
-        unique = list(dict.fromkeys(texts))
-        enc = self._tok(unique, add_special_tokens=False)["input_ids"]
-        counts = {t: len(ids) for t, ids in zip(unique, enc, strict=True)}
-        return [counts[t] for t in texts]
+        return cached_map(self.cache, self._identity, texts, self._count)
 
 
 class LLMTokenCounter:

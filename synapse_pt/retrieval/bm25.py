@@ -19,6 +19,10 @@ with :math:`n_g` the documents of the group, :math:`n_g(t)` those containing :ma
 term-weight matrix :math:`\mathbf{W} \in \mathbb{R}^{V \times N}` built once at index time; the
 scores of :math:`B` queries are one sparse product :math:`\mathbf{Q}\mathbf{W}` with the
 ``[B, V]`` query term counts :math:`\mathbf{Q}`.
+
+The vocabulary is per group: a row of :math:`\mathbf{W}` is a (group, term) pair and a query's
+counts go to its own group's rows, so the product never forms a query's scores against other
+groups' documents (with ten conversations, nine tenths of a global product).
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class BM25Index:
                 raise ValueError("doc_group ids must be >= 0")
         self.num_groups = max(groups) + 1 if groups else 0
 
-        self.vocab: dict[str, int] = {}
+        self.vocab: dict[tuple[int, str], int] = {}  # (group, term) -> row of W
         # Per-group statistics, computed in the order BM25Okapi does (insertion order of terms).
         group_docs: list[list[int]] = [[] for _ in range(self.num_groups)]
         for d, g in enumerate(groups):
@@ -95,7 +99,7 @@ class BM25Index:
         rows: list[int] = []
         cols: list[int] = []
         vals: list[float] = []
-        for docs in group_docs:
+        for g, docs in enumerate(group_docs):
             if not docs:
                 continue
             n_g = len(docs)
@@ -121,7 +125,7 @@ class BM25Index:
             for d in docs:
                 norm = self.k1 * (1 - self.b + self.b * doc_len[d] / avgdl)
                 for term, tf in doc_freqs[d].items():
-                    t = self.vocab.setdefault(term, len(self.vocab))
+                    t = self.vocab.setdefault((g, term), len(self.vocab))
                     rows.append(t)
                     cols.append(d)
                     vals.append(idf[term] * (tf * (self.k1 + 1) / (tf + norm)))
@@ -138,6 +142,7 @@ class BM25Index:
 
     @property
     def vocab_size(self) -> int:
+        r"""Rows of :math:`\mathbf{W}`: the (group, term) pairs."""
         return len(self.vocab)
 
     def _weight_on(self, device: torch.device) -> Tensor:
@@ -155,21 +160,23 @@ class BM25Index:
         return self
 
     def term_weights(self, device: torch.device | str | None = None) -> Tensor:
-        r"""Dense ``[V, N]`` copy of :math:`\mathbf{W}` (for inspection and tests)."""
+        r"""Dense ``[V, N]`` copy of :math:`\mathbf{W}` (rows: :attr:`vocab`'s (group, term)
+        pairs; for inspection and tests)."""
         return self._weight_on(torch.device(device) if device else self.device).to_dense()
 
-    def _query_matrix(self, query_tokens: Sequence[Sequence[str]], device: torch.device) -> Tensor:
+    def _query_matrix(self, query_tokens: Sequence[Sequence[str]], query_group: Sequence[int],
+                      device: torch.device) -> Tensor:
         rows: list[int] = []
         cols: list[int] = []
         vals: list[float] = []
-        for q, tokens in enumerate(query_tokens):
+        for q, (tokens, g) in enumerate(zip(query_tokens, query_group, strict=True)):
             if isinstance(tokens, str):
                 raise TypeError(
                     f"query {q} is a string; pass token lists (synapse_pt.retrieval.tokenize)"
                 )
             for term, count in Counter(tokens).items():
-                t = self.vocab.get(term)
-                if t is not None:  # OOV terms have idf 0 in every group
+                t = self.vocab.get((g, term))
+                if t is not None:  # terms out of the group's vocabulary add 0
                     rows.append(q)
                     cols.append(t)
                     vals.append(float(count))
@@ -216,7 +223,9 @@ class BM25Index:
         if B == 0 or self.num_docs == 0 or self.vocab_size == 0:
             out = torch.zeros(B, self.num_docs, dtype=self.dtype, device=dev)
         else:
-            Q = self._query_matrix(query_tokens, dev)
-            out = torch.sparse.mm(Q, self._weight_on(dev)).to_dense()
+            Q = self._query_matrix(query_tokens, query_group.reshape(-1).tolist(), dev)
+            out = torch.sparse.mm(Q, self._weight_on(dev)).to_dense()  # 0 outside the group
+        if outside == 0.0:
+            return out
         same = query_group.to(dev).reshape(-1, 1) == self.doc_group.to(dev).reshape(1, -1)
         return out.masked_fill(~same, outside)

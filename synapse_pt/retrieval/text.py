@@ -23,23 +23,45 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
-from nltk.stem import PorterStemmer
-from nltk.tokenize import PunktSentenceTokenizer
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
 
 from .tokenize import tokenize
 
-__all__ = ["Analyzer", "named_speaker", "neutralise_speakers", "person_references",
-           "resolve_pronouns", "split_sentences", "swap_speakers"]
+__all__ = ["Analyzer", "english_stop_words", "named_speaker", "neutralise_speakers",
+           "person_references", "porter_stem", "resolve_pronouns", "split_sentences",
+           "split_sentences_many", "swap_speakers"]
 
-_STEMMER = PorterStemmer()
-_PUNKT = PunktSentenceTokenizer()
+
+
+@lru_cache(maxsize=1)
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's ``ENGLISH_STOP_WORDS`` (imported on first use: sklearn takes about a
+    second to import)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    from nltk.stem import PorterStemmer  # importing nltk takes about a second: only when used
+
+    return PorterStemmer()
+
+
+@lru_cache(maxsize=1)
+def _punkt() -> Any:
+    from nltk.tokenize import PunktSentenceTokenizer
+
+    return PunktSentenceTokenizer()
 
 
 @lru_cache(maxsize=1 << 16)
-def _stem(token: str) -> str:
-    return _STEMMER.stem(token)
+def porter_stem(token: str) -> str:
+    """``nltk.stem.PorterStemmer().stem(token)`` (its default NLTK-extensions mode), memoised."""
+    return _stemmer().stem(token)
 
 
 @dataclass(frozen=True)
@@ -52,20 +74,29 @@ class Analyzer:
 
     stopwords: bool = False
     stem: bool = False
-    stop_list: frozenset[str] = field(default=frozenset(ENGLISH_STOP_WORDS), repr=False)
+    stop_list: frozenset[str] | None = field(default=None, repr=False)  # None: scikit-learn's
 
     def __call__(self, text: str) -> list[str]:
         tokens = tokenize(text)
         if self.stopwords:
-            tokens = [t for t in tokens if t not in self.stop_list]
+            stop = english_stop_words() if self.stop_list is None else self.stop_list
+            tokens = [t for t in tokens if t not in stop]
         if self.stem:
-            tokens = [_stem(t) for t in tokens]
+            tokens = [porter_stem(t) for t in tokens]
         return tokens
 
     @property
     def name(self) -> str:
         parts = [p for p, on in (("nostop", self.stopwords), ("porter", self.stem)) if on]
         return "+".join(["word", *parts])
+
+    def many(self, texts: Sequence[str], cache: TextValueCache | None = None) -> list[list[str]]:
+        """The tokens of each text, through ``cache`` when given (keyed by the analyser's name
+        and the versions of the libraries behind it); a custom ``stop_list`` is not cached."""
+        if self.stop_list is not None:
+            cache = None
+        identity = f"analyzer/{self.name}/" + library_versions("nltk", "scikit-learn")
+        return cached_map(cache, identity, texts, lambda batch: [self(t) for t in batch])
 
 
 def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
@@ -167,5 +198,12 @@ def split_sentences(text: str) -> list[str]:
     >>> split_sentences("I went hiking. It was great! You?")
     ['I went hiking.', 'It was great!', 'You?']
     """
-    sentences = [s for s in _PUNKT.tokenize(text) if s.strip()]
+    sentences = [s for s in _punkt().tokenize(text) if s.strip()]
     return sentences or [text]
+
+
+def split_sentences_many(texts: Sequence[str], cache: TextValueCache | None = None
+                         ) -> list[list[str]]:
+    """:func:`split_sentences` of each text, through ``cache`` when given."""
+    return cached_map(cache, "sentences/punkt-default/" + library_versions("nltk"), texts,
+                      lambda batch: [split_sentences(t) for t in batch])

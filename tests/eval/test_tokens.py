@@ -1,16 +1,43 @@
-"""Context-token counting: each distinct text is tokenised once, the counts are per text."""
+"""Context-token counting: each distinct text is tokenised once, the counts are per text, and the
+disk cache serves a rerun without loading the tokenizer."""
 
 from __future__ import annotations
 
+import pytest
+from transformers import AutoTokenizer
+
 from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.models.locate import bundled_minilm_path
+from synapse_pt.models.text_cache import TextValueCache
+
+TEXTS = ["Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "",
+         "Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "x"]
+
+
+def _alone(texts: list[str]) -> list[int]:
+    """Each text through the library's tokenizer on its own (the reference)."""
+    tok = AutoTokenizer.from_pretrained(str(bundled_minilm_path()), local_files_only=True,
+                                        model_max_length=10**9)
+    return [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
 
 def test_counts_with_repeats_equal_counting_each_text_alone() -> None:
     counter = HFTokenCounter()
-    texts = ["Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "",
-             "Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "x"]
-    alone = [len(counter._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    assert counter.count_many(texts) == alone
+    alone = _alone(TEXTS)
+    assert counter.count_many(TEXTS) == alone
     # by hand: WordPiece on "x" is one token, an empty text none
     assert alone[2] == 0 and alone[5] == 1
     assert counter.count_many([]) == []
+
+
+def test_cached_counts_equal_uncached_and_a_rerun_never_loads_the_tokenizer(
+        tmp_path, monkeypatch) -> None:
+    cache = TextValueCache(tmp_path / "text.sqlite")
+    first = HFTokenCounter(cache=cache)
+    assert first.count_many(TEXTS) == _alone(TEXTS)
+    assert (cache.hits, cache.misses) == (0, 4)  # four distinct texts, each counted once
+
+    rerun = HFTokenCounter(cache=TextValueCache(tmp_path / "text.sqlite"))
+    monkeypatch.setattr(rerun, "_tokenizer", lambda: pytest.fail("tokenizer loaded on a rerun"))
+    assert rerun.count_many(list(reversed(TEXTS))) == list(reversed(_alone(TEXTS)))
+    assert (rerun.cache.hits, rerun.cache.misses) == (4, 0)

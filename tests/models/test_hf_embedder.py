@@ -110,3 +110,9 @@ def test_every_available_device_matches_cpu(embedder, device):
     assert out.device.type == "cpu" and out.dtype == torch.float32
     assert torch.allclose(out, embedder.encode(TEXTS), atol=1e-4)
     assert on_device.name == embedder.name  # the identity names the weights, not the device
+
+
+def test_width_read_from_the_folder_equals_transformers_config(embedder):
+    from transformers import AutoConfig
+
+    assert embedder.dim == AutoConfig.from_pretrained(str(bundled_minilm_path())).hidden_size == 384

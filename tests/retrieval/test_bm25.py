@@ -100,6 +100,22 @@ def test_group_statistics_are_separate():
     assert scores[1, 3] > scores[0, 0]
 
 
+def test_vocabulary_is_per_group_and_other_groups_score_exactly_zero():
+    # by hand: group 0's terms {ski, trip, x, y}, group 1's {ski, b, z}: "ski" is two rows of W
+    corpus = [["ski", "trip"], ["trip"], ["x"], ["y"], ["ski", "b"], ["b"], ["z"]]
+    doc_group = torch.tensor([0, 0, 0, 0, 1, 1, 1])
+    index = BM25Index(corpus, doc_group)
+    assert index.vocab_size == 7
+    assert {(0, "ski"), (1, "ski"), (1, "b")} <= set(index.vocab)
+    assert (0, "b") not in index.vocab
+    queries = [["ski", "b"], ["ski", "trip"], ["b"]]
+    scores = index.scores(queries, torch.tensor([0, 1, 0]))
+    assert_matches_okapi(scores, corpus, doc_group.tolist(), queries, [0, 1, 0])
+    assert (scores[0, 4:] == 0).all() and (scores[1, :4] == 0).all()  # other groups: exactly 0
+    assert (scores[2] == 0).all()  # "b" is only in group 1's vocabulary
+    assert scores[0, 0] > 0 and scores[1, 4] > 0
+
+
 def test_edge_cases():
     corpus = [["a", "b", "a"], [], ["b", "c"], ["c", "c", "c", "d"]]
     index = BM25Index(corpus)

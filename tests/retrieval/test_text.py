@@ -62,3 +62,23 @@ def test_resolve_pronouns_by_hand() -> None:
     # whole words only, curly apostrophes too
     assert resolve_pronouns("Imagine youth music. I\u2019ve seen it.", "Ann", "Bob") == \
         "Imagine youth music. Ann has seen it."
+
+
+def test_cached_analyses_and_sentence_splits_equal_the_plain_functions(tmp_path) -> None:
+    from synapse_pt.models.text_cache import TextValueCache
+    from synapse_pt.retrieval.text import split_sentences_many
+
+    texts = ["Caroline went running with her friends. It rained!", "", "Dr. Lee's kids ran."]
+    analyzer = Analyzer(stopwords=True, stem=True)
+    cache = TextValueCache(tmp_path / "text.sqlite")
+    for _ in range(2):  # computed, then served from the cache
+        assert analyzer.many(texts, cache) == [analyzer(t) for t in texts]
+        assert split_sentences_many(texts, cache) == [split_sentences(t) for t in texts]
+    assert cache.hits == 6 and cache.misses == 6
+    # a different analyser is a different function: not served the stemmed tokens
+    assert Analyzer(stopwords=True).many(texts, cache) == [Analyzer(stopwords=True)(t)
+                                                           for t in texts]
+    custom = Analyzer(stopwords=True, stop_list=frozenset({"went"}))
+    assert custom.many(texts, cache) == [["caroline", "running", "with", "her", "friends", "it",
+                                          "rained"], [], ["dr", "lee", "s", "kids", "ran"]]
+    assert cache.misses == 9  # the custom stop list bypassed the cache

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-
 from .official import is_rejection
 from .word_tokenize import word_tokenize
 
@@ -37,7 +35,6 @@ __all__ = ["amem_tokenize", "bleu1", "f1_set", "score_amem"]
 
 BleuTokenizer = Literal["nltk", "simple"]
 
-_SMOOTH = SmoothingFunction().method1
 
 
 def amem_tokenize(text: object) -> list[str]:
@@ -79,7 +76,10 @@ def bleu1(prediction: str, gold: str, tokenizer: BleuTokenizer = "nltk") -> floa
     """
     hyp = _bleu_tokens(prediction, tokenizer)
     ref = _bleu_tokens(gold, tokenizer)
-    return float(sentence_bleu([ref], hyp, weights=(1, 0, 0, 0), smoothing_function=_SMOOTH))
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu  # nltk: on first use
+
+    return float(sentence_bleu([ref], hyp, weights=(1, 0, 0, 0),
+                               smoothing_function=SmoothingFunction().method1))
 
 
 def score_amem(

@@ -31,9 +31,8 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from functools import lru_cache
 
-from nltk.stem import PorterStemmer
+from synapse_pt.retrieval.text import porter_stem
 
 __all__ = [
     "REJECTION_PHRASES",
@@ -50,12 +49,6 @@ REJECTION_PHRASES: tuple[str, ...] = ("no information available", "not mentioned
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
-_STEMMER = PorterStemmer()
-
-
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return _STEMMER.stem(word)
 
 
 def normalize_answer(text: str) -> str:
@@ -74,7 +67,7 @@ def normalize_answer(text: str) -> str:
 
 def stemmed_tokens(text: str) -> list[str]:
     """Normalised, whitespace-split, Porter-stemmed tokens (the official F1's token list)."""
-    return [_stem(w) for w in normalize_answer(text).split()]
+    return [porter_stem(w) for w in normalize_answer(text).split()]
 
 
 def f1_tokens(prediction: str, gold: str) -> float:

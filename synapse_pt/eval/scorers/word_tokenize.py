@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from nltk.tokenize import _treebank_word_tokenizer
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+if TYPE_CHECKING:  # nltk takes about a second to import: it is loaded on first use
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
 __all__ = ["PUNKT_SOURCE", "punkt_parameters", "sentence_tokenizer", "word_tokenize"]
 
@@ -34,6 +35,7 @@ def punkt_parameters() -> PunktParameters:
     """nltk's English Punkt model as nltk's ``load_punkt_params`` would build it from
     ``punkt_tab/english`` (sets of abbreviations, collocation pairs and sentence starters; an
     ``int`` default-dict of orthographic context flags)."""
+    from nltk.tokenize.punkt import PunktParameters
     from punkt.data import english
 
     params = PunktParameters()
@@ -47,10 +49,14 @@ def punkt_parameters() -> PunktParameters:
 @functools.lru_cache(maxsize=1)
 def sentence_tokenizer() -> PunktSentenceTokenizer:
     """nltk's Punkt sentence tokenizer with the English model (built once)."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
     return PunktSentenceTokenizer(punkt_parameters())
 
 
 def word_tokenize(text: str) -> list[str]:
     """``nltk.word_tokenize(text)`` (language English, ``preserve_line=False``)."""
+    from nltk.tokenize import _treebank_word_tokenizer
+
     return [tok for sent in sentence_tokenizer().tokenize(text)
             for tok in _treebank_word_tokenizer.tokenize(sent)]
