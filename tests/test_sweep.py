@@ -81,3 +81,47 @@ def test_submitit_local_launcher(tmp_path):
               for j in jobs}
     assert labels == {"paper_main", "no_gate"}
     assert (sweep / ".submitit").is_dir()  # submitit's own job folders: logs, pickled results
+
+
+def sweep_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "synapse_pt.sweep", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (f"exit code {proc.returncode}\nstdout: {proc.stdout[-2000:]}"
+                                  f"\nstderr: {proc.stderr[-4000:]}")
+    return proc
+
+
+def test_sweep_split_into_submitit_jobs_merges_into_the_single_job_table(tmp_path):
+    """``python -m synapse_pt.sweep``: seven configurations in three jobs through submitit's
+    local launcher give one merged table equal to the same sweep run as a single job."""
+    pytest.importorskip("submitit")
+    import pandas as pd
+
+    common = ("experiment=paper_main", "dataset=sample", "embedder=hashing", "device=cpu",
+              f"paths.cache_dir={tmp_path / 'cache'}", "sweep.configs=7", "sweep.batch=2")
+    single = tmp_path / "single"
+    sweep_cli(*common, f"hydra.run.dir={single}")
+    whole = pd.read_parquet(single / "sweep.parquet")
+    assert whole["config"].tolist() == list(range(7))
+    timing = json.loads((single / "timing.json").read_text())
+    assert timing["configs"] == 7 and timing["batch"] == 2
+
+    multi = tmp_path / "multi"
+    proc = sweep_cli("-m", "hydra/launcher=local", *common, "sweep.chunks=3", "sweep.chunk=0,1,2",
+                     f"hydra.sweep.dir={multi}")
+    assert "sweep table:" in proc.stdout
+    parts = sorted(multi.glob("*/sweep.parquet"))
+    assert [len(pd.read_parquet(p)) for p in parts] == [3, 2, 2]  # near-equal slices
+    merged = pd.read_parquet(multi / "sweep.parquet")
+    pd.testing.assert_frame_equal(merged, whole)
+    assert (multi / ".submitit").is_dir()
+
+
+def test_sweep_refuses_a_memory_that_is_not_synapse(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "synapse_pt.sweep", "memory=bm25",
+                           "dataset=sample", "embedder=hashing", "sweep.configs=2",
+                           f"paths.cache_dir={tmp_path / 'cache'}",
+                           f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "is not SYNAPSE" in proc.stderr
