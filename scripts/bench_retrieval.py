@@ -1,6 +1,6 @@
 """Batched SYNAPSE retrieval over all LoCoMo questions against a per-question numpy loop.
 
-    python scripts/bench_retrieval.py [--repeats 3] [overrides...]
+    python scripts/bench_retrieval.py [--repeats 3] [--device cuda] [overrides...]
 
 Builds the memory of ``python -m synapse_pt.run`` (paper_main by default; any Hydra overrides)
 over LoCoMo-10 with the cached embeddings, then times, on the same query embeddings and BM25
@@ -27,22 +27,22 @@ import numpy as np
 import torch
 
 
-def build(overrides: list[str]):
+def build(overrides: list[str], device: str = "cpu"):
     from synapse_pt.run import composed_memory
 
-    memory, dataset = composed_memory(["experiment=paper_main", "device=cpu", *overrides],
+    memory, dataset = composed_memory(["experiment=paper_main", f"device={device}", *overrides],
                                       "the retrieval benchmark")
     return memory, list(dataset.questions())
 
 
 def loop_retrieve(memory, query_graph, query_emb, bm25, params) -> list[list[int]]:
     """One question at a time, numpy float64, global node ids of each top-k."""
-    g = memory.batch
-    x = g.x.double().numpy()
-    active = g.active.numpy()
-    pr = memory.pagerank(params.pagerank_scale).double().numpy()
-    src, dst = g.edge_index.numpy()
-    w = g.edge_weight.double().numpy()
+    g = memory.batch  # the loop is numpy, on the host, whatever the memory's device
+    x = g.x.double().cpu().numpy()
+    active = g.active.cpu().numpy()
+    pr = memory.pagerank(params.pagerank_scale).double().cpu().numpy()
+    src, dst = g.edge_index.cpu().numpy()
+    w = g.edge_weight.double().cpu().numpy()
     ptr, eptr = g.ptr.tolist(), g.edge_ptr.tolist()
     adjacency = {}
     for c in range(len(ptr) - 1):  # once per conversation
@@ -52,7 +52,8 @@ def loop_retrieve(memory, query_graph, query_emb, bm25, params) -> list[list[int
         P = np.zeros((n1 - n0, n1 - n0))
         np.add.at(P, (d, s), ww / (fan[s] if fan is not None else 1.0))
         adjacency[c] = P
-    qg, qe, bm = query_graph.numpy(), query_emb.double().numpy(), bm25.double().numpy()
+    qg, qe, bm = (query_graph.cpu().numpy(), query_emb.double().cpu().numpy(),
+                  bm25.double().cpu().numpy())
     S, delta, beta, gamma, theta = (float(params.S), float(params.delta), float(params.beta),
                                     float(params.gamma), float(params.theta))
     out = []
@@ -93,16 +94,21 @@ def loop_retrieve(memory, query_graph, query_emb, bm25, params) -> list[list[int
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed calls of each (best kept)")
+    parser.add_argument("--device", default="cpu", help="where the batched side runs (the "
+                        "loop is numpy on the host)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the memory")
     args = parser.parse_args(argv)
     torch.set_grad_enabled(False)
-    memory, questions = build(args.overrides)
+    memory, questions = build(args.overrides, args.device)
+    cuda = args.device.startswith("cuda")
     params = memory.params
     query_graph, query_emb, bm25 = memory.query_inputs(questions)
     batched_s, loop_s = [], []
     for _ in range(args.repeats):
         t = time.perf_counter()
         ranked = memory.rank(query_graph, query_emb, bm25, params)
+        if cuda:
+            torch.cuda.synchronize()
         batched_s.append(time.perf_counter() - t)
     for _ in range(max(1, args.repeats // 3)):
         t = time.perf_counter()
@@ -114,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     same_set = sum(set(a) == set(b) for a, b in zip(batched, looped, strict=True))
     print(f"questions: {len(questions)} over {memory.batch.num_graphs} conversations, "
           f"{memory.batch.x.shape[0]} nodes, k = {params.k}, T = {params.T}")
-    print(f"batched (SynapseMemory.rank): best {min(batched_s):.3f} s of {len(batched_s)}")
+    print(f"batched (SynapseMemory.rank, {args.device}): best {min(batched_s):.3f} s of "
+          f"{len(batched_s)}")
     print(f"per-question numpy loop:      best {min(loop_s):.3f} s of {len(loop_s)}")
     print(f"identical top-k lists: {same} / {len(questions)}; identical top-k sets: "
           f"{same_set} / {len(questions)}")

@@ -2,6 +2,7 @@
 
     python scripts/bench_scaling.py [--nodes 1e3 1e4 1e5 1e6] [--batches 1 16 64 256 1024]
                                     [--turns 1e3 3e3 1e4 3e4 1e5] [--threads 1] [--plot PNG]
+                                    [--device cuda]
 
 Retrieval. A synthetic memory of ``N`` nodes as the graph builder makes them: 80 % episodic nodes
 on a temporal chain, windows of 5 episodes, each window linked both ways (abstraction) to 3
@@ -73,8 +74,10 @@ def synthetic_memory(num_nodes: int, seed: int = 0) -> tuple[torch.Tensor, torch
     return edge_index[:, keep], weight[keep]
 
 
-def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, seed: int) -> dict:
-    """Time one size in this process (run as a child: its peak memory is its own)."""
+def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, seed: int,
+                  device: str = "cpu") -> dict:
+    """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
+    calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
     from synapse_pt.nn import ActivationDynamics
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
@@ -82,17 +85,33 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
     a0 = torch.zeros(num_nodes, batch)
     rows = torch.randint(0, num_nodes, (batch, ANCHORS), generator=g)
     a0[rows, torch.arange(batch)[:, None]] = torch.rand(batch, ANCHORS, generator=g) + 0.1
-    out: dict = {"N": num_nodes, "E": int(edge_index.size(1)), "B": batch}
+    edge_index, edge_weight, a0 = edge_index.to(device), edge_weight.to(device), a0.to(device)
+    cuda = device.startswith("cuda")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    def peak_gib() -> float:
+        if cuda:
+            return torch.cuda.max_memory_allocated(device) / 2**30
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+    out: dict = {"N": num_nodes, "E": int(edge_index.size(1)), "B": batch, "device": device}
     for path in paths:
         layer = ActivationDynamics(frontier=path)
         layer(a0, edge_index, edge_weight)  # warm-up
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        sync()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device) / 2**30 if cuda else peak_gib()
         best = math.inf
         for _ in range(repeats):
             start = time.perf_counter()
             act = layer(a0, edge_index, edge_weight)
+            sync()
             best = min(best, time.perf_counter() - start)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        peak = peak_gib()
         out[path] = {"s": best, "peak_gib": peak, "peak_over_inputs_gib": peak - before,
                      "active_per_column": float((act > 0).sum(0).float().mean())}
         del act
@@ -198,6 +217,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: stable figures "
                    "on a shared 2-core machine)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="where retrieval runs (cuda: device peak "
+                   "memory; ingestion stays on the CPU)")
     p.add_argument("--plot", type=Path, default=REPO / "experiments" / "figures" /
                    "bench_scaling.png")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
@@ -208,14 +229,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.one_retrieval:
         n, b = args.one_retrieval
-        print(json.dumps(one_retrieval(n, b, args.paths, args.repeats, args.seed)))
+        print(json.dumps(one_retrieval(n, b, args.paths, args.repeats, args.seed, args.device)))
         return
     if args.one_ingestion:
         print(json.dumps(one_ingestion(args.one_ingestion, args.seed)))
         return
 
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, torch "
-          f"{torch.__version__}, {args.threads} thread(s), load {os.getloadavg()[0]:.2f}")
+    gpu = (f", {torch.cuda.get_device_name(args.device)}" if args.device.startswith("cuda")
+           else "")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cpus{gpu}, torch "
+          f"{torch.__version__}, {args.threads} thread(s), load {os.getloadavg()[0]:.2f}, "
+          f"retrieval on {args.device}")
     retrieval = []
     for n in (int(x) for x in args.nodes):
         for b in args.batches:
@@ -223,7 +247,8 @@ def main() -> None:
                 continue
             paths = ["auto"] + (["dense"] if n * b <= args.max_dense_cells else [])
             row = _child(["--one-retrieval", str(n), str(b), "--paths", *paths,
-                          "--repeats", str(args.repeats), "--seed", str(args.seed)], args.threads)
+                          "--repeats", str(args.repeats), "--seed", str(args.seed),
+                          "--device", args.device], args.threads)
             retrieval.append(row)
             dense = row.get("dense")
             print(f"retrieval N={n:>9,} E={row['E']:>11,} B={b:>5}: frontier "
@@ -268,6 +293,10 @@ def main() -> None:
     if ingestion:
         per = [r["s_per_1000_turns"] for r in ingestion]
         print(f"ingest_s_per_1000_turns_growth: {max(per) / min(per):.2f} x")
+    elif retrieval:  # retrieval only (``--turns`` with no sizes, e.g. on a GPU)
+        largest = max(retrieval, key=lambda r: r["E"] * r["B"])
+        print(f"retrieval_frontier_s_at_N{largest['N']}_B{largest['B']}: "
+              f"{largest['auto']['s']:.4f} s")
 
 
 if __name__ == "__main__":

@@ -192,16 +192,18 @@ def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
 _INGESTED: dict[str, tuple[TextEncoder, MemorySystem]] = {}
 
 
-def ingested_memory(cfg: DictConfig, refuse_fallback: str | None
-                    ) -> tuple[MemorySystem, Dataset]:
+def ingested_memory(cfg: DictConfig, refuse_fallback: str | None,
+                    encoder: TextEncoder | None = None) -> tuple[MemorySystem, Dataset]:
     """The dataset of ``cfg`` and its memory, built and ingested as a run does it (LLM-free
     extractors only: a figure, notebook or benchmark should not need the model). With the
-    embedding cache in place no model is called."""
+    embedding cache in place no model is called. ``encoder``: use this one instead of
+    instantiating ``cfg.embedder`` (a caller that watches what is embedded)."""
     if not cfg.extractor.get("llm_free", True):
         raise ValueError(f"extractor {cfg.extractor['_target_']} needs an LLM; only LLM-free "
                          "builds are rebuilt outside a run")
     dataset = build_dataset(cfg.dataset, refuse_fallback=refuse_fallback)
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
+    if encoder is None:
+        encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
     memory = build_memory(cfg.memory, encoder=encoder,
                           extractor=build_extractor(cfg.extractor, encoder, None),
                           text_cache=text_cache(cfg))
@@ -223,15 +225,20 @@ def rebuild_memory(run_dir: str | Path) -> tuple[MemorySystem, Dataset]:
                            else f"rebuilding {run_dir}")
 
 
-def composed_memory(overrides: Sequence[str], what: str) -> tuple[MemorySystem, Dataset]:
-    """The ingested memory of ``python -m synapse_pt.run <overrides>`` without running it (the
-    benchmarks' memory); ``what`` names the caller when LoCoMo-10 is missing."""
+def composed_config(overrides: Sequence[str]) -> DictConfig:
+    """The config of ``python -m synapse_pt.run <overrides>``, composed without running."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("run", overrides=[*overrides, f"paths.output_dir={CONFIG_DIR.parent}"
-                                        "/outputs/composed"])
-    return ingested_memory(cfg, what)
+        return compose("run", overrides=[*overrides, f"paths.output_dir={CONFIG_DIR.parent}"
+                                         "/outputs/composed"])
+
+
+def composed_memory(overrides: Sequence[str], what: str, encoder: TextEncoder | None = None
+                    ) -> tuple[MemorySystem, Dataset]:
+    """The ingested memory of ``python -m synapse_pt.run <overrides>`` without running it (the
+    benchmarks' memory); ``what`` names the caller when LoCoMo-10 is missing."""
+    return ingested_memory(composed_config(overrides), what, encoder)
 
 
 def retrieval_settings(memory_cfg: DictConfig, resolved_memory: Mapping[str, Any]

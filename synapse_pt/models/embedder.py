@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .embedding_cache import EmbeddingCache, embedding_key
+from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key
 from .fingerprint import folder_fingerprint
 from .locate import bundled_minilm_path
 
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 BUNDLED_EMBEDDERS = {"bundled:all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", bundled_minilm_path)}
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-CACHE_FILE = "embeddings.sqlite"
 
 
 def hf_offline() -> bool:

@@ -16,6 +16,7 @@ import torch
 
 from .sqlite_store import open_wal
 
+CACHE_FILE = "embeddings.sqlite"  # the file's name inside an embedder's ``cache_dir``
 _SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)"
 _CHUNK = 500  # keys per SELECT ... IN (...): well under SQLite's variable limit
 
@@ -32,6 +33,10 @@ class EmbeddingCache:
     Args:
         path: the SQLite file (its folder is created). Counters ``hits`` and ``misses`` count keys
             looked up by :meth:`get_many` in this process.
+
+    Attributes:
+        seen: ``None``, or a set that collects every key looked up or stored (set it to ``set()``
+            to record what a run embeds, then :meth:`export` those rows).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -39,12 +44,15 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.hits = 0
         self.misses = 0
+        self.seen: set[str] | None = None
         self._lock = threading.Lock()
         self._conn = open_wal(self.path, _SCHEMA)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, torch.Tensor]:
         """The cached vectors among ``keys`` (float32, 1-D); absent keys are left out."""
         wanted = list(dict.fromkeys(keys))
+        if self.seen is not None:
+            self.seen.update(wanted)
         found: dict[str, torch.Tensor] = {}
         with self._lock:
             for start in range(0, len(wanted), _CHUNK):
@@ -71,10 +79,39 @@ class EmbeddingCache:
                 raise ValueError(f"EmbeddingCache.put_many: vector for {key} has shape "
                                  f"{tuple(arr.shape)}, expected 1-D")
             rows.append((key, int(arr.shape[0]), arr.tobytes()))
+        if self.seen is not None:
+            self.seen.update(key for key, _, _ in rows)
         with self._lock:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows)
             self._conn.commit()
+
+    def export(self, keys: Iterable[str], path: str | Path) -> int:
+        """Copy the rows of ``keys`` into a new cache file at ``path`` (which must not exist);
+        returns the rows written. A key this cache does not hold is an error."""
+        path = Path(path)
+        if path.exists():
+            raise FileExistsError(f"{path}: exists; export writes a new cache file")
+        keys = sorted(set(keys))
+        rows = []
+        with self._lock:
+            for start in range(0, len(keys), _CHUNK):
+                chunk = keys[start:start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows += self._conn.execute(
+                    f"SELECT key, dim, vec FROM embeddings WHERE key IN ({marks})",
+                    chunk).fetchall()
+        if len(rows) != len(keys):
+            missing = sorted(set(keys) - {r[0] for r in rows})
+            raise KeyError(f"{self.path}: {len(missing)} of {len(keys)} keys to export are not "
+                           f"cached (first: {missing[:3]})")
+        target = EmbeddingCache(path)
+        with target._lock:
+            target._conn.executemany(
+                "INSERT INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows)
+            target._conn.commit()
+        target.close()
+        return len(rows)
 
     def __len__(self) -> int:
         with self._lock:
