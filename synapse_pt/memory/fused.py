@@ -6,6 +6,11 @@ Signals, each ``[N, B]`` over all turns and questions at once (:meth:`FusedMemor
   (:func:`~synapse_pt.retrieval.text.neutralise_speakers`);
 * ``dense_named``: cosine with the question as asked (what ``memory=vector_rag`` ranks by);
 * ``dense_sentence``: the turn's best-matching sentence, :math:`\max_{s \in i} \cos(e_s, q)`;
+* ``dense_prf``: cosine with the neutral question moved towards its first-pass hits (Rocchio
+  pseudo-relevance feedback): :math:`q' = q + \beta_{prf} \frac{1}{m} \sum_{i \in P_m(q)} e_i`,
+  :math:`P_m(q)` the question's ``prf_docs`` best turns by ``dense`` in its own conversation,
+  :math:`q'` re-normalised; evidence that shares the first hits' topic rather than the question's
+  words;
 * ``dense_resolved``: cosine of the turn with first and second person replaced by the speakers'
   names (:func:`~synapse_pt.retrieval.text.resolve_pronouns`, no speaker prefix) and the
   question as asked: whose life a turn describes, matched against the person the question names;
@@ -44,8 +49,8 @@ from synapse_pt.retrieval.text import (
 
 from .baselines import TurnMemory
 
-SIGNALS = ("dense", "dense_named", "dense_sentence", "dense_resolved", "bm25", "bm25_window",
-           "speaker")
+SIGNALS = ("dense", "dense_named", "dense_sentence", "dense_resolved", "dense_prf", "bm25",
+           "bm25_window", "speaker")
 
 
 class FusedMemory(TurnMemory):
@@ -58,6 +63,7 @@ class FusedMemory(TurnMemory):
         window: neighbours either side in a ``bm25_window`` document.
         stopwords, stem: the BM25 analyser (scikit-learn's English stop words; Porter stems).
         bm25_k1, bm25_b: BM25 parameters of both lexical signals.
+        prf_docs, prf_beta: the first-pass turns and their weight in ``dense_prf``.
         text_cache: where the analyser's tokens and the sentence splits are cached (a run passes
             ``paths.cache_dir/text.sqlite``); ``None``: computed every time.
         k, tau_gate, turn_template, device: as every turn memory.
@@ -70,8 +76,8 @@ class FusedMemory(TurnMemory):
     def __init__(self, encoder: TextEncoder | None = None, *,
                  weights: Mapping[str, float] | None = None, rho: float = 0.0, window: int = 1,
                  stopwords: bool = True, stem: bool = True, bm25_k1: float = 1.5,
-                 bm25_b: float = 0.75, text_cache: TextValueCache | None = None,
-                 **kwargs) -> None:
+                 bm25_b: float = 0.75, prf_docs: int = 5, prf_beta: float = 0.5,
+                 text_cache: TextValueCache | None = None, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
         self.text_cache = text_cache
         self.weights = self._check_weights(weights if weights is not None
@@ -83,6 +89,11 @@ class FusedMemory(TurnMemory):
         if not float(bm25_k1) >= 0.0 or not 0.0 <= float(bm25_b) <= 1.0:
             raise ValueError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
                              f"{bm25_k1!r}, {bm25_b!r}")
+        if isinstance(prf_docs, bool) or not isinstance(prf_docs, int) or prf_docs < 1:
+            raise ValueError(f"memory.prf_docs must be an integer >= 1, got {prf_docs!r}")
+        if not float(prf_beta) >= 0.0:
+            raise ValueError(f"memory.prf_beta must be >= 0, got {prf_beta!r}")
+        self.prf_docs, self.prf_beta = prf_docs, float(prf_beta)
         self.rho = float(rho)
         self.window = window
         self.analyzer = Analyzer(stopwords=bool(stopwords), stem=bool(stem))
@@ -119,6 +130,7 @@ class FusedMemory(TurnMemory):
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "weights": dict(self.weights), "rho": self.rho,
                 "window": self.window, "analyzer": self.analyzer.name, **self.bm25_args,
+                "prf_docs": self.prf_docs, "prf_beta": self.prf_beta,
                 "llm_free": True}
 
     # ---------------------------------------------------------------------------- ingest
@@ -190,10 +202,13 @@ class FusedMemory(TurnMemory):
         speakers = [self.registry.speakers(q.sample_id) for q in questions]
         neutral = [neutralise_speakers(q.question, s) for q, s in zip(questions, speakers,
                                                                       strict=True)]
-        if {"dense", "dense_sentence"} & set(names):
+        if {"dense", "dense_sentence", "dense_prf"} & set(names):
             q_neutral = self.encoder.encode(neutral).to(self.device)
+            dense = cosine_scores(self.x, q_neutral)
             if "dense" in names:
-                out["dense"] = cosine_scores(self.x, q_neutral)
+                out["dense"] = dense
+            if "dense_prf" in names:
+                out["dense_prf"] = self._feedback_scores(dense, q_neutral, query_graph)
             if "dense_sentence" in names:
                 cos = cosine_scores(self.sentence_emb, q_neutral)  # [S, B]
                 best = torch.full((self.x.shape[0], len(questions)), -1.0, dtype=cos.dtype,
@@ -221,6 +236,19 @@ class FusedMemory(TurnMemory):
                                  dtype=torch.long, device=self.device)
             out["speaker"] = speaker_prior(self.node_speaker, named)
         return out
+
+    def _feedback_scores(self, dense: torch.Tensor, query: torch.Tensor,
+                         query_graph: torch.Tensor) -> torch.Tensor:
+        """``[N, B]`` cosine with the Rocchio query: ``query`` ``[B, d]`` plus ``prf_beta`` times
+        the mean embedding of each question's ``prf_docs`` best turns by ``dense`` in its own
+        conversation (fewer where the conversation is smaller), re-normalised."""
+        mask = own_graph_mask(self.node_graph, query_graph)
+        m = min(self.prf_docs, dense.shape[0])
+        top = dense.masked_fill(~mask, float("-inf")).topk(m, dim=0)  # [m, B]
+        ok = torch.isfinite(top.values).to(self.x.dtype)  # [m, B]
+        centroid = (self.x[top.indices] * ok[..., None]).sum(0) / ok.sum(0).clamp_min(1)[:, None]
+        moved = torch.nn.functional.normalize(query + self.prf_beta * centroid, dim=1)
+        return cosine_scores(self.x, moved)
 
     def score(self, questions, mask, query_graph):
         used = [n for n, w in self.weights.items() if w > 0]

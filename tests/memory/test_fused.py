@@ -81,6 +81,41 @@ def test_signals_equal_plain_computations(data) -> None:
             okapi_w.get_scores(analyzer(q.question)), dtype=torch.float64), atol=1e-6, rtol=0)
 
 
+class RandomUnit:
+    """A unit random vector per distinct text (seeded by its hash): no ties among cosines."""
+
+    name, dim = "random-unit-32", 32
+
+    def encode(self, texts):
+        import hashlib
+
+        rows = []
+        for t in texts:
+            seed = int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)
+            rows.append(torch.randn(self.dim, generator=torch.Generator().manual_seed(seed)))
+        out = torch.stack(rows) if rows else torch.empty(0, self.dim)
+        return torch.nn.functional.normalize(out, dim=1)
+
+
+@pytest.mark.parametrize(("docs", "beta"), [(1, 1.0), (5, 0.5), (500, 0.3)])
+def test_dense_prf_equals_a_plain_rocchio_loop(data, docs, beta) -> None:
+    conv, questions, _ = data
+    enc = RandomUnit()
+    memory = FusedMemory(enc, prf_docs=docs, prf_beta=beta)
+    memory.ingest([conv])
+    qg = memory.registry.graph_ids(questions, "cpu")
+    got = memory.signals(questions, qg, ["dense_prf"])["dense_prf"]
+    render = TurnRenderer("{speaker}: {text}{caption}")
+    turn_emb = enc.encode([render(t) for t in conv.turns()])
+    speakers = [conv.speaker_a, conv.speaker_b]
+    for b, q in enumerate(questions):
+        query = enc.encode([neutralise_speakers(q.question, speakers)])[0]
+        first = sorted(range(len(turn_emb)), key=lambda i: -float(turn_emb[i] @ query))[:docs]
+        moved = query + beta * torch.stack([turn_emb[i] for i in first]).mean(0)
+        moved = moved / moved.norm()
+        torch.testing.assert_close(got[:, b], turn_emb @ moved, atol=1e-5, rtol=0)
+
+
 def test_dense_named_alone_ranks_as_vector_rag(data) -> None:
     conv, questions, _ = data
     fused = build(conv, weights={"dense_named": 1.0}, k=10).retrieve(questions)
@@ -126,6 +161,10 @@ def test_config_errors_name_the_key(data) -> None:
         FusedMemory(ENC, rho=-0.1)
     with pytest.raises(ValueError, match="memory.bm25_b"):
         FusedMemory(ENC, bm25_b=1.5)
+    with pytest.raises(ValueError, match="memory.prf_docs"):
+        FusedMemory(ENC, prf_docs=0)
+    with pytest.raises(ValueError, match="memory.prf_beta"):
+        FusedMemory(ENC, prf_beta=-1.0)
 
 
 def test_evidence_index_rows_point_at_the_evidence_turns(data) -> None:
