@@ -2,16 +2,14 @@
 
 ``synapse_pt.nn.functional.spreading_activation`` is the batched functional form;
 :class:`ActivationDynamics` is the same computation as a module with the ablation switches of
-SPEC §1.3 as constructor arguments.
+SPEC §1.3 as constructor arguments. The layers (PyTorch Geometric ``MessagePassing`` modules)
+are imported on first use; the functional forms need only torch.
 """
 
+from importlib import import_module
+from typing import Any
+
 from synapse_pt.nn import functional
-from synapse_pt.nn.activation import (
-    ActivationDynamics,
-    Firing,
-    LateralInhibition,
-    SpreadingActivation,
-)
 from synapse_pt.nn.functional import (
     activation_adjacency,
     activation_dynamics,
@@ -40,3 +38,11 @@ __all__ = [
     "propagate",
     "spreading_activation",
 ]
+
+_LAYERS = ("ActivationDynamics", "Firing", "LateralInhibition", "SpreadingActivation")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAYERS:
+        return getattr(import_module("synapse_pt.nn.activation"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,6 +36,7 @@ __all__ = [
     "activation_dynamics",
     "activation_step",
     "adjacency_edges",
+    "column_topk",
     "fan_out",
     "frontier_messages",
     "fire",
@@ -284,6 +285,26 @@ def _needs_grad(*xs: Tensor) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
+# On the CPU ``topk`` along dim 0 of a tall [N, B] matrix walks strided columns; on a transposed
+# contiguous copy it is 1.3-2.2x faster from about N >= 10^4 rows and B >= 32 columns (10^6 x 64:
+# 0.65 -> 0.31 s, copy included), and slower for short wide blocks (1,100 x 6,000: 0.036 ->
+# 0.046 s).
+_TOPK_TRANSPOSE_ROWS, _TOPK_TRANSPOSE_COLS = 10_000, 32
+
+
+def column_topk(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tensor]:
+    """``torch.topk(x, k, dim=0, sorted=sorted)`` of ``x`` ``[N, B]``: ``(values, indices)``,
+    each ``[k, B]``. On the CPU, for tall matrices, it runs on the transposed contiguous copy
+    (faster there); CPU ``topk`` treats every column alike either way, so values and indices are
+    the same, ties included (tested)."""
+    if (x.device.type == "cpu" and x.dim() == 2 and x.size(0) >= _TOPK_TRANSPOSE_ROWS
+            and x.size(1) >= _TOPK_TRANSPOSE_COLS):
+        values, indices = torch.topk(x.T.contiguous(), k, dim=1, sorted=sorted)
+        return values.T, indices.T
+    values, indices = torch.topk(x, k, dim=0, sorted=sorted)
+    return values, indices
+
+
 def _row_blocks(x: Tensor) -> list[slice]:
     """Row slices of ``x`` ``[N, B]``: cache-sized blocks on the CPU, one block elsewhere.
 
@@ -379,7 +400,7 @@ def lateral_inhibition(
     beta_t = _column_param(beta, B, u, "beta")
     cand = u if node_mask is None else u.masked_fill(~node_mask, float("-inf"))
     # relu(-inf - u) = 0 for finite u: a masked-out candidate inhibits nobody.
-    top = torch.topk(cand, M, dim=0, sorted=False).values  # [M, B]
+    top = column_topk(cand, M, sorted=False)[0]  # [M, B]
     if _needs_grad(u, beta_t):
         acc = torch.zeros_like(u)
         for v_k in top:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from synapse_pt.nn.functional import column_topk
+
 
 def cosine_scores(node_emb: torch.Tensor, query_emb: torch.Tensor) -> torch.Tensor:
     """``[N, B]`` cosines of L2-normalised node rows ``[N, d]`` and query rows ``[B, d]``.
@@ -39,7 +41,7 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     if k == 0 or b == 0:
         empty = masked[:0]
         return empty, empty.long()
-    vals, rows = torch.topk(masked, min(k + 1, n), dim=0)
+    vals, rows = column_topk(masked, min(k + 1, n))
     values, rows = vals[:k], rows[:k]
     order = rows.sort(dim=0).indices
     rows, values = rows.gather(0, order), values.gather(0, order)
@@ -59,7 +61,7 @@ def _masked_topk_ties(masked: torch.Tensor, k: int) -> tuple[torch.Tensor, torch
     index order (a cumulative count); the ``k`` taken rows are then sorted by value among
     themselves (stable: equal values keep index order)."""
     n, b = masked.shape
-    kth = torch.topk(masked, k, dim=0, sorted=False).values.amin(dim=0)  # [B]
+    kth = column_topk(masked, k, sorted=False)[0].amin(dim=0)  # [B]
     above = masked > kth
     tied = masked == kth
     room = k - above.sum(dim=0)  # places left for rows equal to the k-th value

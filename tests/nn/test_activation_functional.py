@@ -488,3 +488,21 @@ def test_unknown_inhibition_schedule_is_named():
     adj = activation_adjacency(torch.tensor([[0], [1]]), None, 2)
     with pytest.raises(ValueError, match="inhibition must be one of"):
         activation_dynamics(adj, torch.ones(2, 1), inhibition="sometimes")
+
+
+
+@pytest.mark.parametrize("sorted_", [True, False])
+@pytest.mark.parametrize("shape", [(20_000, 40), (12_000, 33), (500, 7), (30, 100)])
+def test_column_topk_equals_topk_along_rows_ties_included(shape, sorted_) -> None:
+    """The transposed CPU path (tall matrices) and the plain one give torch.topk(dim=0)'s values
+    and indices exactly, with many tied zeros (silent nodes) and tied non-zero values."""
+    from synapse_pt.nn.functional import column_topk
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.rand(shape, generator=g)
+    x[x < 0.6] = 0.0
+    x[torch.rand(shape, generator=g) < 0.05] = 0.9  # ties inside the top
+    for k in (1, 7, min(31, shape[0])):
+        values, indices = column_topk(x, k, sorted=sorted_)
+        ref = torch.topk(x, k, dim=0, sorted=sorted_)
+        assert torch.equal(values, ref.values) and torch.equal(indices, ref.indices)
