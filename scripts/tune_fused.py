@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--b", type=float, nargs="+", default=[0.3, 0.75])
     parser.add_argument("--chunk", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sigma-max", type=float, default=None,
+                        help="also search session propagation, sigma in U(0, SIGMA_MAX) "
+                             "(default: off, the candidates of searches 1-3)")
     parser.add_argument("overrides", nargs="*", default=[])
     args = parser.parse_args(argv)
     cfg = compose_variant(["memory=fused", *args.overrides, f"paths.output_dir={args.out}"])
@@ -109,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def sweep(cands: list[dict]) -> SweepMatrix:
         with torch.no_grad():
             return fusion_sweep(stacks, order, mask, evidence, cands, prev=memory.prev,
-                                nxt=memory.next, chunk=args.chunk)
+                                nxt=memory.next, session=memory.session_id, chunk=args.chunk)
 
     ablations: dict[str, SweepMatrix] = {}
 
@@ -121,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ablations[signal] = sweep([c for c in ablated if any(c["weights"].values())])
         return ablations[signal]
 
-    cands = fusion_candidates(tuned, list(stacks), args.candidates, args.seed)
+    cands = fusion_candidates(tuned, list(stacks), args.candidates, args.seed,
+                              sigma_max=args.sigma_max)
     t0 = time.perf_counter()
     full = sweep(cands)
     sweep_s = time.perf_counter() - t0
@@ -176,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "R@5 1-4": t.loc["recall@5", "mean_q_1_4"]}
                                 for name, t in rows.items()}).T
         fold_rows = fold_table(records, lambda r: {
-            "rho": r["config"]["rho"], "bm25": r["config"]["bm25"],
+            "rho": r["config"]["rho"], "sigma": r["config"].get("sigma", 0.0),
+            "bm25": r["config"]["bm25"],
             **{f"w_{s}": r["config"]["weights"].get(s, 0.0) for s in tuned}})
         text += [f"## {label}: held-out evidence recall (fractions; R@10 per category)", "",
                  to_markdown(summary, floatfmt=".3f"), "",

@@ -24,23 +24,30 @@ from .scorers.retrieval import evidence_recall_from_index
 
 
 def fusion_candidates(signals: Sequence[str], variants: Sequence[str], n: int, seed: int,
-                      p_zero: float = 0.5, rho_max: float = 0.5) -> list[dict]:
+                      p_zero: float = 0.5, rho_max: float = 0.5,
+                      sigma_max: float | None = None) -> list[dict]:
     """``n`` random candidates: each weight 0 with probability ``p_zero`` else U(0, 1) (at least
-    one positive), ``rho`` 0 with probability 1/2 else U(0, ``rho_max``), a BM25 variant."""
+    one positive), ``rho`` 0 with probability 1/2 else U(0, ``rho_max``), a BM25 variant; with
+    ``sigma_max``, also a session propagation ``sigma``, 0 with probability 1/2 else
+    U(0, ``sigma_max``) (``None``: no ``sigma`` drawn, the candidates of the earlier searches)."""
     rng = random.Random(seed)
     out = []
     while len(out) < n:
         weights = {s: (0.0 if rng.random() < p_zero else rng.random()) for s in signals}
         if not any(weights.values()):
             continue
-        out.append({"weights": weights, "rho": 0.0 if rng.random() < 0.5 else
-                    rng.uniform(0.0, rho_max), "bm25": rng.choice(list(variants))})
+        cand = {"weights": weights, "rho": 0.0 if rng.random() < 0.5 else
+                rng.uniform(0.0, rho_max), "bm25": rng.choice(list(variants))}
+        if sigma_max is not None:
+            cand["sigma"] = 0.0 if rng.random() < 0.5 else rng.uniform(0.0, sigma_max)
+        out.append(cand)
     return out
 
 
 def fusion_sweep(stacks: Mapping[str, torch.Tensor], names: Sequence[str], mask: torch.Tensor,
                  evidence: torch.Tensor, cands: Sequence[dict], *, prev: torch.Tensor,
-                 nxt: torch.Tensor, k: int = 30, chunk: int = 4) -> SweepMatrix:
+                 nxt: torch.Tensor, session: torch.Tensor | None = None, k: int = 30,
+                 chunk: int = 4) -> SweepMatrix:
     """Recall matrices ``[C, Q]`` of every candidate.
 
     ``stacks``: BM25 variant -> ``[S, N, B]`` normalised signals in the order of ``names``;
@@ -59,7 +66,10 @@ def fusion_sweep(stacks: Mapping[str, torch.Tensor], names: Sequence[str], mask:
             w = torch.tensor([[cands[i]["weights"].get(n, 0.0) for n in names] for i in members],
                              device=mask.device)
             rho = torch.tensor([cands[i]["rho"] for i in members], device=mask.device)
-            fused = fuse_many(stacks[variant], w, mask, prev=prev, nxt=nxt, rho=rho)
+            sigma = torch.tensor([cands[i].get("sigma", 0.0) for i in members],
+                                 device=mask.device)
+            fused = fuse_many(stacks[variant], w, mask, prev=prev, nxt=nxt, rho=rho,
+                              session=session, sigma=sigma if bool((sigma > 0).any()) else None)
             top = fused.topk(min(k, fused.shape[1]), dim=1)  # [C, k, B]
             C = len(members)
             index = top.indices.permute(0, 2, 1).reshape(C * B, -1)

@@ -21,7 +21,8 @@ Signals, each ``[N, B]`` over all turns and questions at once (:meth:`FusedMemor
 * ``speaker``: 1 for turns spoken by the speaker the question names.
 
 The fused score is :func:`~synapse_pt.retrieval.fusion.fuse`: min-max normalised signals summed
-with ``weights``, then propagated to neighbouring turns with ``rho``. ``c_ret`` is the top fused
+with ``weights``, then propagated to neighbouring turns with ``rho`` and to the session with
+``sigma``. ``c_ret`` is the top fused
 score (the gate stays off unless ``tau_gate`` is set).
 """
 
@@ -60,6 +61,8 @@ class FusedMemory(TurnMemory):
         encoder: the sentence embedder (turns, sentences and queries).
         weights: ``{signal: weight >= 0}`` over :data:`SIGNALS` (missing: 0).
         rho: neighbour propagation of the fused score (0: off).
+        sigma: session propagation: each turn gains ``sigma`` times its session's best fused score
+            (0: off).
         window: neighbours either side in a ``bm25_window`` document.
         stopwords, stem: the BM25 analyser (scikit-learn's English stop words; Porter stems).
         bm25_k1, bm25_b: BM25 parameters of both lexical signals.
@@ -70,11 +73,12 @@ class FusedMemory(TurnMemory):
     """
 
     name = "fused"
-    retrieval_fields = ("k", "tau_gate", "weights", "rho")
+    retrieval_fields = ("k", "tau_gate", "weights", "rho", "sigma")
     needs_bm25 = False  # its own analyser's indices, built below
 
     def __init__(self, encoder: TextEncoder | None = None, *,
-                 weights: Mapping[str, float] | None = None, rho: float = 0.0, window: int = 1,
+                 weights: Mapping[str, float] | None = None, rho: float = 0.0,
+                 sigma: float = 0.0, window: int = 1,
                  stopwords: bool = True, stem: bool = True, bm25_k1: float = 1.5,
                  bm25_b: float = 0.75, prf_docs: int = 5, prf_beta: float = 0.5,
                  text_cache: TextValueCache | None = None, **kwargs) -> None:
@@ -84,6 +88,9 @@ class FusedMemory(TurnMemory):
                                            else {"dense": 1.0, "bm25": 1.0})
         if not float(rho) >= 0.0:
             raise ValueError(f"memory.rho must be >= 0, got {rho!r}")
+        if not float(sigma) >= 0.0:
+            raise ValueError(f"memory.sigma must be >= 0, got {sigma!r}")
+        self.sigma = float(sigma)
         if isinstance(window, bool) or not isinstance(window, int) or window < 0:
             raise ValueError(f"memory.window must be an integer >= 0, got {window!r}")
         if not float(bm25_k1) >= 0.0 or not 0.0 <= float(bm25_b) <= 1.0:
@@ -101,6 +108,7 @@ class FusedMemory(TurnMemory):
         self.node_speaker = torch.empty(0, dtype=torch.long, device=self.device)
         self.prev = torch.empty(0, dtype=torch.long, device=self.device)
         self.next = torch.empty(0, dtype=torch.long, device=self.device)
+        self.session_id = torch.empty(0, dtype=torch.long, device=self.device)  # [N], 0..S-1
         self.sentence_emb: torch.Tensor | None = None
         self.sentence_turn = torch.empty(0, dtype=torch.long, device=self.device)
         self.windows: list[str] = []
@@ -129,6 +137,7 @@ class FusedMemory(TurnMemory):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "weights": dict(self.weights), "rho": self.rho,
+                "sigma": self.sigma,
                 "window": self.window, "analyzer": self.analyzer.name, **self.bm25_args,
                 "prf_docs": self.prf_docs, "prf_beta": self.prf_beta,
                 "llm_free": True}
@@ -161,6 +170,11 @@ class FusedMemory(TurnMemory):
                 hi += 1
             self.windows.append(f"{format_date(turns[i])} "
                                 + " ".join(self.renderer.render(turns[lo:hi + 1])))
+        ids: dict[tuple[str, int], int] = {}
+        base = int(self.session_id.max()) + 1 if self.session_id.numel() else 0
+        sid = [base + ids.setdefault(key, len(ids)) for key in session]
+        self.session_id = torch.cat([self.session_id, torch.tensor(sid, dtype=torch.long,
+                                                                   device=self.device)])
         self.prev = torch.cat([self.prev, torch.tensor(prev, dtype=torch.long, device=self.device)])
         self.next = torch.cat([self.next, torch.tensor(nxt, dtype=torch.long, device=self.device)])
         sentences, owner = [], []
@@ -254,7 +268,7 @@ class FusedMemory(TurnMemory):
         used = [n for n, w in self.weights.items() if w > 0]
         signals = self.signals(questions, query_graph, used)
         return fuse(signals, {n: self.weights[n] for n in used}, mask, prev=self.prev,
-                    nxt=self.next, rho=self.rho)
+                    nxt=self.next, rho=self.rho, session=self.session_id, sigma=self.sigma)
 
     def normalised_scores(self, questions: Sequence[Question]) -> torch.Tensor:
         """``[N, B]`` fused score of every turn, 0 outside a question's conversation, divided by

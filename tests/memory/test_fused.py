@@ -161,6 +161,8 @@ def test_config_errors_name_the_key(data) -> None:
         FusedMemory(ENC, rho=-0.1)
     with pytest.raises(ValueError, match="memory.bm25_b"):
         FusedMemory(ENC, bm25_b=1.5)
+    with pytest.raises(ValueError, match="memory.sigma"):
+        FusedMemory(ENC, sigma=-0.5)
     with pytest.raises(ValueError, match="memory.prf_docs"):
         FusedMemory(ENC, prf_docs=0)
     with pytest.raises(ValueError, match="memory.prf_beta"):
@@ -174,3 +176,11 @@ def test_evidence_index_rows_point_at_the_evidence_turns(data) -> None:
     for b, q in enumerate(questions):
         rows = [int(r) for r in ev[b] if r >= 0]
         assert [memory.keys[r][1] for r in rows] == list(q.evidence)
+
+
+def test_session_ids_number_each_conversations_sessions_in_turn_order(data) -> None:
+    conv, _, _ = data
+    memory = build(conv)
+    expected = {}
+    ids = [expected.setdefault(t.session_index, len(expected)) for t in conv.turns()]
+    assert memory.session_id.tolist() == ids and len(set(ids)) > 1

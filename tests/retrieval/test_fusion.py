@@ -10,6 +10,7 @@ from synapse_pt.retrieval.fusion import (
     fuse_many,
     minmax_normalise,
     neighbour_propagation,
+    session_maximum,
     signal_stack,
     speaker_prior,
 )
@@ -68,3 +69,44 @@ def test_fuse_many_equals_fuse_per_weight_vector() -> None:
         one = fuse(signals, dict(zip("xyz", weights[c].tolist(), strict=True)), mask, prev=prev,
                    nxt=nxt, rho=float(rho[c]))
         torch.testing.assert_close(many[c], one)
+
+
+def test_session_maximum_and_session_propagation_by_hand() -> None:
+    scores = torch.tensor([[0.2, 0.0], [1.0, 0.3], [0.4, 0.9], [0.8, 0.1]])
+    session = torch.tensor([0, 0, 1, 1])
+    assert torch.equal(session_maximum(scores, session),
+                       torch.tensor([[1.0, 0.3], [1.0, 0.3], [0.8, 0.9], [0.8, 0.9]]))
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    # one signal already in [0, 1] per column: fusion leaves it, then f + sigma * session max
+    signals = {"a": torch.tensor([[0.0, 0.0], [1.0, 0.25], [0.5, 1.0], [0.75, 0.5]])}
+    out = fuse(signals, {"a": 1.0}, mask, session=session, sigma=0.5)
+    assert out[:, 0].tolist() == pytest.approx([0.5, 1.5, 0.875, 1.125])
+    assert out[:, 1].tolist() == pytest.approx([0.125, 0.375, 1.5, 1.0])
+    with pytest.raises(ValueError, match="session of every turn"):
+        fuse(signals, {"a": 1.0}, mask, sigma=0.5)
+
+
+def test_fuse_many_with_sessions_equals_a_plain_loop() -> None:
+    g = torch.Generator().manual_seed(1)
+    n, b = 9, 3
+    signals = {s: torch.randn(n, b, generator=g) for s in ("x", "y")}
+    mask = torch.ones(n, b, dtype=torch.bool)
+    prev = torch.tensor([-1, 0, 1, 2, -1, 4, 5, -1, 7])
+    nxt = torch.tensor([1, 2, 3, -1, 5, 6, -1, 8, -1])
+    session = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2, 2])
+    weights = torch.rand(4, 2, generator=g)
+    rho = torch.tensor([0.0, 0.3, 0.1, 0.2])
+    sigma = torch.tensor([0.4, 0.0, 0.25, 0.1])
+    many = fuse_many(signal_stack(signals, ["x", "y"], mask), weights, mask, prev=prev, nxt=nxt,
+                     rho=rho, session=session, sigma=sigma)
+    for c in range(4):
+        base = [sum(float(weights[c, k]) * float(minmax_normalise(signals[s], mask)[i, q])
+                    for k, s in enumerate("xy")) for i in range(n) for q in range(b)]
+        f = torch.tensor(base).view(n, b)
+        for i in range(n):
+            for q in range(b):
+                near = max(float(f[j, q]) if j >= 0 else 0.0 for j in (int(prev[i]),
+                                                                         int(nxt[i])))
+                best = max(float(f[j, q]) for j in range(n) if session[j] == session[i])
+                expected = float(f[i, q]) + float(rho[c]) * near + float(sigma[c]) * best
+                assert float(many[c, i, q]) == pytest.approx(expected, abs=1e-5)
