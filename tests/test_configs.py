@@ -290,7 +290,9 @@ def test_related_system_configs_name_every_hyperparameter(option):
                                                  ("gaama_fused", "fused_seeds"),
                                                  ("membox_fused", "fused_ranking")])
 def test_fused_stack_experiments_use_the_fused_configs_values(experiment, key):
-    fused = make_cfg("memory=fused").memory
+    """The three studies were run on search 2's fused retriever: their configs carry exactly
+    memory=fused_search2's values (memory=fused has moved on to search 4)."""
+    fused = make_cfg("memory=fused_search2").memory
     cfg = make_cfg(f"experiment={experiment}")
     args = cfg.memory[key]
     for name in ("weights", "rho", "window", "stopwords", "stem", "bm25_k1", "bm25_b"):

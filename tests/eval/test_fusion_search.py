@@ -3,6 +3,7 @@ what ``memory=fused`` retrieves through its own path for the same weights."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
@@ -15,7 +16,8 @@ from synapse_pt.retrieval.dense import own_graph_mask
 from synapse_pt.retrieval.fusion import signal_stack
 
 
-def test_sweep_recall_equals_the_memory_path() -> None:
+@pytest.mark.parametrize("sigma_max", [None, 0.5])
+def test_sweep_recall_equals_the_memory_path(sigma_max) -> None:
     conv = load_locomo(sample_path()).conversations[0]
     questions = list(conv.questions)
     blinded = [blind(q) for q in questions]
@@ -24,12 +26,16 @@ def test_sweep_recall_equals_the_memory_path() -> None:
     qg = memory.registry.graph_ids(blinded, "cpu")
     mask = own_graph_mask(memory.node_graph, qg)
     stack = signal_stack(memory.signals(blinded, qg), SIGNALS, mask)
-    cands = fusion_candidates(SIGNALS, ["default"], 6, seed=3)
+    cands = fusion_candidates(SIGNALS, ["default"], 6, seed=3, sigma_max=sigma_max)
     assert len({tuple(c["weights"].values()) for c in cands}) == 6
+    if sigma_max is not None:
+        assert any(c["sigma"] > 0 for c in cands) and any(c["sigma"] == 0 for c in cands)
     sweep = fusion_sweep({"default": stack}, SIGNALS, mask, memory.evidence_index(questions),
-                         cands, prev=memory.prev, nxt=memory.next, chunk=4)
+                         cands, prev=memory.prev, nxt=memory.next, session=memory.session_id,
+                         chunk=4)
     for c, cand in enumerate(cands):
-        memory.configure_retrieval(weights=cand["weights"], rho=cand["rho"])
+        memory.configure_retrieval(weights=cand["weights"], rho=cand["rho"],
+                                   sigma=cand.get("sigma", 0.0))
         result = memory.retrieve(blinded)
         expected = evidence_recall_at_k(result.node_ids(), [list(q.evidence) for q in questions],
                                         ks=(5, 10, 30))
