@@ -19,8 +19,9 @@ FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "devi
 OBJECTIVE = "recall@10.mean_q_1_4"
 
 
-def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "synapse_pt.run", *args], cwd=REPO_ROOT,
+def cli(*args: str, timeout: int = 600, module: str = "synapse_pt.run"
+        ) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, (f"exit code {proc.returncode}\nstdout: {proc.stdout[-2000:]}"
                                   f"\nstderr: {proc.stderr[-4000:]}")
@@ -83,12 +84,8 @@ def test_submitit_local_launcher(tmp_path):
     assert (sweep / ".submitit").is_dir()  # submitit's own job folders: logs, pickled results
 
 
-def sweep_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "synapse_pt.sweep", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, (f"exit code {proc.returncode}\nstdout: {proc.stdout[-2000:]}"
-                                  f"\nstderr: {proc.stderr[-4000:]}")
-    return proc
+def sweep_cli(*args: str) -> subprocess.CompletedProcess:
+    return cli(*args, module="synapse_pt.sweep")
 
 
 def test_sweep_split_into_submitit_jobs_merges_into_the_single_job_table(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key
+from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 
 __all__ = ["ENCODER_FILE", "CacheOnlyEncoder", "write_encoder_file"]
 
@@ -59,9 +59,8 @@ class CacheOnlyEncoder:
         """The cached vectors of ``texts`` (float32 ``[len(texts), dim]``); a text not in the
         cache raises ``KeyError`` naming how many are missing and the first of them."""
         texts = list(texts)
-        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         if not texts:
-            return out
+            return torch.empty(0, self.dim, dtype=torch.float32)
         keys = [embedding_key(self.identity, t) for t in texts]
         found = self.cache.get_many(keys)
         absent = [t for t, k in zip(texts, keys, strict=True) if k not in found]
@@ -69,13 +68,7 @@ class CacheOnlyEncoder:
             raise KeyError(f"{self.cache.path}: {len(absent)} of {len(texts)} texts are not in "
                            f"the exported cache of {self.name} (first: {absent[0][:80]!r}); "
                            "export them with scripts/device_inputs.py for this configuration")
-        for row, key in enumerate(keys):
-            vec = found[key]
-            if vec.shape[0] != self.dim:
-                raise ValueError(f"{self.cache.path}: vector for texts[{row}] has "
-                                 f"{vec.shape[0]} values, encoder.json says dim={self.dim}")
-            out[row] = vec
-        return out
+        return stack_rows(found, keys, self.dim, f"{self.cache.path} (dim from encoder.json)")
 
     def __repr__(self) -> str:
         return f"CacheOnlyEncoder(name={self.name!r}, cache={str(self.cache.path)!r})"

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key
+from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 from .fingerprint import folder_fingerprint
 from .locate import bundled_minilm_path
 
@@ -201,9 +201,8 @@ class HFEmbedder:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"HFEmbedder.encode: texts[{i}] is {type(text).__name__}, not str")
-        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
         if not texts:
-            return out
+            return torch.empty(0, self.dim, dtype=torch.float32)
         keys = [embedding_key(self.identity, t) for t in texts]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         todo = list(dict.fromkeys(k for k in keys if k not in found))
@@ -214,13 +213,7 @@ class HFEmbedder:
             if self.cache is not None:
                 self.cache.put_many(computed.items())
             found = {**found, **computed}
-        for row, key in enumerate(keys):
-            vec = found[key]
-            if vec.shape[0] != self.dim:
-                raise ValueError(f"HFEmbedder: cached vector for texts[{row}] has "
-                                 f"{vec.shape[0]} values, model dim is {self.dim}")
-            out[row] = vec
-        return out
+        return stack_rows(found, keys, self.dim, f"HFEmbedder {self.name}")
 
     def __repr__(self) -> str:
         return (f"HFEmbedder(name={self.name!r}, device={self.device!r}, "

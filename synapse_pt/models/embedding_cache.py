@@ -27,6 +27,20 @@ def embedding_key(model_identity: str, text: str) -> str:
     return hashlib.sha256(f"{model_identity}\x00{text}".encode()).hexdigest()
 
 
+def stack_rows(found: dict[str, torch.Tensor], keys: Sequence[str], dim: int,
+               source: str) -> torch.Tensor:
+    """``[len(keys), dim]`` float32: ``found[key]`` for each key, in order; a vector of another
+    width is an error naming its row and ``source`` (the encoder or cache it came from)."""
+    out = torch.empty(len(keys), dim, dtype=torch.float32)
+    for row, key in enumerate(keys):
+        vec = found[key]
+        if vec.shape[0] != dim:
+            raise ValueError(f"{source}: vector for texts[{row}] has {vec.shape[0]} values, "
+                             f"expected dim={dim}")
+        out[row] = vec
+    return out
+
+
 class EmbeddingCache:
     """Float32 embedding vectors on disk, shared by threads and processes.
 
