@@ -267,7 +267,8 @@ def test_cli_help_describes_the_program_groups_and_examples():
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = proc.stdout
     assert text.startswith("synapse_pt: SYNAPSE (arXiv 2601.02744)")
-    assert "memory: bm25, full_context, fused, gaama, hybrid, membox, synapse, vector_rag" in text
+    assert ("memory: bm25, full_context, fused, fused_search2, gaama, hybrid, membox, synapse, "
+            "vector_rag") in text
     assert "memory/gate: c_ret, combined, ownership" in text
     assert "Examples:" in text and "-m hparams_search=synapse_optuna" in text
     assert "turn_template:" not in text  # no config dump (that is --cfg job)
