@@ -286,14 +286,16 @@ def test_related_system_configs_name_every_hyperparameter(option):
     assert wanted <= set(cfg.memory), sorted(wanted - set(cfg.memory))
 
 
-@pytest.mark.parametrize(("experiment", "key"), [("synapse_fused", "fused_trigger"),
-                                                 ("gaama_fused", "fused_seeds"),
-                                                 ("membox_fused", "fused_ranking")])
-def test_fused_stack_experiments_use_the_fused_configs_values(experiment, key):
-    """The three studies were run on search 2's fused retriever: their configs carry exactly
-    memory=fused_search2's values (memory=fused has moved on to search 4)."""
-    fused = make_cfg("memory=fused_search2").memory
+@pytest.mark.parametrize(("experiment", "key", "memory"),
+                         [("synapse_fused", "fused_trigger", "fused"),
+                          ("gaama_fused", "fused_seeds", "fused_search2"),
+                          ("membox_fused", "fused_ranking", "fused_search2")])
+def test_fused_stack_experiments_use_the_fused_configs_values(experiment, key, memory):
+    """Each study's config carries exactly the values of the fused retriever it was run on:
+    synapse_fused search 4's (memory=fused), the GAAMA and Membox runs search 2's."""
+    fused = make_cfg(f"memory={memory}").memory
     cfg = make_cfg(f"experiment={experiment}")
     args = cfg.memory[key]
     for name in ("weights", "rho", "window", "stopwords", "stem", "bm25_k1", "bm25_b"):
         assert args[name] == fused[name], name
+    assert args.get("sigma", 0.0) == fused.sigma
