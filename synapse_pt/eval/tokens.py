@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from synapse_pt.models.fingerprint import folder_fingerprint
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
 
@@ -35,7 +36,11 @@ class HFTokenCounter:
         self._path = str(tokenizer)
         self._tok: Any = None  # loaded on the first count the cache cannot answer
         self.cache = cache
-        self._identity = f"tokens/{self.name}/" + library_versions("transformers", "tokenizers")
+        # cached counts are keyed by the tokenizer's files (their JSON configs), not its path
+        folder = Path(tokenizer)
+        files = f"@{folder_fingerprint(folder)[:12]}" if folder.is_dir() else ""
+        self._identity = (f"tokens/{self.name}{files}/"
+                          + library_versions("transformers", "tokenizers"))
 
     def _tokenizer(self) -> Any:
         if self._tok is None:

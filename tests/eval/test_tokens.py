@@ -41,3 +41,20 @@ def test_cached_counts_equal_uncached_and_a_rerun_never_loads_the_tokenizer(
     monkeypatch.setattr(rerun, "_tokenizer", lambda: pytest.fail("tokenizer loaded on a rerun"))
     assert rerun.count_many(list(reversed(TEXTS))) == list(reversed(_alone(TEXTS)))
     assert (rerun.cache.hits, rerun.cache.misses) == (4, 0)
+
+
+def test_the_cache_key_follows_the_tokenizer_files_not_their_path(tmp_path) -> None:
+    import json
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+        for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                     "special_tokens_map.json", "config.json"):
+            shutil.copy(bundled_minilm_path() / name, folder / name)
+    assert HFTokenCounter(a)._identity.split("@")[1] == HFTokenCounter(b)._identity.split("@")[1]
+    config = json.loads((b / "tokenizer_config.json").read_text())
+    config["do_lower_case"] = not config.get("do_lower_case", True)
+    (b / "tokenizer_config.json").write_text(json.dumps(config))
+    assert HFTokenCounter(a)._identity.split("@")[1] != HFTokenCounter(b)._identity.split("@")[1]
