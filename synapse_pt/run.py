@@ -349,6 +349,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                                     "a multirun" if in_multirun() else None))
         llm = build_llm(cfg.llm)
         key = ingest_key(resolved, dataset)
+        derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
         reused = _INGESTED.get(key) if cfg.get("reuse_ingested", True) else None
         if reused is not None:  # same memory, other retrieval settings: skip the rebuild
             encoder, memory = reused
@@ -361,7 +362,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
             encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
             extractor = build_extractor(cfg.extractor, encoder, llm)
             memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
-                                  text_cache=text_cache(cfg))
+                                  text_cache=derived)
             timings["setup_seconds"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             ingest(memory, dataset.conversations)
@@ -374,7 +375,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                                    if k in EvalSettings.__dataclass_fields__})
         counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
                                  else HFTokenCounter(cfg.eval.get("context_tokenizer"),
-                                                     cache=text_cache(cfg)))
+                                                     cache=derived))
         df, summary = evaluate(memory, dataset, settings=settings, token_counter=counter, llm=llm)
         for key in ("retrieve_seconds", "retrieve_ms_per_query", "answer_seconds"):
             timings[key] = summary.pop(key)

@@ -229,13 +229,14 @@ class FusedMemory(TurnMemory):
                                   device=cos.device)
                 index = self.sentence_turn[:, None].expand_as(cos)
                 out["dense_sentence"] = best.scatter_reduce(0, index, cos, reduce="amax")
-        if "dense_resolved" in names:
-            if self._resolved_emb is None:
-                self._resolved_emb = self.encoder.encode(self.resolved).to(self.device)
-            out["dense_resolved"] = cosine_scores(self._resolved_emb,
-                                                  self.encoder.encode(texts).to(self.device))
-        if "dense_named" in names:
-            out["dense_named"] = cosine_scores(self.x, self.encoder.encode(texts).to(self.device))
+        if {"dense_resolved", "dense_named"} & set(names):
+            q_named = self.encoder.encode(texts).to(self.device)  # the question as asked, once
+            if "dense_resolved" in names:
+                if self._resolved_emb is None:
+                    self._resolved_emb = self.encoder.encode(self.resolved).to(self.device)
+                out["dense_resolved"] = cosine_scores(self._resolved_emb, q_named)
+            if "dense_named" in names:
+                out["dense_named"] = cosine_scores(self.x, q_named)
         tokens = self.analyzer.many(texts, self.text_cache)
         if {"bm25", "bm25_window"} & set(names):
             turn_index, window_index = self.lexical_indices(bm25_k1, bm25_b)
