@@ -21,7 +21,8 @@ Ingestion. A synthetic conversation of ``turns`` turns (sessions of 20 turns a d
 speakers, sentences from a Zipf vocabulary with capitalised names) through
 :class:`~synapse_pt.graph.consolidation.GraphBuilder` with the LLM-free keyword extractor and
 random unit embeddings (one fixed random vector per distinct text, made before timing, so no
-encoder cost is timed): seconds per 1,000 turns.
+encoder cost is timed): seconds per 1,000 turns, with the builder's defaults (``--collect-to``
+sets the low-water mark of a collection; 1.0 collects every window at the cap).
 
 It prints both tables and the growth exponents fitted by least squares on log-log axes (retrieval
 time against ``E x B``, and against ``N`` at the largest batch run at every size; ingestion total
@@ -166,14 +167,15 @@ def synthetic_dialogue(num_turns: int, seed: int = 0):
     return Dialogue("syn", speakers[0], speakers[1], tuple(sessions))
 
 
-def one_ingestion(num_turns: int, seed: int) -> dict:
+def one_ingestion(num_turns: int, seed: int, collect_to: float | None = None) -> dict:
     from synapse_pt.graph.consolidation import GraphBuilder, windows_of
     from synapse_pt.graph.extraction import KeywordConceptExtractor, clean_concepts
 
     dialogue = synthetic_dialogue(num_turns, seed)
     encoder = FixedRandomEncoder(seed=seed)
     extractor = KeywordConceptExtractor()
-    builder = GraphBuilder(encoder, extractor)
+    builder = GraphBuilder(encoder, extractor,
+                           **({} if collect_to is None else {"collect_to": collect_to}))
     turns = list(dialogue.turns())
     encoder.prepare([builder.renderer(t) for t in turns])
     concepts = extractor.extract(windows_of(turns, builder.window))
@@ -183,7 +185,8 @@ def one_ingestion(num_turns: int, seed: int) -> dict:
     total = time.perf_counter() - start
     return {"turns": num_turns, "s": total, "s_per_1000_turns": 1000 * total / num_turns,
             "nodes": graph.num_nodes, "active_nodes": int(graph.active.sum()),
-            "edges": graph.num_edges, **{k: round(v, 3) for k, v in builder.last_timings.items()}}
+            "edges": graph.num_edges, "collect_to": builder.collect_to,
+            **{k: round(v, 3) for k, v in builder.last_timings.items()}}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -224,6 +227,10 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     p.add_argument("--one-retrieval", type=int, nargs=2, metavar=("N", "B"), help=argparse.SUPPRESS)
     p.add_argument("--paths", nargs="*", default=["auto"], help=argparse.SUPPRESS)
+    p.add_argument("--collect-to", type=float, default=None,
+                   help="the builder's low-water mark of a collection, a share of max_nodes "
+                        "(default: the builder's, 0.95; 1.0 = collect only the excess, every "
+                        "window at the cap)")
     p.add_argument("--one-ingestion", type=int, metavar="TURNS", help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -232,7 +239,7 @@ def main() -> None:
         print(json.dumps(one_retrieval(n, b, args.paths, args.repeats, args.seed, args.device)))
         return
     if args.one_ingestion:
-        print(json.dumps(one_ingestion(args.one_ingestion, args.seed)))
+        print(json.dumps(one_ingestion(args.one_ingestion, args.seed, args.collect_to)))
         return
 
     gpu = (f", {torch.cuda.get_device_name(args.device)}" if args.device.startswith("cuda")
@@ -258,7 +265,9 @@ def main() -> None:
                   flush=True)
     ingestion = []
     for t in (int(x) for x in args.turns):
-        row = _child(["--one-ingestion", str(t), "--seed", str(args.seed)], args.threads)
+        row = _child(["--one-ingestion", str(t), "--seed", str(args.seed),
+                      *([] if args.collect_to is None else ["--collect-to", str(args.collect_to)])],
+                     args.threads)
         ingestion.append(row)
         print(f"ingestion {t:>7,} turns: {row['s']:8.2f} s, {row['s_per_1000_turns']:.2f} s per "
               f"1,000 turns ({row['active_nodes']:,} active of {row['nodes']:,} nodes, "

@@ -89,7 +89,8 @@ class GraphBuilder:
 
     6. maintenance (:mod:`~synapse_pt.graph.maintenance`): activity bookkeeping, at most
        ``max_in_edges`` incoming edges per node, dormant-node collection above ``max_nodes``
-       (lowest PageRank first, recomputed for it from the cached scores), and after the
+       down to ``collect_to`` of it (lowest PageRank first, recomputed for it from the cached
+       scores), and after the
        conversation's last window the weighted PageRank recomputed and cached.
 
     A trailing window shorter than ``window`` turns is consolidated at the end.
@@ -113,8 +114,15 @@ class GraphBuilder:
         dormancy_windows: :math:`W`: a node not activated for this many consecutive windows is
             dormant, i.e. collectable (default 10).
         max_nodes: cap on active nodes; only when exceeded are dormant nodes collected, lowest
-            cached PageRank first, until the cap holds or no dormant node is left (a soft cap;
-            default 10,000; ``None`` disables).
+            cached PageRank first, until ``collect_to`` of the cap holds or no dormant node is
+            left (a soft cap; default 10,000; ``None`` disables).
+        collect_to: the low-water mark of a collection, a fraction of ``max_nodes`` in (0, 1]:
+            ``1.0`` collects only the excess (the literal reading: at the cap every window
+            collects and recomputes PageRank); the default ``0.95`` collects down to 95 % of the
+            cap, so one collection makes room for the next ~500 nodes (about 60 windows of the
+            LLM-free builder) and ingestion costs the same per turn at the cap as below it. The
+            paper says dormant nodes *may* be collected and gives no schedule; LoCoMo-10's
+            graphs (at most 1,260 nodes) never reach the cap, so no LoCoMo figure depends on it.
         pagerank_damping: PageRank damping (default 0.85).
         renderer: the turn template of episodic nodes (default ``"{speaker}: {text}{caption}"``,
             :mod:`synapse_pt.data.render`); the extractor still reads the bare turns.
@@ -125,7 +133,8 @@ class GraphBuilder:
                  tau_dup: float = 0.92, rho: float = 0.01, time_unit: str = "hours",
                  association_weighting: str = "similarity", max_in_edges: int | None = 15,
                  dormancy_eps: float = 0.01, dormancy_windows: int = 10,
-                 max_nodes: int | None = 10_000, pagerank_damping: float = 0.85,
+                 max_nodes: int | None = 10_000, collect_to: float = 0.95,
+                 pagerank_damping: float = 0.85,
                  renderer: TurnRenderer | None = None,
                  device: str | torch.device = "cpu") -> None:
         checks = [
@@ -143,6 +152,7 @@ class GraphBuilder:
             (dormancy_windows >= 1, f"dormancy_windows must be >= 1, got {dormancy_windows}"),
             (max_nodes is None or max_nodes >= 1,
              f"max_nodes must be >= 1 or None, got {max_nodes}"),
+            (0.0 < collect_to <= 1.0, f"collect_to must lie in (0, 1], got {collect_to}"),
             (0.0 < pagerank_damping < 1.0,
              f"pagerank_damping must lie in (0, 1), got {pagerank_damping}"),
         ]
@@ -161,6 +171,7 @@ class GraphBuilder:
         self.dormancy_eps = dormancy_eps
         self.dormancy_windows = dormancy_windows
         self.max_nodes = max_nodes
+        self.collect_to = collect_to
         self.pagerank_damping = pagerank_damping
         self.device = torch.device(device)
         self.last_timings: dict[str, float] = {}
@@ -336,9 +347,10 @@ class GraphBuilder:
         mark_activity(graph, w, first_new, touched, self.dormancy_eps)
         if self.max_in_edges is not None:
             cap_in_edges(graph, self.max_in_edges)
-        if self.max_nodes is not None and int(graph.active.sum()) > self.max_nodes:
+        if self.max_nodes is not None and graph.num_active > self.max_nodes:
             refresh_pagerank(graph, self.pagerank_damping, warm=True)  # collection ranks by it
-            collect_dormant(graph, w, self.max_nodes, self.dormancy_windows)
+            collect_dormant(graph, w, self.max_nodes, self.dormancy_windows,
+                            collect_to=int(self.collect_to * self.max_nodes))
         if finalize:
             refresh_pagerank(graph, self.pagerank_damping)
         graph.num_windows = w + 1
@@ -351,13 +363,13 @@ class GraphBuilder:
             return torch.zeros(0, dtype=torch.long, device=dev)
         emb = emb.to(dev, torch.float32)
         ids = [graph.concept_index.get(c.casefold(), -1) for c in concepts]
-        sem_nodes = ((graph.node_type == SEMANTIC) & graph.active).nonzero().view(-1)
-        if sem_nodes.numel():
-            best, arg = (emb @ graph.x[sem_nodes].T).max(dim=1)
-            matched = sem_nodes[arg].tolist()
-            for k, ok in enumerate((best >= self.tau_dup).tolist()):
-                if ids[k] < 0 and ok:
-                    ids[k] = matched[k]
+        unknown = [k for k, i in enumerate(ids) if i < 0]  # a known text needs no similarity
+        if unknown:
+            best, nearest = graph.nearest_semantic(emb[unknown])  # the active concepts only
+            for k, ok, node in zip(unknown, (best >= self.tau_dup).tolist(), nearest.tolist(),
+                                   strict=True):
+                if ok:
+                    ids[k] = node
         # New concepts: greedy leader clustering among themselves at tau_dup.
         fresh = [k for k, i in enumerate(ids) if i < 0]
         if fresh:
@@ -377,7 +389,7 @@ class GraphBuilder:
             graph.num_semantic_created += len(leaders)
             node_of_leader = dict(zip(leaders, new_ids, strict=True))
             for text, node in zip(texts, new_ids, strict=True):
-                graph.concept_index.setdefault(text.casefold(), node)
+                graph.index_concept(text, node)
             for p, k in enumerate(fresh):
                 ids[k] = node_of_leader[leader_of[p]]
         return torch.tensor(list(dict.fromkeys(ids)), dtype=torch.long, device=dev)
@@ -386,14 +398,23 @@ class GraphBuilder:
 def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> Tensor:
     """Slots of the edges ``src[k] -> dst[k]`` of type ``edge_type``; ``-1`` where absent.
 
-    Sorted-key lookup: :math:`O((E + m) \\log E)` tensor ops, no Python loop over edges.
+    One pass over the edges (type and source filter), then a sorted-key lookup among the
+    :math:`E_s` edges leaving the queried sources: :math:`O(E + (E_s + m) \\log E_s)` tensor
+    ops, no Python loop over edges.
     """
     out = torch.full_like(src, -1)
-    cand = (graph.edge_type == edge_type).nonzero().view(-1)
-    if cand.numel() == 0 or src.numel() == 0:
+    if src.numel() == 0 or graph.num_edges == 0:
+        return out
+    # only the edges of that type leaving one of the queried sources: a window's few concepts,
+    # not every edge of the type (one pass over the edges instead of a sort of them all)
+    ei = graph.edge_index
+    is_src = torch.zeros(graph.num_nodes, dtype=torch.bool, device=src.device)
+    is_src[src] = True
+    cand = ((graph.edge_type == edge_type) & is_src[ei[0]]).nonzero().view(-1)
+    if cand.numel() == 0:
         return out
     n = max(graph.num_nodes, 1)
-    ei = graph.edge_index[:, cand]
+    ei = ei[:, cand]
     keys, perm = (ei[0] * n + ei[1]).sort()
     query = src * n + dst
     pos = torch.searchsorted(keys, query).clamp(max=keys.numel() - 1)

@@ -18,28 +18,29 @@ from .pagerank import pagerank
 
 def mark_activity(graph: MemoryGraph, window: int, first_new: int,
                   touched: Sequence[tuple[Tensor, Tensor, Tensor]], eps: float) -> Tensor:
-    r"""Record which nodes were *activated* in ``window``; returns that mask ``[N]``.
+    r"""Record which nodes were *activated* in ``window``; returns their ids (ascending).
 
     The activation of node :math:`i` in a window is 1 if the node was created in it (ids
     ``>= first_new``), else the largest weight of the edges touching :math:`i` (as source or
     target) that were added or reinforced in the window, before the in-edge cap. A node counts as
-    activated when that value is :math:`\ge \epsilon`; untouched nodes never do. Activated nodes get
-    ``last_active_window = window``.
+    activated when that value is :math:`\ge \epsilon`; untouched nodes never do. Activated nodes
+    get ``last_active_window = window``. The largest weight is :math:`\ge \epsilon` exactly when
+    one of the weights is, so only the touched nodes are visited (the cost follows the window's
+    edges, not the graph).
 
     Args:
         touched: ``(source, target, weight)`` triples of the edges added or reinforced.
         eps: :math:`\epsilon` (``dormancy_eps``).
     """
-    n = graph.num_nodes
-    act = torch.full((n,), -1.0, device=graph.device)
+    dev = graph.device
+    parts = [torch.arange(first_new, graph.num_nodes, device=dev)]
     for src, dst, weight in touched:
-        w = weight.to(act.dtype)
-        act.scatter_reduce_(0, src, w, reduce="amax")
-        act.scatter_reduce_(0, dst, w, reduce="amax")
-    act[first_new:] = 1.0
-    activated = (act >= 0) & (act >= eps) & graph.active
-    graph.last_active_window[activated] = window
-    return activated
+        strong = weight >= eps
+        parts += [src[strong], dst[strong]]
+    nodes = torch.unique(torch.cat(parts))
+    nodes = nodes[graph.active[nodes]]
+    graph.last_active_window[nodes] = window
+    return nodes
 
 
 def in_edge_keep_mask(edge_index: Tensor, edge_weight: Tensor, num_nodes: int,
@@ -89,11 +90,19 @@ def dormant_mask(graph: MemoryGraph, window: int, dormancy_windows: int) -> Tens
 
 
 def collect_dormant(graph: MemoryGraph, window: int, max_nodes: int,
-                    dormancy_windows: int) -> Tensor:
-    """While more than ``max_nodes`` nodes are active, collect dormant nodes, lowest cached PageRank
-    first (ties: smaller id): mark them inactive and drop their edges; ids stay stable. Returns the
-    collected ids (possibly fewer than the excess: the cap is soft, only dormant nodes go)."""
-    excess = int(graph.active.sum()) - max_nodes
+                    dormancy_windows: int, collect_to: int | None = None) -> Tensor:
+    """When more than ``max_nodes`` nodes are active, collect dormant nodes, lowest cached
+    PageRank first (ties: smaller id), until ``collect_to`` (default ``max_nodes``) are active:
+    mark them inactive and drop their edges; ids stay stable. Returns the collected ids
+    (possibly fewer than the excess: the cap is soft, only dormant nodes go).
+
+    ``collect_to < max_nodes`` is a low-water mark: one collection makes room for many windows,
+    so its PageRank and edge compaction run once per ``max_nodes - collect_to`` new nodes
+    instead of in every window at the cap."""
+    active = graph.num_active
+    if active <= max_nodes:
+        return torch.zeros(0, dtype=torch.long, device=graph.device)
+    excess = active - (max_nodes if collect_to is None else min(collect_to, max_nodes))
     if excess <= 0:
         return torch.zeros(0, dtype=torch.long, device=graph.device)
     cand = dormant_mask(graph, window, dormancy_windows).nonzero().view(-1)

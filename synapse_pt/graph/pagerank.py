@@ -23,7 +23,21 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
-__all__ = ["pagerank", "rescale_unit_interval"]
+__all__ = ["csr_by_row", "pagerank", "rescale_unit_interval"]
+
+
+def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tensor:
+    """The ``[N, N]`` sparse CSR matrix with entries ``value[e]`` at ``(row[e], col[e])``;
+    repeated entries are kept side by side, so products add them up (as a coalesced matrix
+    would). One sort of the ``E`` keys; about 3x cheaper than ``coalesce()`` + ``to_sparse_csr``
+    on the CPU, which matters where a graph changes every window (ingestion's PageRank)."""
+    order = torch.argsort(row * num_nodes + col)
+    crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=row.device)
+    torch.cumsum(torch.bincount(row, minlength=num_nodes), 0, out=crow[1:])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col[order], value[order], (num_nodes, num_nodes),
+                                       check_invariants=False)
 
 
 def _num_graphs(batch: Tensor) -> int:
@@ -87,12 +101,7 @@ def pagerank(
     dangling = out_weight == 0
     prob = edge_weight / out_weight[src].clamp_min(torch.finfo(dtype).tiny)
     # Transposed transition matrix P_t[i, j] = w_ji / W_j (row = target), as sparse CSR.
-    trans = torch.sparse_coo_tensor(
-        torch.stack([dst, src]), prob, (num_nodes, num_nodes), check_invariants=False
-    ).coalesce()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        trans = trans.to_sparse_csr()
+    trans = csr_by_row(dst, src, prob, num_nodes)
 
     n_g = torch.bincount(batch, minlength=num_graphs).to(dtype)  # [G]
     inv_n = (1.0 / n_g.clamp_min(1))[batch]  # [N] 1 / n_{g(i)}
@@ -108,7 +117,7 @@ def pagerank(
         teleport, dangle = (1.0 - damping) * inv_n, damping * inv_n
         dangling_f = dangling.to(dtype)
         for _ in range(max_iter):
-            spread = torch.sparse.mm(trans, pr.unsqueeze(1)).squeeze(1) if has_edges else 0.0
+            spread = torch.mv(trans, pr) if has_edges else 0.0
             new = teleport + damping * spread + dangle * torch.dot(pr, dangling_f)
             err = float((new - pr).abs().sum())
             pr = new

@@ -5,7 +5,12 @@ import torch
 from graph_helpers import ScriptedExtractor, TableEncoder, make_conversation, make_turn
 
 from synapse_pt.graph.consolidation import GraphBuilder
-from synapse_pt.graph.maintenance import cap_in_edges, collect_dormant, dormant_mask
+from synapse_pt.graph.maintenance import (
+    cap_in_edges,
+    collect_dormant,
+    dormant_mask,
+    mark_activity,
+)
 from synapse_pt.graph.memory_graph import MemoryGraph
 from synapse_pt.graph.types import ABSTRACTION, EPISODIC
 
@@ -68,7 +73,7 @@ def test_node_cap_collects_dormant_nodes_and_keeps_ids():
     enc = TableEncoder(table, dim=16)
     turns = [make_turn(k, hours=k) for k in range(n)]
     builder = GraphBuilder(enc, ScriptedExtractor([[f"c{k}"] for k in range(n)]), window=1,
-                           max_nodes=10, dormancy_windows=2)
+                           max_nodes=10, collect_to=1.0, dormancy_windows=2)
     g = builder.build(make_conversation(turns))
     assert g.num_nodes == 2 * n  # ids are never reused
     assert int(g.active.sum()) == 10 and g.num_collected == 2 * n - 10
@@ -101,3 +106,64 @@ def test_in_edge_keep_mask_against_a_plain_reference(seed):
             want[k] = True
     assert keep.tolist() == want
     assert (~keep).any()
+
+
+def test_collect_dormant_down_to_a_low_water_mark():
+    g = MemoryGraph("s1", 2)
+    g.add_nodes(torch.ones(6, 2), EPISODIC, 0.0, ["t"] * 6, [f"D1:{i}" for i in range(6)])
+    g.last_active_window[:] = torch.tensor([0, 0, 0, 5, 5, 0])
+    g.set_pagerank(torch.tensor([0.3, 0.1, 0.2, 0.1, 0.1, 0.2]))
+    # at the cap nothing is collected, whatever the low-water mark
+    assert collect_dormant(g, 5, max_nodes=6, dormancy_windows=2, collect_to=2).numel() == 0
+    # over the cap: down to 3 active, lowest PageRank first (0.1; 0.2 tie to the smaller id)
+    victims = collect_dormant(g, 5, max_nodes=5, dormancy_windows=2, collect_to=3)
+    assert victims.tolist() == [1, 2, 5] and g.num_active == 3
+    assert g.active.tolist() == [True, False, False, True, True, False]
+
+
+def test_builder_low_water_mark_collects_less_often():
+    n = 16
+    table = {f"c{k}": [1.0 if i == k else 0.0 for i in range(16)] for k in range(n)}
+    turns = [make_turn(k, hours=k) for k in range(n)]
+    sizes = {}
+    for collect_to in (1.0, 0.5):
+        builder = GraphBuilder(TableEncoder(table, dim=16),
+                               ScriptedExtractor([[f"c{k}"] for k in range(n)]), window=1,
+                               max_nodes=10, collect_to=collect_to, dormancy_windows=2)
+        g = builder.new_graph("s1")
+        conv = make_conversation(turns)
+        active = []
+        for k, turn in enumerate(conv.turns()):
+            emb = builder.encoder.encode([builder.renderer(turn)])
+            builder.consolidate(g, [turn], emb, [f"c{k}"], builder.encoder.encode([f"c{k}"]),
+                                finalize=k == n - 1)
+            active.append(g.num_active)
+            assert g.num_active == int(g.active.sum()) <= 10
+        sizes[collect_to] = active
+    # literal: every window past the cap collects back to exactly 10 (each adds 2 nodes)
+    assert sizes[1.0][5:] == [10] * (n - 5)
+    # low-water mark 5: a collection drops to 5; the next comes when the cap is passed again,
+    # three windows later (5 -> 7 -> 9 -> 11 > 10): 4 collections instead of 11
+    assert sizes[0.5][:6] == [2, 4, 6, 8, 10, 5]
+    drops = [k for k in range(1, n) if sizes[0.5][k] < sizes[0.5][k - 1]]
+    assert drops == [5, 8, 11, 14] and all(sizes[0.5][k] == 5 for k in drops)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mark_activity_against_a_plain_reference(seed):
+    gen = torch.Generator().manual_seed(seed)
+    n, eps, window = 30, 0.3, 7
+    g = MemoryGraph("s1", 2)
+    g.add_nodes(torch.ones(n, 2), EPISODIC, 0.0, ["t"] * n, [f"D1:{i}" for i in range(n)])
+    g.deactivate(torch.tensor([3, 4]))
+    touched = [(torch.randint(0, n, (9,), generator=gen), torch.randint(0, n, (9,), generator=gen),
+                torch.rand(9, generator=gen)) for _ in range(2)]
+    first_new = 25
+    best = [-1.0] * n  # the largest weight touching each node: the docstring's definition
+    for src, dst, w in touched:
+        for s_, d_, w_ in zip(src.tolist(), dst.tolist(), w.tolist(), strict=True):
+            best[s_], best[d_] = max(best[s_], w_), max(best[d_], w_)
+    expected = [i for i in range(n) if (i >= first_new or best[i] >= eps) and i not in (3, 4)]
+    got = mark_activity(g, window, first_new, touched, eps)
+    assert got.tolist() == expected
+    assert [i for i in range(n) if int(g.last_active_window[i]) == window] == expected

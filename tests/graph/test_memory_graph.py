@@ -99,3 +99,60 @@ def test_to_data_is_a_snapshot():
     assert data.num_nodes == 3 and data.sample_id == "s1" and data.node_keys == g.node_keys
     g.keep_edges(torch.tensor([False]))
     assert data.edge_index.shape == (2, 1)
+
+
+def _reference_nearest(g: MemoryGraph, emb: torch.Tensor) -> tuple[list[float], list[int]]:
+    """A plain reference: cosine against every active semantic node, first maximum wins."""
+    ids = [i for i in range(g.num_nodes)
+           if int(g.node_type[i]) == SEMANTIC and bool(g.active[i])]
+    best, node = [], []
+    for row in emb:
+        scores = [float(row @ g.x[i]) for i in ids]
+        if not scores:
+            best.append(-math.inf)
+            node.append(-1)
+            continue
+        top = max(scores)
+        best.append(top)
+        node.append(ids[scores.index(top)])
+    return best, node
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_nearest_semantic_against_a_plain_reference_through_collections(device, seed):
+    gen = torch.Generator().manual_seed(seed)
+    dim = 8
+    g = MemoryGraph("s1", dim, device=device, node_capacity=4)
+    queries = torch.nn.functional.normalize(torch.randn(5, dim, generator=gen), dim=1)
+    assert g.nearest_semantic(queries.to(device))[1].tolist() == [-1] * 5  # no concept yet
+    created = 0
+    for step in range(30):  # mixed batches of turns and concepts; collect some concepts often
+        types = (torch.rand(6, generator=gen) < 0.6).long()  # 1 = SEMANTIC
+        x = torch.nn.functional.normalize(torch.randn(6, dim, generator=gen), dim=1)
+        keys = [f"D{step}:{i}" if int(t) != SEMANTIC else f"S:{created + i}"
+                for i, t in enumerate(types)]
+        created += 6
+        g.add_nodes(x, types, 0.0, ["t"] * 6, keys)
+        if step % 3 == 2:  # collect half of the active concepts, ids chosen at random
+            alive = ((g.node_type == SEMANTIC) & g.active).nonzero().view(-1).cpu()
+            victims = alive[torch.randperm(alive.numel(), generator=gen)[: alive.numel() // 2]]
+            g.deactivate(victims.to(device))
+        best, node = g.nearest_semantic(queries.to(device))
+        ref_best, ref_node = _reference_nearest(g, queries.to(device))
+        assert node.tolist() == ref_node
+        assert best.tolist() == pytest.approx(ref_best, abs=1e-5)
+    assert g.num_active == int(g.active.sum())
+    assert g._sem_len < created  # the store was compacted on the way
+
+
+def test_deactivate_updates_the_concept_index_and_the_active_count():
+    g = _graph("cpu")
+    ids = g.add_nodes(torch.eye(4)[:2], SEMANTIC, 0.0, ["Ski Trip", "Mark"], ["S:0", "S:1"])
+    g.index_concept("Ski Trip", int(ids[0]))
+    g.index_concept("ski trip", int(ids[1]))  # already mapped: the first node keeps the text
+    g.index_concept("Mark", int(ids[1]))
+    assert g.concept_index == {"ski trip": 3, "mark": 4} and g.num_active == 5
+    g.deactivate(torch.tensor([3, 3]))  # a repeated id is collected once
+    assert g.concept_index == {"mark": 4} and g.num_active == 4 and g.num_collected == 1
+    g.deactivate(torch.tensor([3]))  # already collected: nothing changes
+    assert g.num_active == 4 and g.num_collected == 1
