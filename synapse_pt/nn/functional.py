@@ -367,6 +367,7 @@ def lateral_inhibition(
     *,
     node_mask: Tensor | None = None,
     inplace: bool = False,
+    zero_outside: bool = False,
 ) -> Tensor:
     r"""Lateral inhibition by the top-:math:`M` nodes of each column (SPEC §1.2 step 4).
 
@@ -375,9 +376,21 @@ def lateral_inhibition(
         \mathrm{relu}(u_k - u_i)\Big)
 
     :math:`\mathrm{relu}(u_k - u_i)` equals :math:`(u_k - u_i)[u_k > u_i]`, so ties inhibit
-    nothing and which of several tied values ``topk`` picks does not matter. Computed as a loop
-    over the :math:`M` top values (row block by row block on the CPU), never an ``[N, B, M]``
-    tensor.
+    nothing and which of several tied values ``topk`` picks does not matter.
+
+    With the top values :math:`v_1 \ge \dots \ge v_M` of a column, every row below them
+    (:math:`u_i \le v_M`) has :math:`u_k \ge u_i` for all :math:`M` inhibitors, so
+
+    .. math::
+        \hat{u}_i = \max\Big(0,\; (1 + \beta M)\, u_i - \beta \sum_{k=1}^{M} v_k\Big)
+
+    one pass instead of :math:`M`; the :math:`M` top rows themselves get the exact sum over
+    the ``[M, M, B]`` differences of their values. That holds for every row when all rows are
+    candidates (``node_mask`` ``None``), and when ``zero_outside`` says the rows outside
+    ``node_mask`` hold 0 and :math:`v_M \ge 0` in every column (the activation layer's case).
+    Elsewhere (inhibitors restricted to a neighbourhood, autograd) the sum is a loop over the
+    :math:`M` top values. Both run row block by row block on the CPU, never an ``[N, B, M]``
+    tensor; they agree up to float rounding (tested).
 
     Args:
         u (Tensor): ``[N, B]``.
@@ -389,6 +402,8 @@ def lateral_inhibition(
             not candidates for the top-:math:`M` (each query is inhibited only by its own graph).
         inplace (bool): write :math:`\hat{u}` into ``u`` (ignored when autograd needs ``u``).
             (default: ``False``)
+        zero_outside (bool): ``u`` is 0 at every row outside ``node_mask`` (lets the one-pass
+            form run with a mask). (default: ``False``)
 
     Returns:
         Tensor ``[N, B]``: :math:`\hat{u}`.
@@ -400,7 +415,12 @@ def lateral_inhibition(
     beta_t = _column_param(beta, B, u, "beta")
     cand = u if node_mask is None else u.masked_fill(~node_mask, float("-inf"))
     # relu(-inf - u) = 0 for finite u: a masked-out candidate inhibits nobody.
-    top = column_topk(cand, M, sorted=False)[0]  # [M, B]
+    if (node_mask is None or zero_outside) and not _needs_grad(u, beta_t):
+        top, rows = column_topk(cand, M)  # [M, B], descending
+        if node_mask is None or bool((top[-1] >= 0).all()):
+            return _inhibit_closed_form(u, top, rows, beta_t, inplace)
+    else:
+        top = column_topk(cand, M, sorted=False)[0]  # [M, B]
     if _needs_grad(u, beta_t):
         acc = torch.zeros_like(u)
         for v_k in top:
@@ -419,6 +439,23 @@ def lateral_inhibition(
             torch.sub(v_k, u_b, out=tmp_b)
             acc_b.add_(tmp_b.clamp_(min=0))
         u_b.sub_(acc_b.mul_(beta_t)).clamp_(min=0)
+    return out
+
+
+def _inhibit_closed_form(u: Tensor, top: Tensor, rows: Tensor, beta: Tensor,
+                         inplace: bool) -> Tensor:
+    r""":func:`lateral_inhibition` when no row outside the top :math:`M` exceeds the
+    :math:`M`-th value: one pass :math:`\max(0, (1 + \beta M) u - \beta \sum_k v_k)` over
+    the rows, then the exact value at the top rows ``rows`` ``[M, B]`` (values ``top``)."""
+    M = top.size(0)
+    gain = 1.0 + beta * M
+    offset = beta * top.sum(dim=0)  # [B]
+    out = u if inplace else u.clone()
+    for blk in _row_blocks(out):
+        out[blk].mul_(gain).sub_(offset).clamp_(min=0)
+    # the top rows: v_r - beta * sum_k relu(v_k - v_r), from an [M, M, B] difference
+    pressure = (top.unsqueeze(0) - top.unsqueeze(1)).clamp_(min=0).sum(dim=1)  # [M, B]
+    out.scatter_(0, rows, (top - beta * pressure).clamp_(min=0))
     return out
 
 

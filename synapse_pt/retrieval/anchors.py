@@ -22,19 +22,21 @@ import torch
 from .dense import masked_topk
 
 
-def anchor_mask(scores: torch.Tensor, mask: torch.Tensor, k: int,
+def anchor_mask(scores: torch.Tensor, mask: torch.Tensor | None, k: int,
                 positive_only: bool = False) -> torch.Tensor:
-    """``[N, B]`` bool marking each column's top-``k`` rows of ``scores`` inside ``mask``."""
+    """``[N, B]`` bool marking each column's top-``k`` rows of ``scores`` inside ``mask``
+    (``None``: every row)."""
     values, idx = masked_topk(scores, mask, k)
     keep = torch.isfinite(values)
     if positive_only:
         keep &= values > 0
-    out = torch.zeros_like(mask)
+    out = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
     out.scatter_(0, idx, keep)
     return out
 
 
-def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor, k_anchor: int,
+def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor | None,
+                   k_anchor: int,
                    use_bm25: bool = True, energy: str = "cosine"
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Initial activation ``a(0)`` ``[N, B]`` and the anchor mask ``[N, B]``.
@@ -42,7 +44,8 @@ def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor, k_
     Args:
         cos: ``[N, B]`` cosine of node and query embeddings.
         bm25: ``[N, B]`` BM25 scores (0 outside the query's conversation).
-        mask: ``[N, B]`` node belongs to the query's conversation.
+        mask: ``[N, B]`` node belongs to the query's conversation (``None``: every node does,
+            as in one conversation's own block).
         k_anchor: anchors per trigger.
         use_bm25: with False only dense anchors are used.
         energy: the reading of SPEC §1.5: ``"cosine"`` (the formula above), ``"max"`` (every
@@ -56,7 +59,8 @@ def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor, k_
     bm25_unit = torch.zeros_like(cos)
     if use_bm25:
         lexical = anchor_mask(bm25, mask, k_anchor, positive_only=True)
-        best = bm25.masked_fill(~mask, 0.0).amax(dim=0, keepdim=True).clamp_min(1e-12)
+        inside = bm25 if mask is None else bm25.masked_fill(~mask, 0.0)
+        best = inside.amax(dim=0, keepdim=True).clamp_min(1e-12)
         bm25_unit = (bm25 / best).clamp_min(0.0).to(cos.dtype)
         lexical_only = lexical & ~dense
         a0 = torch.where(lexical_only, bm25_unit, a0)

@@ -11,9 +11,13 @@ def cosine_scores(node_emb: torch.Tensor, query_emb: torch.Tensor) -> torch.Tens
     """``[N, B]`` cosines of L2-normalised node rows ``[N, d]`` and query rows ``[B, d]``.
 
     Both inputs are expected to be unit-normalised (the embedders guarantee it), so the cosine is a
-    single matmul.
+    single matmul. It runs in float64 and is rounded to the inputs' dtype: a float32 GEMM's
+    rounding depends on the matrix shapes (the BLAS picks its blocking by them, differently on
+    different CPUs), so near-tied nodes would swap places with the number of queries in a batch;
+    the float64 product rounded to float32 is the same whatever the batch (a retrieval in chunks
+    equals one batch, tested).
     """
-    return node_emb @ query_emb.T
+    return (node_emb.double() @ query_emb.double().T).to(node_emb.dtype)
 
 
 def own_graph_mask(node_graph: torch.Tensor, query_graph: torch.Tensor) -> torch.Tensor:
@@ -21,9 +25,10 @@ def own_graph_mask(node_graph: torch.Tensor, query_graph: torch.Tensor) -> torch
     return node_graph[:, None] == query_graph[None, :]
 
 
-def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
+def masked_topk(scores: torch.Tensor, mask: torch.Tensor | None, k: int
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-``k`` rows per column of ``scores`` ``[N, B]`` among the rows where ``mask`` is True.
+    """Top-``k`` rows per column of ``scores`` ``[N, B]`` among the rows where ``mask`` is True
+    (``None``: every row; no masked copy of ``scores`` is made).
 
     Returns ``(values [k, B], indices [k, B])``; where a column has fewer than ``k`` allowed rows
     the surplus entries have value ``-inf`` (callers drop them). Ties are broken by the lower node
@@ -37,7 +42,7 @@ def masked_topk(scores: torch.Tensor, mask: torch.Tensor, k: int
     """
     n, b = scores.shape
     k = min(k, n)
-    masked = scores.masked_fill(~mask, float("-inf"))
+    masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
     if k == 0 or b == 0:
         empty = masked[:0]
         return empty, empty.long()

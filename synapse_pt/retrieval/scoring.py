@@ -26,8 +26,10 @@ def triple_score(cos: torch.Tensor, activation: torch.Tensor, pagerank_unit: tor
     return lambda1 * cos + lambda2 * activation + lambda3 * pagerank_unit[:, None]
 
 
-def rank(score: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-``k`` node indices ``[k, B]`` and scores ``[k, B]`` per query inside its conversation."""
+def rank(score: torch.Tensor, mask: torch.Tensor | None, k: int
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` node indices ``[k, B]`` and scores ``[k, B]`` per query inside its conversation
+    (``mask`` ``None``: every node is the query's)."""
     return masked_topk(score, mask, k)
 
 

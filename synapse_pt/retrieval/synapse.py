@@ -164,6 +164,9 @@ class SynapseSignals:
     potential: torch.Tensor | None
     score: torch.Tensor
     rank_mask: torch.Tensor
+    #: every node belongs to every query (one conversation's own block, nothing collected):
+    #: ``mask`` is then a broadcast view and the hot path runs unmasked
+    unmasked: bool = False
 
 
 def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
@@ -189,11 +192,18 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
     mask = own_graph_mask(node_graph, query_graph)
     if node_active is not None:
         mask &= node_active[:, None]
+    # In one conversation's own block (how the memory calls this) every node belongs to every
+    # query: then no mask is applied anywhere (no masked copies, no fills; one host sync to know)
+    unmasked = bool(mask.all())
+    inner = None if unmasked else mask
     cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
-    a0, anchors = initial_energy(cos, bm25, mask, p.k_anchor, use_bm25=p.bm25_trigger,
+    a0, anchors = initial_energy(cos, bm25, inner, p.k_anchor, use_bm25=p.bm25_trigger,
                                  energy=p.energy)
     if repeat > 1:
-        mask, cos, a0, anchors = (t.repeat(1, repeat) for t in (mask, cos, a0, anchors))
+        cos, a0, anchors = (t.repeat(1, repeat) for t in (cos, a0, anchors))
+        mask = (mask[:, :1].expand(mask.size(0), mask.size(1) * repeat) if unmasked
+                else mask.repeat(1, repeat))
+        inner = None if unmasked else mask
     if adj_t is None:
         adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
                                      dtype=a0.dtype)
@@ -202,7 +212,7 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
         reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
         inhibitors = anchors | reached
     layer = activation_layer(p) if dynamics is None else dynamics
-    out = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
+    out = layer(a0, adj_t, normalized=True, node_mask=inner, inhibitor_mask=inhibitors,
                 S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
                 return_potential=p.c_ret_source == "potential")
     activation, potential = out if p.c_ret_source == "potential" else (out, None)
@@ -212,7 +222,8 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
         if episodic is None:
             raise ValueError("rank_episodic_only needs the episodic node mask")
         rank_mask = mask & episodic[:, None]
-    return SynapseSignals(mask, cos, a0, anchors, activation, potential, score, rank_mask)
+    return SynapseSignals(mask, cos, a0, anchors, activation, potential, score, rank_mask,
+                          unmasked=unmasked)
 
 
 def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
@@ -258,7 +269,8 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
                           adj_t=adj_t, dynamics=dynamics, repeat=repeat)
     mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
     activation, potential = sig.activation, sig.potential
-    top_score, top_index = rank(score, rank_mask, p.k)
+    top_score, top_index = rank(score, None if sig.unmasked and rank_mask is mask else rank_mask,
+                                p.k)
     valid = torch.isfinite(top_score)
     c_ret = retrieval_confidence(
         p.c_ret_source, top_index[0], top_score=top_score[0], activation=activation,

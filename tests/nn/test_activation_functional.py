@@ -147,6 +147,31 @@ def test_lateral_inhibition_large_input_uses_blocks(device):
     torch.testing.assert_close(lateral_inhibition(u, 7, 0.15), ref)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_pass_inhibition_equals_the_loop_under_masks(device, seed):
+    # zero_outside: rows outside the mask hold 0, so the one-pass form applies; it must give the
+    # loop's result (the plain formula over the masked top-M), per-column beta included
+    g = torch.Generator().manual_seed(seed)
+    n, b = 300, 40
+    mask = torch.rand(n, b, generator=g) < 0.7
+    mask[:, 0] = False
+    mask[:3, 0] = True  # column 0: 3 candidates < M = 7 (its M-th value is -inf: the loop runs)
+    u = (torch.rand(n, b, generator=g, dtype=torch.float64) * mask).to(device)
+    u[:2, 5] = u[2, 5]  # ties at the top of a column
+    beta = torch.rand(b, generator=g, dtype=torch.float64).to(device) * 0.3
+    mask = mask.to(device)
+    fast = lateral_inhibition(u, 7, beta, node_mask=mask, zero_outside=True)
+    loop = lateral_inhibition(u, 7, beta, node_mask=mask)  # zero_outside unknown: the loop
+    top = u.masked_fill(~mask, float("-inf")).topk(7, dim=0).values
+    ref = (u - beta * sum(torch.relu(top[k] - u) for k in range(7))).clamp(min=0)
+    torch.testing.assert_close(loop, ref)
+    torch.testing.assert_close(fast, ref)
+    # without a mask every row is a candidate: the one-pass form, same values
+    torch.testing.assert_close(lateral_inhibition(u, 7, beta),
+                               (u - beta * sum(torch.relu(u.topk(7, dim=0).values[k] - u)
+                                               for k in range(7))).clamp(min=0))
+
+
 def test_firing_by_hand(device):
     uhat = torch.tensor([[0.5], [0.0], [0.9], [0.1]], dtype=torch.float64, device=device)
     # a = sigmoid(5 * (uhat - 0.5)):
