@@ -196,6 +196,9 @@ def test_invalid_configuration_is_named():
         _builder([], association_weighting="bogus")
     with pytest.raises(ValueError, match="time_unit"):
         _builder([], time_unit="fortnights")
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"collect_to must lie in \(0, 1\]"):
+            _builder([], collect_to=bad)
 
 
 def test_empty_conversation_and_concept_free_windows():
