@@ -200,6 +200,24 @@ def test_sweep_equals_separate_retrievals(two_conversations):
         assert torch.equal(swept.gated[rows], one.gated)
 
 
+def test_sweep_chunks_reuse_the_query_inputs_until_the_memory_changes(two_conversations,
+                                                                      monkeypatch):
+    questions = [q for c in two_conversations for q in c.questions]
+    mem = _memory(k=8)
+    mem.ingest(two_conversations)
+    calls = []
+    real = mem.query_inputs
+    monkeypatch.setattr(mem, "query_inputs", lambda qs: calls.append(len(qs)) or real(qs))
+    chunk = [SynapseParams(k=8, beta=torch.tensor([b, b + 0.1])) for b in (0.0, 0.2)]
+    first, second = (mem.sweep(questions, c) for c in chunk)
+    assert calls == [len(questions)]  # the second chunk reused the first one's inputs
+    mem.sweep(questions[:3], chunk[0])  # other questions: computed afresh
+    mem.configure_retrieval(params=SynapseParams(k=8))  # reconfigured: afresh again
+    again = mem.sweep(questions, chunk[1])
+    assert calls == [len(questions), 3, len(questions)]
+    assert torch.equal(again.index, second.index) and torch.equal(again.c_ret, second.c_ret)
+
+
 def test_evidence_recall_from_index_matches_id_based():
     from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k, evidence_recall_from_index
 
