@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 TRIGGER_OPTIONS = ("neutralise_speakers", "stopwords", "stem")
 
 
+def _question_key(questions: Sequence[Question]) -> tuple:
+    """What identifies a batch of questions for the sweep caches (the same questions asked
+    chunk after chunk)."""
+    return tuple((q.sample_id, q.qa_index, q.question) for q in questions)
+
+
 def _scalar(value: object) -> object:
     """A hyperparameter as a plain number where it is one (a sweep may hold a tensor)."""
     if isinstance(value, torch.Tensor):
@@ -176,7 +182,7 @@ class SynapseMemory(MemorySystem):
         best turn) and the cosine of each concept node; ``None`` without a fused trigger."""
         if self.fused is None:
             return None
-        key = tuple((q.sample_id, q.qa_index, q.question) for q in questions)
+        key = _question_key(questions)
         if self._fused_cache is not None and self._fused_cache[0] == key:
             return self._fused_cache[1]  # sweeps ask for the same questions chunk after chunk
         score = self.fused.normalised_scores(questions)
@@ -340,7 +346,7 @@ class SynapseMemory(MemorySystem):
         are the ``C x B`` (configuration, question) pairs, configuration-major: row ``c * B + b``
         of the result is question ``b`` under configuration ``c``.
         """
-        key = tuple((q.sample_id, q.qa_index, q.question) for q in questions)
+        key = _question_key(questions)
         if self._sweep_inputs is None or self._sweep_inputs[0] != key:
             # the same questions chunk after chunk: tokenise, embed and score BM25 once
             self._sweep_inputs = (key, self.query_inputs(questions))

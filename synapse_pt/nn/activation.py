@@ -386,7 +386,6 @@ class ActivationDynamics(nn.Module):
         self.inhibition_schedule = inhibition_schedule
         self.frontier = frontier
         self.frontier_density = float(frontier_density)
-        self._zero_outside = False  # set per call by forward (see there)
 
     def reset_parameters(self) -> None:
         self.spreading.reset_parameters()
@@ -436,10 +435,10 @@ class ActivationDynamics(nn.Module):
             inhibit.beta if beta is None else beta, B, a, "beta")
         gamma_t = _column_param(self.firing.gamma if gamma is None else gamma, B, a, "gamma")
         theta_t = _column_param(self.firing.theta if theta is None else theta, B, a, "theta")
-        hyper = (S_t, delta_t, beta_t, gamma_t, theta_t)
         # u is zeroed outside node_mask before inhibition, so the candidates hold every non-zero
         # row unless an inhibitor mask narrows them: then inhibition may take its one-pass form
-        self._zero_outside = inhibitor_mask is None
+        # (the last entry of ``hyper``, read by both step paths)
+        hyper = (S_t, delta_t, beta_t, gamma_t, theta_t, inhibitor_mask is None)
         done, potential = 0, None
         if self._frontier_applies(a, beta_t):
             edges = self._edge_list(a, edge_index, edge_weight, normalized)
@@ -466,13 +465,12 @@ class ActivationDynamics(nn.Module):
                    last: bool) -> Tensor:
         r""":math:`\hat{u}` of one step: propagation, the node mask, inhibition (or
         :math:`\max(0, u)` where the schedule skips it)."""
-        S_t, delta_t, beta_t, _, _ = hyper
+        S_t, delta_t, beta_t, _, _, zero_outside = hyper
         u = _apply_node_mask(self.spreading(a, graph, weight, S=S_t, delta=delta_t,
                                             normalized=True), outside)
         inhibit = self.lateral_inhibition
         if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
-            return inhibit(u, beta=beta_t, node_mask=candidates,
-                           zero_outside=self._zero_outside)
+            return inhibit(u, beta=beta_t, node_mask=candidates, zero_outside=zero_outside)
         return _clamp_nonneg(u, inplace=True)
 
     def _edge_list(self, a: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
@@ -528,7 +526,7 @@ class ActivationDynamics(nn.Module):
         values = a[nodes, cols]
         limit = self.frontier_density * N * B
         out_degree = torch.bincount(edges[0], minlength=N)
-        S_t, delta_t, beta_t, gamma_t, theta_t = hyper
+        S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
         potential = None
         done = 0
         for t in range(self.T):
@@ -548,7 +546,7 @@ class ActivationDynamics(nn.Module):
             inhibit = self.lateral_inhibition
             if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
                 cand = gather_mask(candidates, packed) if candidates is not None else ~outside
-                uhat = inhibit(u, beta=beta_t, node_mask=cand, zero_outside=self._zero_outside)
+                uhat = inhibit(u, beta=beta_t, node_mask=cand, zero_outside=zero_outside)
             else:
                 uhat = _clamp_nonneg(u, inplace=True)
             if last and return_potential:
