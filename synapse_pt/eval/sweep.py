@@ -14,6 +14,7 @@ alone (``tests/retrieval/test_synapse_retrieval.py::test_sweep_equals_separate_r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -92,7 +93,9 @@ def sweep_table(memory: SynapseMemory, questions: Sequence[Question],
                 chunk_size: int, device: str) -> pd.DataFrame:
     """Evaluate configurations ``[start, stop)`` of ``grid`` for every question, ``chunk_size``
     configurations per batched call: one row per configuration (``config``: its index in the
-    grid, its values, recall@10 over categories 1-4 by question, false and true rejection)."""
+    grid, its values, recall@10 over categories 1-4 by question, false and true rejection).
+    Every setting the grid does not vary (``k``, ``M``, ``T``, ``k_anchor``, the readings) is
+    the memory's own (``memory.params``)."""
     n = next(iter(grid.values())).numel()
     stop = n if stop is None else stop
     if chunk_size < 1:
@@ -106,7 +109,8 @@ def sweep_table(memory: SynapseMemory, questions: Sequence[Question],
     for c0 in range(start, stop, chunk_size):
         chunk = {k: v[c0:min(c0 + chunk_size, stop)].to(device) for k, v in grid.items()}
         C = next(iter(chunk.values())).numel()
-        ranked = memory.sweep(blinded, SynapseParams(**chunk))
+        # the swept values over the memory's own settings (k, M, T, anchors, readings)
+        ranked = memory.sweep(blinded, dataclasses.replace(memory.params, **chunk))
         recall = evidence_recall_from_index(ranked.index, ranked.valid, evidence.repeat(C, 1),
                                             ks=(10,))[10].view(C, B)
         gated = ranked.gated.view(C, B)

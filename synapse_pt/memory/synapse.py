@@ -17,6 +17,7 @@ from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
 from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.nn.activation import ActivationDynamics
 from synapse_pt.nn.functional import activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
@@ -24,6 +25,7 @@ from synapse_pt.retrieval.synapse import (
     RankedBatch,
     SynapseParams,
     SynapseSignals,
+    activation_layer,
     synapse_retrieve,
     synapse_signals,
 )
@@ -79,10 +81,13 @@ class SynapseMemory(MemorySystem):
             fused retriever: what activation adds on top of it is measurable.
         gate: the rejection gate (:func:`~synapse_pt.memory.gate.build_gate`; ``None``: the
             paper's, ``C_ret < tau_gate``).
+        compile: run each activation step's inhibition and firing as one compiled kernel
+            (:class:`~synapse_pt.nn.ActivationDynamics` ``compile``; same result, the first
+            retrieval compiles it: worth it for sweeps and large batches).
     """
 
     name = "synapse"
-    retrieval_fields = ("params", "group_by_graph")
+    retrieval_fields = ("params", "group_by_graph", "compile")
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  graph: Mapping[str, Any] | None = None,
@@ -91,7 +96,7 @@ class SynapseMemory(MemorySystem):
                  group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
                  device: str = "cpu", triggers: Mapping[str, bool] | None = None,
                  fused_trigger: Mapping[str, Any] | None = None,
-                 gate: Mapping[str, Any] | None = None) -> None:
+                 gate: Mapping[str, Any] | None = None, compile: bool = False) -> None:
         triggers = dict(triggers or {})
         unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
         if unknown:
@@ -110,6 +115,7 @@ class SynapseMemory(MemorySystem):
         self._sweep_inputs: tuple[tuple, tuple[torch.Tensor, ...]] | None = None
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
+        self.compile = bool(compile)
         self.extractor = extractor if use_graph else NoConceptExtractor()
         self.params = (params if isinstance(params, SynapseParams)
                        else SynapseParams(**(params or {})))
@@ -241,7 +247,7 @@ class SynapseMemory(MemorySystem):
                 pagerank_unit=pagerank, query_emb=query_emb,
                 query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
                 episodic=g.node_type != SEMANTIC_NODE, similarity=similarity,
-                adj_t=self.adjacency(None, params.fan))
+                adj_t=self.adjacency(None, params.fan), dynamics=self.dynamics(params))
         Q, k = query_graph.shape[0], params.k + params.k_concepts
         B = Q * copies
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
@@ -285,7 +291,8 @@ class SynapseMemory(MemorySystem):
             bm25=bm25[n0:n1][:, queries], params=params.select(cols),
             node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
             similarity=None if similarity is None else similarity[n0:n1][:, queries],
-            adj_t=self.adjacency(graph, params.fan), repeat=copies)
+            adj_t=self.adjacency(graph, params.fan), dynamics=self.dynamics(params),
+            repeat=copies)
 
     def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
                                                                   SynapseSignals]]:
@@ -312,6 +319,10 @@ class SynapseMemory(MemorySystem):
             raise RuntimeError("SynapseMemory.evidence_index called before ingest")
         return padded_rows([[self.batch.index_of(q.sample_id, e) for e in q.evidence]
                             for q in questions], self.device)
+
+    def dynamics(self, params: SynapseParams) -> ActivationDynamics:
+        """The activation layer of ``params`` (with the memory's ``compile`` setting)."""
+        return activation_layer(params, compile=self.compile)
 
     def adjacency(self, graph: int | None, fan: bool) -> torch.Tensor:
         """The fan-normalised sparse adjacency of one conversation's graph (``graph``: its

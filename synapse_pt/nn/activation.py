@@ -37,6 +37,7 @@ from synapse_pt.nn.functional import (
     fire,
     frontier_messages,
     gather_mask,
+    inhibit_and_fire,
     lateral_inhibition,
     normalized_edge_weight,
     spmm_sum,
@@ -341,6 +342,11 @@ class ActivationDynamics(nn.Module):
             graphs, a first-step frontier of 5-35 % of them) the dense step is cheaper there;
             from 10^4 nodes on the frontier covers about 1 % and wins by 2-16x
             (experiments/bench_retrieval.md, bench_scaling.md). (default: ``0.05``)
+        compile (bool): run a dense step's inhibition and firing as one compiled kernel
+            (:func:`~synapse_pt.nn.functional.inhibit_and_fire`, ``torch.compile``) where
+            every node is a candidate inhibitor (no node or inhibitor mask), the stages are
+            the stock ones and no autograd runs; elsewhere the eager stages run. Same result;
+            the first call compiles (seconds). (default: ``False``)
 
     Shapes:
         - **input:** :math:`\mathbf{a}(0)` :math:`(N, B)`, edge indices :math:`(2, E)` or sparse
@@ -369,6 +375,7 @@ class ActivationDynamics(nn.Module):
         inhibition_schedule: str = "every_step",
         frontier: str = "auto",
         frontier_density: float = 0.05,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if frontier not in FRONTIER_MODES:
@@ -386,6 +393,7 @@ class ActivationDynamics(nn.Module):
         self.inhibition_schedule = inhibition_schedule
         self.frontier = frontier
         self.frontier_density = float(frontier_density)
+        self.compile = bool(compile)
 
     def reset_parameters(self) -> None:
         self.spreading.reset_parameters()
@@ -452,8 +460,16 @@ class ActivationDynamics(nn.Module):
         else:
             graph, weight = sp.normalize(edge_index, edge_weight, a.size(0), a.dtype)
         outside = None if node_mask is None else ~node_mask
+        fused = self.compile and candidates is None and self._stock_stages() and not _needs_grad(
+            a, *hyper[:5])
         for t in range(done, self.T):
             last = t == self.T - 1
+            if fused and not (last and return_potential) and (
+                    last or self.inhibition_schedule == "every_step"):
+                u = self.spreading(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
+                a = inhibit_and_fire(u, self.lateral_inhibition.M, beta_t, gamma_t, theta_t,
+                                     self.firing.fire_zero)
+                continue
             uhat = self._potential(a, graph, weight, outside, candidates, hyper, last)
             if last and return_potential:
                 potential = uhat.clone()
@@ -472,6 +488,12 @@ class ActivationDynamics(nn.Module):
         if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
             return inhibit(u, beta=beta_t, node_mask=candidates, zero_outside=zero_outside)
         return _clamp_nonneg(u, inplace=True)
+
+    def _stock_stages(self) -> bool:
+        """Whether the stages are the stock classes (a fused kernel computes their maths)."""
+        return (type(self.spreading) is SpreadingActivation
+                and type(self.lateral_inhibition) is LateralInhibition
+                and type(self.firing) is Firing)
 
     def _edge_list(self, a: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
                    normalized: bool) -> tuple[Tensor, Tensor, Tensor]:
@@ -522,10 +544,16 @@ class ActivationDynamics(nn.Module):
         ``[N, B]`` tensor, the steps done and the potential.
         """
         N, B = a.shape
-        nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
-        values = a[nodes, cols]
         limit = self.frontier_density * N * B
         out_degree = torch.bincount(edges[0], minlength=N)
+        if self.frontier == "auto":
+            # the first step's bound below, as one product over a's support (no index lists):
+            # where a(0) is already too dense (LoCoMo's graphs) the dense loop starts at once
+            reach = (out_degree + 1).to(a.dtype) @ (a != 0).to(a.dtype)  # [B]
+            if reach.numel() and float(reach.max()) * B > limit:
+                return a, 0, None
+        nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
+        values = a[nodes, cols]
         S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
         potential = None
         done = 0
@@ -563,4 +591,4 @@ class ActivationDynamics(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"T={self.T}, inhibition={self.lateral_inhibition is not None}, "
-                f"schedule={self.inhibition_schedule}")
+                f"schedule={self.inhibition_schedule}, compile={self.compile}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from synapse_pt.nn.functional import row_blocks
+
 from .dense import masked_topk
 
 
@@ -22,8 +24,29 @@ def triple_score(cos: torch.Tensor, activation: torch.Tensor, pagerank_unit: tor
     """``[N, B]`` score from cosine ``[N, B]``, activation ``[N, B]`` and PageRank ``[N]``.
 
     Each lambda may be a float or a ``[B]`` tensor (one value per query column, for batched sweeps).
+    Without autograd it runs row block by row block into one output (no ``[N, B]`` temporaries;
+    the same products and sums in the same order, so the same floats as the plain expression).
     """
-    return lambda1 * cos + lambda2 * activation + lambda3 * pagerank_unit[:, None]
+    tensors = [t for t in (cos, activation, pagerank_unit, lambda1, lambda2, lambda3)
+               if isinstance(t, torch.Tensor)]
+    if (any(t.dtype != cos.dtype for t in tensors)
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+        return lambda1 * cos + lambda2 * activation + lambda3 * pagerank_unit[:, None]
+    out = torch.empty_like(cos)
+    blocks = row_blocks(out)
+    if not blocks:
+        return out
+    tmp = out.new_empty(blocks[0].stop - blocks[0].start, out.size(1))
+    for blk in blocks:
+        o = out[blk]
+        t = tmp[: o.size(0)]
+        torch.mul(cos[blk], lambda1, out=o)
+        o.add_(torch.mul(activation[blk], lambda2, out=t))
+        if isinstance(lambda3, torch.Tensor) and lambda3.dim():
+            o.add_(torch.mul(pagerank_unit[blk, None], lambda3, out=t))
+        else:  # one value per row
+            o.add_(pagerank_unit[blk, None] * lambda3)
+    return out
 
 
 def rank(score: torch.Tensor, mask: torch.Tensor | None, k: int

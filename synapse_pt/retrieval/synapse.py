@@ -131,11 +131,13 @@ class SynapseParams:
         return SynapseParams(**values)
 
 
-def activation_layer(params: SynapseParams) -> ActivationDynamics:
+def activation_layer(params: SynapseParams, compile: bool = False) -> ActivationDynamics:
     """The activation layer of ``params`` (its structural settings: M, T, firing rule, inhibition
-    schedule; the continuous hyperparameters go to each call, scalar or one per column)."""
+    schedule; the continuous hyperparameters go to each call, scalar or one per column);
+    ``compile``: its inhibition and firing as one compiled kernel (same result)."""
     return ActivationDynamics(M=params.M, T=params.T, fire_zero=params.fire_zero,
-                              fan=params.fan, inhibition_schedule=params.inhibition)
+                              fan=params.fan, inhibition_schedule=params.inhibition,
+                              compile=compile)
 
 
 @dataclass

@@ -31,6 +31,25 @@ def test_initial_energy_dense_and_bm25_only_anchors():
     assert a0_dense[:, 0].tolist() == pytest.approx([0.9, 0.5, 0.0, 0.0])
 
 
+@pytest.mark.parametrize("per_column", [False, True])
+def test_triple_score_blocks_equal_the_plain_expression(device, per_column):
+    """Row block by row block (several blocks here: 300 x 500 cells) gives the very floats of
+    the plain expression; so does the autograd path, which is the plain expression."""
+    gen = torch.Generator().manual_seed(3)
+    cos, act = (torch.rand(300, 500, generator=gen).to(device) for _ in range(2))
+    pr = torch.rand(300, generator=gen).to(device)
+    lam = ([torch.rand(500, generator=gen).to(device) for _ in range(3)] if per_column
+           else [0.5, 0.3, 0.2])
+    want = lam[0] * cos + lam[1] * act + lam[2] * pr[:, None]
+    assert torch.equal(triple_score(cos, act, pr, *lam), want)
+    grad = act.clone().requires_grad_()
+    out = triple_score(cos, grad, pr, *lam)
+    assert torch.equal(out.detach(), want)
+    out.sum().backward()
+    assert torch.equal(grad.grad, torch.broadcast_to(torch.as_tensor(lam[1], device=device),
+                                                     (300, 500)))
+
+
 def test_anchor_never_outside_own_graph():
     cos = torch.tensor([[0.9, 0.9], [0.1, 0.1]])
     mask = torch.tensor([[True, False], [False, True]])
@@ -198,6 +217,62 @@ def test_sweep_equals_separate_retrievals(two_conversations):
         assert torch.equal(swept.index[rows], one.index)
         assert torch.allclose(swept.c_ret[rows], one.c_ret)
         assert torch.equal(swept.gated[rows], one.gated)
+
+
+def test_compiled_memory_retrieves_and_sweeps_as_eager(two_conversations, monkeypatch):
+    """memory.compile=true (one compiled kernel for inhibition and firing) changes no ranking."""
+    import synapse_pt.nn.activation as activation
+
+    questions = [q for c in two_conversations for q in c.questions]
+    mem = _memory(k=8)
+    mem.ingest(two_conversations)
+    configs = SynapseParams(k=8, beta=torch.tensor([0.0, 0.15, 0.4]),
+                            theta=torch.tensor([0.5, 0.2, 0.7]))
+    eager = mem.retrieve(questions), mem.sweep(questions, configs)
+    calls = []
+    kernel = activation.inhibit_and_fire
+    monkeypatch.setattr(activation, "inhibit_and_fire",
+                        lambda *a, **k: calls.append(a[0].shape) or kernel(*a, **k))
+    mem.configure_retrieval(compile=True)
+    compiled = mem.retrieve(questions), mem.sweep(questions, configs)
+    assert calls  # the kernel ran (every block is unmasked)
+    assert compiled[0].node_ids() == eager[0].node_ids()
+    assert torch.equal(compiled[1].index, eager[1].index)
+    assert torch.equal(compiled[1].gated, eager[1].gated)
+    torch.testing.assert_close(compiled[1].c_ret, eager[1].c_ret)
+
+
+def test_sweep_table_keeps_the_memory_settings_and_equals_runs_alone(two_conversations):
+    """A swept configuration's row is what a retrieval with the memory's own settings (here
+    k, T, M, k_anchor and the inhibition schedule off their defaults) and that configuration's
+    values gives, scored with the id-based recall."""
+    from synapse_pt.eval.pipeline import blind
+    from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k
+    from synapse_pt.eval.sweep import draw_configs, sweep_table
+
+    questions = list(two_conversations[0].questions)  # the full conversation: every evidence
+    mem = _memory(k=12, T=2, M=4, k_anchor=3, inhibition="last_step")
+    mem.ingest(two_conversations)
+    grid = draw_configs(3, seed=1)
+    table = sweep_table(mem, questions, grid, chunk_size=2, device="cpu")
+    own = mem.params
+    answerable = torch.tensor([q.category < 5 for q in questions])
+    for i in range(3):
+        mem.configure_retrieval(params=dataclasses.replace(
+            own, **{name: float(v[i]) for name, v in grid.items()}))
+        alone = mem.retrieve([blind(q) for q in questions])
+        recall = evidence_recall_at_k(alone.node_ids(), [q.evidence for q in questions],
+                                      ks=(10,))[10]
+        row = table.iloc[i]
+        assert row["recall@10"] == pytest.approx(float(torch.nanmean(recall[answerable])))
+        assert row["false_rejection"] == pytest.approx(
+            alone.gated[answerable].float().mean().item())
+        assert row["true_rejection"] == pytest.approx(
+            alone.gated[~answerable].float().mean().item())
+    # the memory's settings matter here: the paper's T, M and k_anchor give another table
+    mem.configure_retrieval(params=SynapseParams())
+    other = sweep_table(mem, questions, grid, chunk_size=2, device="cpu")
+    assert not other["recall@10"].equals(table["recall@10"])
 
 
 def test_sweep_chunks_reuse_the_query_inputs_until_the_memory_changes(two_conversations,
