@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--fire-zero", action="store_true",
                         help="literal firing: every node fires (the dense path)")
+    parser.add_argument("--compile", action="store_true",
+                        help="inhibition and firing as one compiled kernel (torch.compile; "
+                             "compiled in the warm-up)")
     parser.add_argument("--chain", action="store_true",
                         help="add a temporal chain 0 -> 1 -> ... -> N-1 to the random edges")
     args = parser.parse_args()
@@ -101,16 +104,17 @@ def main() -> None:
         f"threads {torch.get_num_threads()}, dtype {args.dtype}"
     )
     print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}  "
-          f"fire_zero = {args.fire_zero}")
+          f"fire_zero = {args.fire_zero}  compile = {args.compile}")
 
     def functional() -> torch.Tensor:
         return spreading_activation(edge_index, edge_weight, a0, num_nodes=N, T=args.T,
-                                    fire_zero=args.fire_zero)
+                                    fire_zero=args.fire_zero, compile=args.compile)
 
     adj_t = activation_adjacency(edge_index, edge_weight, N, dtype=dtype)
 
     def cached() -> torch.Tensor:
-        return activation_dynamics(adj_t, a0, T=args.T, fire_zero=args.fire_zero)
+        return activation_dynamics(adj_t, a0, T=args.T, fire_zero=args.fire_zero,
+                                   compile=args.compile)
 
     t_cached = _time(cached, device, args.warmup, args.repeats)
     t_func = _time(functional, device, args.warmup, args.repeats)

@@ -27,13 +27,19 @@ from synapse_pt.eval.scorers.retrieval import evidence_recall_from_index
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
 
-__all__ = ["BUFFERS", "RANGES", "auto_chunk", "available_bytes", "chunk_bounds", "draw_configs",
-           "merge_tables", "sweep_table"]
+__all__ = ["BUFFERS", "CPU_BLOCK_CELLS", "DEPTH", "RANGES", "auto_chunk", "available_bytes",
+           "chunk_bounds", "draw_configs", "merge_tables", "sweep_table"]
 
 RANGES = {"S": (0.2, 1.0), "delta": (0.0, 1.0), "beta": (0.0, 0.5), "gamma": (1.0, 10.0),
           "theta": (0.1, 0.9), "lambda1": (0.0, 1.0), "lambda2": (0.0, 1.0),
           "lambda3": (0.0, 0.5), "tau_gate": (0.0, 0.3)}
 BUFFERS = 16  # float32 [N_g, C x B_g] tensors live at once in one batched call (upper estimate)
+#: On the CPU a chunk's largest ``[N_g, C x B_g]`` block holds at most this many cells (16 MiB of
+#: float32, half of a 32 MiB L3): measured on LoCoMo-10 with a 2-core EPYC, 168 configurations
+#: ran at 493-505 per minute in chunks of 8-16 (blocks of 2.5-5 M cells) against 439 at 32 and
+#: 403 at 84 (blocks of 26 M cells, the memory-fitted chunk), experiments/sweep_batched.md.
+CPU_BLOCK_CELLS = 1 << 22
+DEPTH = 10  # the table's recall@k
 
 
 def draw_configs(n: int, seed: int) -> dict[str, torch.Tensor]:
@@ -78,14 +84,18 @@ def auto_chunk(memory: SynapseMemory, questions: Sequence[Question], device: str
                limit: int) -> int:
     """Configurations per batched call that fit in half the available memory: the
     ``[N_g, C x B_g]`` blocks of one configuration hold ``sum_g N_g B_g`` cells, about
-    :data:`BUFFERS` float32 buffers of that size are live at once."""
+    :data:`BUFFERS` float32 buffers of that size are live at once. On the CPU, also at most
+    :data:`CPU_BLOCK_CELLS` cells in the largest block (cache-sized blocks run faster)."""
     ptr = memory.batch.ptr.tolist()
     order = {s: i for i, s in enumerate(memory.batch.sample_ids)}
     per_graph = torch.bincount(torch.tensor([order[q.sample_id] for q in questions]),
                                minlength=len(ptr) - 1).tolist()
-    cells = sum((ptr[g + 1] - ptr[g]) * n for g, n in enumerate(per_graph))
-    per_config = cells * 4 * BUFFERS
-    return max(1, min(limit, available_bytes(device) // 2 // max(1, per_config)))
+    blocks = [(ptr[g + 1] - ptr[g]) * n for g, n in enumerate(per_graph)]
+    per_config = sum(blocks) * 4 * BUFFERS
+    chunk = min(limit, available_bytes(device) // 2 // max(1, per_config))
+    if not device.startswith("cuda"):
+        chunk = min(chunk, CPU_BLOCK_CELLS // max(1, max(blocks, default=1)))
+    return max(1, chunk)
 
 
 def sweep_table(memory: SynapseMemory, questions: Sequence[Question],
@@ -109,10 +119,12 @@ def sweep_table(memory: SynapseMemory, questions: Sequence[Question],
     for c0 in range(start, stop, chunk_size):
         chunk = {k: v[c0:min(c0 + chunk_size, stop)].to(device) for k, v in grid.items()}
         C = next(iter(chunk.values())).numel()
-        # the swept values over the memory's own settings (k, M, T, anchors, readings)
-        ranked = memory.sweep(blinded, dataclasses.replace(memory.params, **chunk))
+        # the swept values over the memory's own settings (M, T, anchors, readings), ranked as
+        # deep as the table reads (the top 10 of a stable top-k are its first 10)
+        params = dataclasses.replace(memory.params, **chunk, k=min(memory.params.k, DEPTH))
+        ranked = memory.sweep(blinded, params)
         recall = evidence_recall_from_index(ranked.index, ranked.valid, evidence.repeat(C, 1),
-                                            ks=(10,))[10].view(C, B)
+                                            ks=(DEPTH,))[DEPTH].view(C, B)
         gated = ranked.gated.view(C, B)
         r10 = torch.nanmean(recall[:, answerable], dim=1).tolist()
         false_rej = gated[:, answerable].float().mean(dim=1).tolist()

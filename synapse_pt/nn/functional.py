@@ -655,6 +655,7 @@ def activation_dynamics(
     inhibition: str = "every_step",
     inhibitor_mask: Tensor | None = None,
     return_potential: bool = False,
+    compile: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     r""":math:`T` steps of the dynamics from a cached :func:`activation_adjacency`, run by the
     layer :class:`~synapse_pt.nn.ActivationDynamics` (the one implementation of the loop; each
@@ -671,6 +672,8 @@ def activation_dynamics(
             top-:math:`M` inhibitors (default: every node of the query's graph).
         return_potential (bool): also return :math:`\hat{u}` of the last step, the pre-sigmoid
             potential (``a0`` itself when ``T = 0``).
+        compile (bool): inhibition and firing as one compiled kernel where no mask restricts
+            the inhibitors (:class:`~synapse_pt.nn.ActivationDynamics` ``compile``).
 
     Returns:
         Tensor ``[N, B]``: :math:`a(T)`; with ``return_potential`` the pair
@@ -688,7 +691,8 @@ def activation_dynamics(
         )
     if T == 0:
         return (a0, a0) if return_potential else a0
-    layer = ActivationDynamics(M=M, fire_zero=fire_zero, T=T, inhibition_schedule=inhibition)
+    layer = ActivationDynamics(M=M, fire_zero=fire_zero, T=T, inhibition_schedule=inhibition,
+                               compile=compile)
     out = layer(a, adj_t, node_mask=node_mask, inhibitor_mask=inhibitor_mask, S=S, delta=delta,
                 beta=beta, gamma=gamma, theta=theta, normalized=True,
                 return_potential=return_potential)
@@ -715,6 +719,7 @@ def spreading_activation(
     fan: bool = True,
     fire_zero: bool = False,
     node_mask: Tensor | None = None,
+    compile: bool = False,
 ) -> Tensor:
     r"""SYNAPSE spreading activation with lateral inhibition and firing (SPEC §1.2 steps 3-5).
 
@@ -751,6 +756,9 @@ def spreading_activation(
             own graph. Outside it :math:`u` and :math:`a` are kept at 0 after every step and
             nodes do not take part in inhibition (needed with ``fire_zero=True`` when many
             conversations are batched in one graph). ``a0`` is used as given.
+        compile (bool): inhibition and firing as one compiled kernel where no node mask is
+            given (:class:`~synapse_pt.nn.ActivationDynamics` ``compile``; the first call
+            compiles). (default: ``False``)
 
     Returns:
         Tensor ``[N, B]``: :math:`a(T)`.
@@ -766,7 +774,7 @@ def spreading_activation(
                          f"{tuple(a0.shape)}")
     # The layer builds the sparse adjacency only if it propagates densely: on a sparse frontier
     # it reads the edge list directly.
-    layer = ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero)
+    layer = ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero, compile=compile)
     out = layer(a, edge_index, edge_weight, node_mask=node_mask, S=S, delta=delta, beta=beta,
                 gamma=gamma, theta=theta)
     return out.squeeze(1) if squeeze else out
