@@ -1,6 +1,6 @@
 """Batched SYNAPSE retrieval over all LoCoMo questions against a per-question numpy loop.
 
-    python scripts/bench_retrieval.py [--repeats 3] [--device cuda] [overrides...]
+    python scripts/bench_retrieval.py [--repeats 3] [--device cuda] [--profile] [overrides...]
 
 Builds the memory of ``python -m synapse_pt.run`` (paper_main by default; any Hydra overrides)
 over LoCoMo-10 with the cached embeddings, then times, on the same query embeddings and BM25
@@ -15,7 +15,9 @@ scores (after one untimed warm-up call, which compiles the kernel under
   conversation's fan-normalised adjacency built once (dense; the largest has about 1,000 nodes).
 
 It prints both times, how many questions get the identical top-k list (the loop runs in float64,
-the batch in float32: a near-tie may swap two neighbours), and as its last line the ratio.
+the batch in float32: a near-tie may swap two neighbours), and as its last line the ratio. With
+``--profile`` it also profiles one more batched call and prints its largest operators and the
+ratio the top-k, sparse products and cosine matmul alone would allow.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls of each (best kept)")
     parser.add_argument("--device", default="cpu", help="where the batched side runs (the "
                         "loop is numpy on the host)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one batched call and print where its time goes")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the memory")
     args = parser.parse_args(argv)
     torch.set_grad_enabled(False)
@@ -127,6 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per-question numpy loop:      best {min(loop_s):.3f} s of {len(loop_s)}")
     print(f"identical top-k lists: {same} / {len(questions)}; identical top-k sets: "
           f"{same_set} / {len(questions)}")
+    if args.profile:
+        from synapse_pt.eval.profile import op_breakdown, primitive_seconds
+
+        table, total = op_breakdown(lambda: memory.rank(query_graph, query_emb, bm25, params),
+                                    cuda=cuda)
+        bound = primitive_seconds(table)
+        print(f"profile of one batched call: {total:.3f} s of operator self time; the largest:")
+        print(table.head(8).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        floor = sum(bound.values())
+        print("; ".join(f"{k} {v:.3f} s" for k, v in bound.items())
+              + f" = {floor / total:.0%}: were everything else free, the ratio would be "
+              f"{min(loop_s) / floor:.0f} x")
     print(f"batched_speedup: {min(loop_s) / min(batched_s):.1f} x")
     return 0
 

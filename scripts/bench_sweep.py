@@ -13,10 +13,15 @@ line is the sweep throughput in configurations per minute (each configuration = 
 ``--chunk auto`` (default) sizes the chunk to the device: the ``[N_g, C x B_g]`` blocks of one
 configuration hold ``sum_g N_g B_g`` cells; about ``BUFFERS`` (16) float32 buffers of that size are
 live at once, and a chunk takes at most half of the memory available now (CUDA:
-``torch.cuda.mem_get_info``; CPU: ``MemAvailable`` of ``/proc/meminfo``).
+``torch.cuda.mem_get_info``; CPU: ``MemAvailable`` of ``/proc/meminfo``); on the CPU its largest
+block holds at most ``CPU_BLOCK_CELLS`` cells (cache-sized blocks run faster).
 
     python scripts/bench_sweep.py [--configs 256] [--chunk auto|N] [--device cpu|cuda] [--seed 0]
-                                  [overrides...]
+                                  [--profile] [overrides...]
+
+``memory.compile=true`` (an override) runs each step's inhibition and firing as one compiled
+kernel (compiled in the warm-up). ``--profile`` profiles one more batched call after the timed
+sweep and prints its largest operators and the rate the top-k and sparse products alone allow.
 
 The same sweep split into jobs (Hydra's submitit launcher; one merged parquet table):
 ``python -m synapse_pt.sweep -m experiment=paper_main sweep.chunks=4 sweep.chunk=0,1,2,3``.
@@ -31,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from synapse_pt.eval.profile import op_breakdown, primitive_seconds
 from synapse_pt.eval.sweep import auto_chunk, draw_configs, sweep_table
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
@@ -49,6 +55,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one batched call (one chunk) and print where its time "
+                             "goes and the ceiling its top-k and sparse products set")
     parser.add_argument("--table", type=Path, default=None,
                         help="write every configuration's metrics here (parquet; the input of "
                              "make_figures' sweep landscape)")
@@ -76,6 +85,19 @@ def main() -> None:
     if args.table:
         args.table.parent.mkdir(parents=True, exist_ok=True)
         table.to_parquet(args.table)
+    if args.profile:
+        chunk = {k: v[:chunk_size] for k, v in grid.items()}
+        table_p, total = op_breakdown(
+            lambda: sweep_table(memory, questions, chunk, chunk_size=chunk_size,
+                                device=args.device), cuda=args.device.startswith("cuda"))
+        bound = primitive_seconds(table_p)
+        print(f"profile of one batched call ({chunk_size} configurations): {total:.2f} s of "
+              "operator self time; the largest:")
+        print(table_p.head(8).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        floor = bound["top-k"] + bound["sparse products"]
+        print(f"top-k {bound['top-k']:.2f} s + sparse products {bound['sparse products']:.2f} s "
+              f"= {floor / total:.0%}: were everything else free, "
+              f"{60 * chunk_size / floor:.0f} configs/min")
     pd.set_option("display.width", 200)
     pd.set_option("display.float_format", lambda v: f"{v:.3f}")
     print(f"{args.configs} configurations x {B} questions = {args.configs * B:,} query columns "

@@ -544,16 +544,10 @@ class ActivationDynamics(nn.Module):
         ``[N, B]`` tensor, the steps done and the potential.
         """
         N, B = a.shape
-        limit = self.frontier_density * N * B
-        out_degree = torch.bincount(edges[0], minlength=N)
-        if self.frontier == "auto":
-            # the first step's bound below, as one product over a's support (no index lists):
-            # where a(0) is already too dense (LoCoMo's graphs) the dense loop starts at once
-            reach = (out_degree + 1).to(a.dtype) @ (a != 0).to(a.dtype)  # [B]
-            if reach.numel() and float(reach.max()) * B > limit:
-                return a, 0, None
         nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
         values = a[nodes, cols]
+        limit = self.frontier_density * N * B
+        out_degree = torch.bincount(edges[0], minlength=N)
         S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
         potential = None
         done = 0
