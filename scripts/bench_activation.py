@@ -27,6 +27,7 @@ import time
 
 import torch
 
+from synapse_pt.eval.profile import op_breakdown
 from synapse_pt.nn.functional import (
     activation_adjacency,
     activation_dynamics,
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true",
                         help="inhibition and firing as one compiled kernel (torch.compile; "
                              "compiled in the warm-up)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one cached call and print its largest operators")
     parser.add_argument("--chain", action="store_true",
                         help="add a temporal chain 0 -> 1 -> ... -> N-1 to the random edges")
     args = parser.parse_args()
@@ -128,6 +131,10 @@ def main() -> None:
             f"{name:>10}: median {med * 1e3:9.1f} ms per call ({B / med:9,.0f} queries/s)"
             f"   min {best * 1e3:9.1f} ms ({B / best:9,.0f} queries/s)"
         )
+    if args.profile:
+        table, total = op_breakdown(cached, cuda=device.type == "cuda")
+        print(f"profile of one cached call: {total:.2f} s of operator self time; the largest:")
+        print(table.head(8).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"activation_queries_per_s: {B / t_func[0]:.1f} queries/s")
 
 

@@ -32,8 +32,10 @@ def op_breakdown(fn: Callable[[], object], cuda: bool = False) -> tuple[pd.DataF
     for event in prof.key_averages():
         self_us = (event.self_device_time_total if cuda else event.self_cpu_time_total)
         if self_us > 0:
-            rows.append({"op": event.key, "calls": event.count, "self_s": self_us / 1e6})
-    table = pd.DataFrame(rows, columns=["op", "calls", "self_s"])
+            op = "torch.compile kernel" if "CompiledFxGraph" in event.key else event.key
+            rows.append({"op": op, "calls": event.count, "self_s": self_us / 1e6})
+    table = pd.DataFrame(rows, columns=["op", "calls", "self_s"]).groupby(
+        "op", as_index=False, sort=False).sum()
     table = table.sort_values("self_s", ascending=False, ignore_index=True)
     total = float(table["self_s"].sum())
     table["share"] = table["self_s"] / total if total > 0 else 0.0
