@@ -5,7 +5,9 @@
 #   2. bench_scaling's retrieval sizes, 10^3-10^6 nodes x 1-1,024 queries (ingestion is a CPU
 #      benchmark and is left out);
 #   3. bench_retrieval: batched SYNAPSE over all 1,986 LoCoMo questions against the numpy loop;
-#   4. bench_sweep: configurations per minute of the batched sweep, chunked to the device memory.
+#   4. bench_sweep: configurations per minute of the batched sweep, chunked to the device memory,
+#      eager and with the compiled inhibition-and-firing kernel (memory.compile=true), each with
+#      the profile of one batched call.
 # Inputs: the folder scripts/device_inputs.py writes here (embeddings from the cache, LoCoMo-10,
 # the pure-Python packages the device image lacks), carried with the call:
 #   python scripts/device_inputs.py --out .device           # here, once (about 45 MiB)
@@ -57,6 +59,10 @@ step activation_fire_zero $PY scripts/bench_activation.py --num-nodes 1000000 --
 step scaling $PY scripts/bench_scaling.py --device "$DEVICE" --threads "$(nproc)" \
   --nodes $SCALING_NODES --batches $SCALING_BATCHES --turns --repeats 3 \
   --json "$OUTDIR/bench_scaling.json" --plot "$OUTDIR/bench_scaling.png"
-step retrieval $PY scripts/bench_retrieval.py --device "$DEVICE" --repeats 3 "${EMBED[@]}"
-step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" "${EMBED[@]}"
+step retrieval $PY scripts/bench_retrieval.py --device "$DEVICE" --repeats 3 --profile "${EMBED[@]}"
+step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" --profile \
+  "${EMBED[@]}"
+# last: the compiled kernel needs torch.compile's backend on the device (Triton on CUDA)
+step sweep_compile $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" \
+  --profile "${EMBED[@]}" memory.compile=true
 echo "device_bench: logs in $OUTDIR"
