@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
+# pytest workers (pytest-xdist): auto = one per core; 0 runs the suite in this process
+WORKERS ?= auto
 
 .PHONY: setup run test lint ablations tables clean
 
@@ -13,7 +15,7 @@ run: setup
 
 test: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n $(WORKERS) $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
