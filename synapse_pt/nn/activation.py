@@ -464,8 +464,7 @@ class ActivationDynamics(nn.Module):
             a, *hyper[:5])
         for t in range(done, self.T):
             last = t == self.T - 1
-            if fused and not (last and return_potential) and (
-                    last or self.inhibition_schedule == "every_step"):
+            if fused and not (last and return_potential) and self._inhibits(last):
                 u = self.spreading(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
                 a = inhibit_and_fire(u, self.lateral_inhibition.M, beta_t, gamma_t, theta_t,
                                      self.firing.fire_zero)
@@ -484,10 +483,15 @@ class ActivationDynamics(nn.Module):
         S_t, delta_t, beta_t, _, _, zero_outside = hyper
         u = _apply_node_mask(self.spreading(a, graph, weight, S=S_t, delta=delta_t,
                                             normalized=True), outside)
-        inhibit = self.lateral_inhibition
-        if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
-            return inhibit(u, beta=beta_t, node_mask=candidates, zero_outside=zero_outside)
+        if self._inhibits(last):
+            return self.lateral_inhibition(u, beta=beta_t, node_mask=candidates,
+                                           zero_outside=zero_outside)
         return _clamp_nonneg(u, inplace=True)
+
+    def _inhibits(self, last: bool) -> bool:
+        """Whether this step runs lateral inhibition (the schedule: every step, or the last)."""
+        return self.lateral_inhibition is not None and (
+            last or self.inhibition_schedule == "every_step")
 
     def _stock_stages(self) -> bool:
         """Whether the stages are the stock classes (a fused kernel computes their maths)."""
@@ -565,10 +569,10 @@ class ActivationDynamics(nn.Module):
             u = _retain_and_spread_(spread, a_p, S_t, delta_t)
             outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
             u = _apply_node_mask(u, outside)
-            inhibit = self.lateral_inhibition
-            if inhibit is not None and (last or self.inhibition_schedule == "every_step"):
+            if self._inhibits(last):
                 cand = gather_mask(candidates, packed) if candidates is not None else ~outside
-                uhat = inhibit(u, beta=beta_t, node_mask=cand, zero_outside=zero_outside)
+                uhat = self.lateral_inhibition(u, beta=beta_t, node_mask=cand,
+                                               zero_outside=zero_outside)
             else:
                 uhat = _clamp_nonneg(u, inplace=True)
             if last and return_potential:
