@@ -17,27 +17,13 @@ device at once (PyG's helpers run on CPU or invert a dense matrix).
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
-__all__ = ["csr_by_row", "pagerank", "rescale_unit_interval"]
+from ..nn.functional import csr_by_row
 
-
-def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tensor:
-    """The ``[N, N]`` sparse CSR matrix with entries ``value[e]`` at ``(row[e], col[e])``;
-    repeated entries are kept side by side, so products add them up (as a coalesced matrix
-    would). One sort of the ``E`` keys; about 3x cheaper than ``coalesce()`` + ``to_sparse_csr``
-    on the CPU, which matters where a graph changes every window (ingestion's PageRank)."""
-    order = torch.argsort(row * num_nodes + col)
-    crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=row.device)
-    torch.cumsum(torch.bincount(row, minlength=num_nodes), 0, out=crow[1:])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(crow, col[order], value[order], (num_nodes, num_nodes),
-                                       check_invariants=False)
+__all__ = ["pagerank", "rescale_unit_interval"]
 
 
 def _num_graphs(batch: Tensor) -> int:

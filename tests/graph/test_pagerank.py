@@ -110,19 +110,3 @@ def test_rescale_unit_interval(device):
     noisy = torch.tensor([0.25, 0.25 + 1e-9, 0.25, 0.25 - 1e-9], dtype=torch.float64)
     assert rescale_unit_interval(noisy).abs().max().item() == 0.0
     assert rescale_unit_interval(torch.empty(0)).numel() == 0
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_csr_by_row_equals_the_coalesced_matrix(seed):
-    from synapse_pt.graph.pagerank import csr_by_row
-
-    gen = torch.Generator().manual_seed(seed)
-    n, e = 9, 40  # many repeated (row, col) pairs
-    row, col = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n, (e,), generator=gen)
-    val = torch.rand(e, generator=gen, dtype=torch.float64)
-    expected = torch.zeros(n, n, dtype=torch.float64)
-    expected.index_put_((row, col), val, accumulate=True)
-    csr = csr_by_row(row, col, val, n)
-    vec = torch.rand(n, generator=gen, dtype=torch.float64)
-    assert torch.allclose(torch.mv(csr, vec), expected @ vec)
-    assert torch.allclose(csr.to_dense(), expected)

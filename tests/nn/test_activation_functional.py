@@ -10,6 +10,7 @@ from reference import reference_dynamics, sigmoid
 from synapse_pt.nn.functional import (
     activation_adjacency,
     activation_dynamics,
+    csr_by_row,
     fan_out,
     fire,
     lateral_inhibition,
@@ -103,6 +104,52 @@ def test_duplicate_edges_add_up_and_count_in_fan(device):
     u = propagate(activation_adjacency(ei, w, 3), a, S=1.0, delta=1.0)
     # u1 = (0.3 + 0.6) / 3 = 0.3, u2 = 0.9 / 3 = 0.3
     torch.testing.assert_close(u[:, 0], a.new_tensor([0.0, 0.3, 0.3]))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_csr_by_row_equals_the_coalesced_matrix(seed):
+    gen = torch.Generator().manual_seed(seed)
+    n, e = 9, 40  # many repeated (row, col) pairs
+    row, col = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n, (e,), generator=gen)
+    val = torch.rand(e, generator=gen, dtype=torch.float64)
+    expected = torch.zeros(n, n, dtype=torch.float64)
+    expected.index_put_((row, col), val, accumulate=True)
+    csr = csr_by_row(row, col, val, n)
+    vec = torch.rand(n, generator=gen, dtype=torch.float64)
+    assert torch.allclose(torch.mv(csr, vec), expected @ vec)
+    assert torch.allclose(csr.to_dense(), expected)
+    # columns ascending within each row, repeats side by side in input order
+    crow, cols = csr.crow_indices(), csr.col_indices()
+    for r in range(n):
+        seg = cols[crow[r]:crow[r + 1]]
+        assert torch.equal(seg, seg.sort().values)
+        assert torch.equal(csr.values()[crow[r]:crow[r + 1]],
+                           val[(row == r).nonzero().squeeze(1)[col[row == r].argsort(stable=True)]])
+
+
+@pytest.mark.parametrize("fan", [True, False])
+def test_activation_adjacency_equals_torchs_coalesced_csr(device, fan):
+    # Without repeated edges the stored matrix is exactly torch's coalesce() + to_sparse_csr() of
+    # the (target, source) entries; with repeats the products agree up to rounding.
+    gen = torch.Generator().manual_seed(3)
+    n = 40
+    pairs = torch.randperm(n * n, generator=gen)[:300]
+    src, dst = (pairs // n).to(device), (pairs % n).to(device)
+    ei = torch.stack([src, dst])
+    w = torch.rand(300, generator=gen, dtype=torch.float64).to(device)
+    wn = normalized_edge_weight(ei, w, n, fan=fan)
+    ref = torch.sparse_coo_tensor(torch.stack([dst, src]), wn, (n, n)).coalesce().to_sparse_csr()
+    got = activation_adjacency(ei, w, n, fan=fan)
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(got, part)(), getattr(ref, part)())
+    rep = torch.cat([ei, ei[:, :50]], dim=1)
+    w_rep = torch.cat([w, w[:50] * 0.5])
+    wn = normalized_edge_weight(rep, w_rep, n, fan=fan)
+    ref = torch.sparse_coo_tensor(rep.flip(0), wn, (n, n)).coalesce()
+    got = activation_adjacency(rep, w_rep, n, fan=fan)
+    assert got._nnz() == 350
+    x = torch.rand(n, 7, generator=gen, dtype=torch.float64).to(device)
+    torch.testing.assert_close(torch.sparse.mm(got, x), torch.sparse.mm(ref, x))
 
 
 def test_lateral_inhibition_with_ties(device):
