@@ -87,6 +87,34 @@ def test_auto_equals_dense_whatever_the_switch_point(device, frontier_density):
     assert (want > 0).sum() > B
 
 
+@pytest.mark.parametrize("frontier_density", [1.0, 0.3, 0.05, 0.01])
+@pytest.mark.parametrize("anchors", [1, 3, 20])
+def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density, anchors):
+    """`auto` first checks the frontier bound of a few columns of a(0), to skip listing every
+    non-zero cell of a block that is dense from the start: it takes exactly the steps (and gives
+    exactly the result) of the unprobed check."""
+    from synapse_pt.nn import activation as activation_module
+
+    ei, w = _graph(5, degree=4)
+    a0 = _sparse_a0(5, anchors=anchors)
+    a0[:, 3:] = a0[:, 3:].roll(7, dims=0)  # columns past the probe differ from those in it
+    runs = {}
+    for probe in (0, 2):
+        monkeypatch.setattr(activation_module, "_PROBE_COLUMNS", probe)
+        steps = []
+        real = activation_module.frontier_messages
+
+        def spy(*args, _real=real, _steps=steps):
+            _steps.append(1)
+            return _real(*args)
+
+        monkeypatch.setattr(activation_module, "frontier_messages", spy)
+        layer = ActivationDynamics(M=5, T=3, frontier="auto", frontier_density=frontier_density)
+        runs[probe] = (layer(a0, ei, w, **PARAMS), len(steps))
+    assert runs[0][1] == runs[2][1]
+    assert torch.equal(runs[0][0], runs[2][0])
+
+
 def test_functional_edge_list_path_equals_dense():
     """spreading_activation keeps its signature; on an edge list the frontier path needs no
     sparse adjacency and agrees with the dense layer."""

@@ -16,6 +16,7 @@ from synapse_pt.nn.functional import (
     lateral_inhibition,
     normalized_edge_weight,
     propagate,
+    spmm_sum,
     spreading_activation,
 )
 
@@ -150,6 +151,24 @@ def test_activation_adjacency_equals_torchs_coalesced_csr(device, fan):
     assert got._nnz() == 350
     x = torch.rand(n, 7, generator=gen, dtype=torch.float64).to(device)
     torch.testing.assert_close(torch.sparse.mm(got, x), torch.sparse.mm(ref, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_spmm_sum_writes_every_row_empty_ones_included(device, dtype):
+    # rows without in-edges come out 0 whatever memory the product is written to: a NaN-filled
+    # buffer of the same size is freed just before, so the new one likely reuses its memory
+    ei = torch.tensor([[0, 1, 1, 5], [2, 2, 5, 5]], device=device)  # rows 0, 1, 3, 4, 6 empty
+    w = torch.tensor([0.5, 1.0, 2.0, 0.25], dtype=dtype, device=device)
+    adj = activation_adjacency(ei, w, 7)
+    x = torch.rand(7, 33, dtype=dtype, device=device)
+    expected = adj.to_dense() @ x
+    for _ in range(3):
+        garbage = torch.full((7, 33), float("nan"), dtype=dtype, device=device)
+        del garbage
+        got = spmm_sum(adj, x)
+        torch.testing.assert_close(got, expected)
+        assert not got.isnan().any()
+        assert (got[[0, 1, 3, 4, 6]] == 0).all()
 
 
 def test_lateral_inhibition_with_ties(device):
