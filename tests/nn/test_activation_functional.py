@@ -583,17 +583,41 @@ def test_unknown_inhibition_schedule_is_named():
 
 
 @pytest.mark.parametrize("sorted_", [True, False])
-@pytest.mark.parametrize("shape", [(20_000, 40), (12_000, 33), (500, 7), (30, 100)])
-def test_column_topk_equals_topk_along_rows_ties_included(shape, sorted_) -> None:
-    """The transposed CPU path (tall matrices) and the plain one give torch.topk(dim=0)'s values
-    and indices exactly, with many tied zeros (silent nodes) and tied non-zero values."""
+@pytest.mark.parametrize("shape", [(20_000, 40), (12_001, 48), (2_003, 300), (500, 7), (30, 100)])
+def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) -> None:
+    """Both CPU paths (row groups for large blocks, plain topk below) give torch.topk(dim=0)'s
+    values exactly, with k distinct rows per column that hold them: many tied zeros (silent
+    nodes), tied non-zero values inside the top, -inf (masked) rows, leftover rows past the last
+    full group holding the maximum, columns that are all -inf."""
     from synapse_pt.nn.functional import column_topk
 
     g = torch.Generator().manual_seed(7)
     x = torch.rand(shape, generator=g)
     x[x < 0.6] = 0.0
     x[torch.rand(shape, generator=g) < 0.05] = 0.9  # ties inside the top
+    x[torch.rand(shape, generator=g) < 0.1] = float("-inf")
+    x[-1, ::3] = 2.0  # the last row (a leftover one where the groups do not divide N)
+    x[:, 1] = float("-inf")
     for k in (1, 7, min(31, shape[0])):
         values, indices = column_topk(x, k, sorted=sorted_)
         ref = torch.topk(x, k, dim=0, sorted=sorted_)
-        assert torch.equal(values, ref.values) and torch.equal(indices, ref.indices)
+        if sorted_:
+            assert torch.equal(values, ref.values)
+        else:
+            assert torch.equal(values.sort(dim=0).values, ref.values.sort(dim=0).values)
+        assert torch.equal(x.gather(0, indices), values)
+        assert ((indices >= 0) & (indices < shape[0])).all()
+        assert (indices.sort(dim=0).values.diff(dim=0) > 0).all()  # k distinct rows
+
+
+def test_column_topk_takes_the_grouped_path_on_large_blocks(monkeypatch) -> None:
+    """The shapes above do reach the grouped path (and LoCoMo-sized blocks do not)."""
+    from synapse_pt.nn import functional as F
+
+    calls = []
+    real = F._grouped_column_topk
+    monkeypatch.setattr(F, "_grouped_column_topk",
+                        lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
+    for shape in [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 3_000), (500, 7)]:
+        F.column_topk(torch.rand(shape), 7)
+    assert calls == [(20_000, 40), (12_001, 48), (2_003, 300)]
