@@ -99,6 +99,7 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
     a0 = _sparse_a0(5, anchors=anchors)
     a0[:, 3:] = a0[:, 3:].roll(7, dims=0)  # columns past the probe differ from those in it
     runs = {}
+    monkeypatch.setattr(activation_module, "_PROBE_MIN_COLUMNS", 0)  # probe these 5 columns
     for probe in (0, 2):
         monkeypatch.setattr(activation_module, "_PROBE_COLUMNS", probe)
         steps = []
@@ -113,6 +114,24 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
         runs[probe] = (layer(a0, ei, w, **PARAMS), len(steps))
     assert runs[0][1] == runs[2][1]
     assert torch.equal(runs[0][0], runs[2][0])
+
+
+def test_the_probe_runs_only_on_wide_blocks(monkeypatch):
+    """Narrow blocks (where reading a few strided columns is a large share of the scan) list
+    their non-zero cells directly; wide ones probe first."""
+    from synapse_pt.nn import activation as activation_module
+
+    probed = []
+    real = activation_module._bound_exceeds
+    monkeypatch.setattr(activation_module, "_bound_exceeds",
+                        lambda a, *rest: probed.append(a.shape[1]) or real(a, *rest))
+    ei, w = _graph(6, degree=4)
+    layer = ActivationDynamics(M=5, T=3, frontier="auto")
+    for width in (activation_module._PROBE_MIN_COLUMNS - 1, activation_module._PROBE_MIN_COLUMNS):
+        a0 = torch.zeros(N, width, dtype=torch.float64)
+        a0[torch.randint(0, N, (3, width)), torch.arange(width)] = 1.0
+        layer(a0, ei, w)
+    assert probed == [activation_module._PROBE_COLUMNS]
 
 
 def test_functional_edge_list_path_equals_dense():
