@@ -139,14 +139,15 @@ def test_activation_adjacency_equals_torchs_coalesced_csr(device, fan):
     ei = torch.stack([src, dst])
     w = torch.rand(300, generator=gen, dtype=torch.float64).to(device)
     wn = normalized_edge_weight(ei, w, n, fan=fan)
-    ref = torch.sparse_coo_tensor(torch.stack([dst, src]), wn, (n, n)).coalesce().to_sparse_csr()
+    ref = torch.sparse_coo_tensor(torch.stack([dst, src]), wn, (n, n),
+                                  check_invariants=True).coalesce().to_sparse_csr()
     got = activation_adjacency(ei, w, n, fan=fan)
     for part in ("crow_indices", "col_indices", "values"):
         assert torch.equal(getattr(got, part)(), getattr(ref, part)())
     rep = torch.cat([ei, ei[:, :50]], dim=1)
     w_rep = torch.cat([w, w[:50] * 0.5])
     wn = normalized_edge_weight(rep, w_rep, n, fan=fan)
-    ref = torch.sparse_coo_tensor(rep.flip(0), wn, (n, n)).coalesce()
+    ref = torch.sparse_coo_tensor(rep.flip(0), wn, (n, n), check_invariants=True).coalesce()
     got = activation_adjacency(rep, w_rep, n, fan=fan)
     assert got._nnz() == 350
     x = torch.rand(n, 7, generator=gen, dtype=torch.float64).to(device)
