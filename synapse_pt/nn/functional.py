@@ -345,7 +345,7 @@ def _grouped_column_topk(x: Tensor, k: int, sorted: bool) -> tuple[Tensor, Tenso
     n, b = x.shape
     g = max(1, round(math.sqrt(n / k)))
     full = n // g
-    group_max = x[: full * g].view(full, g, b).amax(dim=1)  # [G, B]
+    group_max = x[: full * g].reshape(full, g, b).amax(dim=1)  # [G, B]
     groups = torch.topk(group_max, min(k, full), dim=0, sorted=False)[1]  # [k', B]
     offsets = torch.arange(g, device=x.device).view(1, g, 1)
     rows = (groups.unsqueeze(1) * g + offsets).reshape(-1, b)  # [k' g, B]

@@ -609,6 +609,8 @@ def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) ->
         assert torch.equal(x.gather(0, indices), values)
         assert ((indices >= 0) & (indices < shape[0])).all()
         assert (indices.sort(dim=0).values.diff(dim=0) > 0).all()  # k distinct rows
+        strided = x.T.contiguous().T  # the same matrix, column-major
+        assert torch.equal(column_topk(strided, k, sorted=True)[0], torch.topk(x, k, dim=0)[0])
 
 
 def test_column_topk_takes_the_grouped_path_on_large_blocks(monkeypatch) -> None:
