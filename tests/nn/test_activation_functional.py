@@ -170,6 +170,10 @@ def test_spmm_sum_writes_every_row_empty_ones_included(device, dtype):
         torch.testing.assert_close(got, expected)
         assert not got.isnan().any()
         assert (got[[0, 1, 3, 4, 6]] == 0).all()
+        assert torch.equal(got, torch.sparse.mm(adj, x))  # the CPU path's floats are torch's
+    x.requires_grad_(True)  # autograd takes torch.sparse.mm
+    spmm_sum(adj, x).sum().backward()
+    torch.testing.assert_close(x.grad, adj.to_dense().sum(dim=0)[:, None].expand(7, 33))
 
 
 def test_lateral_inhibition_with_ties(device):
