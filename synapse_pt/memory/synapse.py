@@ -25,7 +25,9 @@ from synapse_pt.retrieval.synapse import (
     RankedBatch,
     SynapseParams,
     SynapseSignals,
+    Triggers,
     activation_layer,
+    query_triggers,
     synapse_retrieve,
     synapse_signals,
 )
@@ -113,6 +115,9 @@ class SynapseMemory(MemorySystem):
         self._fused_cache: tuple[tuple, torch.Tensor] | None = None
         # a sweep's query inputs, reused chunk after chunk (reset by ingest and reconfiguration)
         self._sweep_inputs: tuple[tuple, tuple[torch.Tensor, ...]] | None = None
+        # and the triggers of each conversation's block of them, per (graph, k_anchor,
+        # bm25_trigger, energy) (reset with the inputs)
+        self._sweep_triggers: dict[tuple, Triggers] = {}
         self.use_graph = use_graph
         self.group_by_graph = group_by_graph
         self.compile = bool(compile)
@@ -136,6 +141,7 @@ class SynapseMemory(MemorySystem):
         params = settings.pop("params", None)
         super().configure_retrieval(**settings)
         self._sweep_inputs = None
+        self._sweep_triggers = {}
         if params is not None:
             self.params = (params if isinstance(params, SynapseParams)
                            else SynapseParams(**dict(params)))
@@ -168,6 +174,7 @@ class SynapseMemory(MemorySystem):
         self._pagerank = {}
         self._adjacency = {}
         self._sweep_inputs = None
+        self._sweep_triggers = {}
         if self.fused is not None:
             self._fused_cache = None
             self.fused.ingest_dialogues(conversations)
@@ -227,7 +234,7 @@ class SynapseMemory(MemorySystem):
 
     def rank(self, query_graph: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
              params: SynapseParams, similarity: torch.Tensor | None = None,
-             copies: int = 1) -> RankedBatch:
+             copies: int = 1, triggers: dict[tuple, Triggers] | None = None) -> RankedBatch:
         """Top-k global node ids, scores, ``C_ret`` and the gate for ``B`` query columns.
 
         The maths runs as ``[N_g, B_g]`` blocks, one per conversation that has queries (a loop
@@ -237,7 +244,9 @@ class SynapseMemory(MemorySystem):
         ``params`` may hold ``[B]`` tensors (one value per column). ``copies = C``: the
         columns are ``C`` copies of the ``B`` queries, configuration-major (column ``c * B + b``
         is query ``b``; ``params`` holds ``[C * B]`` tensors), each block's inputs repeated
-        only within the block (a sweep).
+        only within the block (a sweep). ``triggers``: a store for each block's
+        :class:`~synapse_pt.retrieval.synapse.Triggers`, kept by the caller for as long as the
+        queries are the same (a sweep's chunks); computed where missing.
         """
         g = self.batch
         pagerank = self.pagerank(params.pagerank_scale).to(g.x.dtype)
@@ -260,9 +269,16 @@ class SynapseMemory(MemorySystem):
             cols = (queries[None, :] + Q * torch.arange(copies, device=queries.device)[:, None]
                     ).reshape(-1)  # configuration-major
             n0 = int(g.ptr[graph])
-            ranked = synapse_retrieve(**self._block(graph, queries, query_emb, bm25, params,
-                                                    similarity, pagerank, copies=copies,
-                                                    cols=cols))
+            block = self._block(graph, queries, query_emb, bm25, params, similarity, pagerank,
+                                copies=copies, cols=cols)
+            if triggers is not None:
+                key = (graph, params.k_anchor, params.bm25_trigger, params.energy)
+                if key not in triggers:
+                    triggers[key] = query_triggers(**{
+                        k: block[k] for k in ("x", "node_graph", "query_emb", "query_graph",
+                                              "bm25", "params", "node_active", "similarity")})
+                block["triggers"] = triggers[key]
+            ranked = synapse_retrieve(**block)
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -361,6 +377,7 @@ class SynapseMemory(MemorySystem):
         if self._sweep_inputs is None or self._sweep_inputs[0] != key:
             # the same questions chunk after chunk: tokenise, embed and score BM25 once
             self._sweep_inputs = (key, self.query_inputs(questions))
+            self._sweep_triggers = {}
         query_graph, query_emb, bm25 = self._sweep_inputs[1]
         sizes = {v.numel() for v in vars(configs).values()
                  if isinstance(v, torch.Tensor) and v.dim() == 1}
@@ -375,7 +392,8 @@ class SynapseMemory(MemorySystem):
                              columns, similarity=None if similarity is None
                              else similarity.repeat(1, C))
         # per conversation, only its own [N_g, B_g] inputs are repeated C times
-        return self.rank(query_graph, query_emb, bm25, columns, similarity=similarity, copies=C)
+        return self.rank(query_graph, query_emb, bm25, columns, similarity=similarity, copies=C,
+                         triggers=self._sweep_triggers)
 
     def _items(self, questions: Sequence[Question], index: torch.Tensor, score: torch.Tensor,
                valid: torch.Tensor) -> list[list[RetrievedItem]]:

@@ -171,6 +171,49 @@ class SynapseSignals:
     unmasked: bool = False
 
 
+@dataclass
+class Triggers:
+    """The start of a retrieval pass for ``B`` queries (SPEC §1.2 steps 1-2), each ``[N, B]``:
+    the similarity ``cos``, the initial energy ``a0`` and the ``anchors`` it sits on. They
+    depend on the queries and on ``k_anchor``, ``bm25_trigger`` and ``energy`` only, not on the
+    swept hyperparameters, so a sweep computes them once per question set
+    (:meth:`~synapse_pt.memory.synapse.SynapseMemory.sweep` keeps them per conversation)."""
+
+    cos: torch.Tensor
+    a0: torch.Tensor
+    anchors: torch.Tensor
+
+
+def _query_mask(node_graph: torch.Tensor, query_graph: torch.Tensor,
+                node_active: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
+    """``[N, B]`` own-graph mask (active nodes only) and whether it holds every cell."""
+    mask = own_graph_mask(node_graph, query_graph)
+    if node_active is not None:
+        mask &= node_active[:, None]
+    # In one conversation's own block (how the memory calls this) every node belongs to every
+    # query: then no mask is applied anywhere (no masked copies, no fills; one host sync to know)
+    return mask, bool(mask.all())
+
+
+def _triggers(x: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
+              inner: torch.Tensor | None, p: SynapseParams,
+              similarity: torch.Tensor | None) -> Triggers:
+    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
+    a0, anchors = initial_energy(cos, bm25, inner, p.k_anchor, use_bm25=p.bm25_trigger,
+                                 energy=p.energy)
+    return Triggers(cos, a0, anchors)
+
+
+def query_triggers(*, x: torch.Tensor, node_graph: torch.Tensor, query_emb: torch.Tensor,
+                   query_graph: torch.Tensor, bm25: torch.Tensor, params: SynapseParams,
+                   node_active: torch.Tensor | None = None,
+                   similarity: torch.Tensor | None = None) -> Triggers:
+    """The :class:`Triggers` that :func:`synapse_signals` computes for these queries (the same
+    arguments), for a caller that reuses them across calls."""
+    mask, unmasked = _query_mask(node_graph, query_graph, node_active)
+    return _triggers(x, query_emb, bm25, None if unmasked else mask, params, similarity)
+
+
 def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
                     edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
                     query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
@@ -179,7 +222,7 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
                     similarity: torch.Tensor | None = None,
                     adj_t: torch.Tensor | None = None,
                     dynamics: ActivationDynamics | None = None,
-                    repeat: int = 1) -> SynapseSignals:
+                    repeat: int = 1, triggers: Triggers | None = None) -> SynapseSignals:
     """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
     once (the arguments of :func:`synapse_retrieve`, which ranks these signals); what a figure
     or an analysis of one question's activation reads.
@@ -189,18 +232,15 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
     (configuration-major). What does not depend on the continuous hyperparameters (the own-graph
     mask, the cosine, the anchors and their energy: they depend on ``k_anchor``, ``bm25_trigger``
     and ``energy``, shared by a sweep) is computed once for the ``B / C`` queries and repeated.
+    ``triggers``: those of :func:`query_triggers` for the same ``B / C`` queries and settings,
+    computed earlier (then ``bm25`` and ``similarity`` are not read).
     """
     p = params
-    mask = own_graph_mask(node_graph, query_graph)
-    if node_active is not None:
-        mask &= node_active[:, None]
-    # In one conversation's own block (how the memory calls this) every node belongs to every
-    # query: then no mask is applied anywhere (no masked copies, no fills; one host sync to know)
-    unmasked = bool(mask.all())
+    mask, unmasked = _query_mask(node_graph, query_graph, node_active)
     inner = None if unmasked else mask
-    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
-    a0, anchors = initial_energy(cos, bm25, inner, p.k_anchor, use_bm25=p.bm25_trigger,
-                                 energy=p.energy)
+    if triggers is None:
+        triggers = _triggers(x, query_emb, bm25, inner, p, similarity)
+    cos, a0, anchors = triggers.cos, triggers.a0, triggers.anchors
     if repeat > 1:
         cos, a0, anchors = (t.repeat(1, repeat) for t in (cos, a0, anchors))
         mask = (mask[:, :1].expand(mask.size(0), mask.size(1) * repeat) if unmasked
@@ -236,7 +276,7 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
                      similarity: torch.Tensor | None = None,
                      adj_t: torch.Tensor | None = None,
                      dynamics: ActivationDynamics | None = None,
-                     repeat: int = 1) -> RankedBatch:
+                     repeat: int = 1, triggers: Triggers | None = None) -> RankedBatch:
     """Retrieve for ``B`` queries at once.
 
     Args:
@@ -262,13 +302,15 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
         dynamics: the activation layer; default :func:`activation_layer` of ``params``. A
             subclass (or one with a swapped stage) changes retrieval and sweeps alike.
         repeat: ``C`` configurations of the same queries (see :func:`synapse_signals`).
+        triggers: precomputed :class:`Triggers` of the ``B / C`` queries (see
+            :func:`synapse_signals`).
     """
     p = params
     sig = synapse_signals(x=x, node_graph=node_graph, edge_index=edge_index,
                           edge_weight=edge_weight, pagerank_unit=pagerank_unit,
                           query_emb=query_emb, query_graph=query_graph, bm25=bm25, params=p,
                           node_active=node_active, episodic=episodic, similarity=similarity,
-                          adj_t=adj_t, dynamics=dynamics, repeat=repeat)
+                          adj_t=adj_t, dynamics=dynamics, repeat=repeat, triggers=triggers)
     mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
     activation, potential = sig.activation, sig.potential
     top_score, top_index = rank(score, None if sig.unmasked and rank_mask is mask else rank_mask,

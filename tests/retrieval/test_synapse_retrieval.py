@@ -293,6 +293,35 @@ def test_sweep_chunks_reuse_the_query_inputs_until_the_memory_changes(two_conver
     assert torch.equal(again.index, second.index) and torch.equal(again.c_ret, second.c_ret)
 
 
+def test_sweep_chunks_reuse_each_blocks_triggers(two_conversations, monkeypatch):
+    """The cosine, anchors and initial energy of a conversation's block are computed once per
+    question set and anchor settings, chunk after chunk, and the chunks rank exactly as with
+    fresh ones."""
+    from synapse_pt.memory import synapse as memory_module
+
+    questions = [q for c in two_conversations for q in c.questions]
+    mem = _memory(k=8)
+    mem.ingest(two_conversations)
+    calls = []
+    real = memory_module.query_triggers
+    monkeypatch.setattr(memory_module, "query_triggers",
+                        lambda **kw: calls.append(kw["query_emb"].shape[0]) or real(**kw))
+    chunk = [SynapseParams(k=8, beta=torch.tensor([b, b + 0.1])) for b in (0.0, 0.2)]
+    mem.sweep(questions, chunk[0])
+    second = mem.sweep(questions, chunk[1])
+    graphs = len(two_conversations)
+    assert len(calls) == graphs and sum(calls) == len(questions)  # once per block
+    mem.sweep(questions, SynapseParams(k=8, k_anchor=2, beta=torch.tensor([0.0, 0.1])))
+    assert len(calls) == 2 * graphs  # other anchor settings: computed afresh
+    mem.sweep(questions[:3], chunk[0])  # other questions: afresh
+    assert len(calls) == 2 * graphs + 1
+    fresh = _memory(k=8)
+    fresh.ingest(two_conversations)
+    alone = fresh.sweep(questions, chunk[1])  # its first chunk: nothing reused
+    assert torch.equal(alone.index, second.index) and torch.equal(alone.score, second.score)
+    assert torch.equal(alone.c_ret, second.c_ret) and torch.equal(alone.gated, second.gated)
+
+
 def test_evidence_recall_from_index_matches_id_based():
     from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k, evidence_recall_from_index
 
