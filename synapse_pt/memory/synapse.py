@@ -269,16 +269,9 @@ class SynapseMemory(MemorySystem):
             cols = (queries[None, :] + Q * torch.arange(copies, device=queries.device)[:, None]
                     ).reshape(-1)  # configuration-major
             n0 = int(g.ptr[graph])
-            block = self._block(graph, queries, query_emb, bm25, params, similarity, pagerank,
-                                copies=copies, cols=cols)
-            if triggers is not None:
-                key = (graph, params.k_anchor, params.bm25_trigger, params.energy)
-                if key not in triggers:
-                    triggers[key] = query_triggers(**{
-                        k: block[k] for k in ("x", "node_graph", "query_emb", "query_graph",
-                                              "bm25", "params", "node_active", "similarity")})
-                block["triggers"] = triggers[key]
-            ranked = synapse_retrieve(**block)
+            ranked = synapse_retrieve(**self._block(graph, queries, query_emb, bm25, params,
+                                                    similarity, pagerank, copies=copies,
+                                                    cols=cols, triggers=triggers))
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -290,25 +283,39 @@ class SynapseMemory(MemorySystem):
     def _block(self, graph: int, queries: torch.Tensor, query_emb: torch.Tensor,
                bm25: torch.Tensor, params: SynapseParams, similarity: torch.Tensor | None,
                pagerank: torch.Tensor, copies: int = 1,
-               cols: torch.Tensor | None = None) -> dict[str, object]:
+               cols: torch.Tensor | None = None,
+               triggers: dict[tuple, Triggers] | None = None) -> dict[str, object]:
         """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the queries
         ``queries`` of conversation ``graph`` (node ids local to it), ``copies`` configurations
         of them with the parameters of columns ``cols`` (default ``queries``): the
-        configuration-independent signals are computed once per query."""
+        configuration-independent signals are computed once per query. With a ``triggers``
+        store (see :meth:`rank`) the block's triggers come from it, or are computed into it;
+        its BM25 and similarity columns are then not gathered."""
         g = self.batch
         cols = queries if cols is None else cols
         n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
         e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-        return dict(
+        key = (graph, params.k_anchor, params.bm25_trigger, params.energy)
+        kept = None if triggers is None else triggers.get(key)
+        block = dict(
             x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long, device=self.device),
             edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
             pagerank_unit=pagerank[n0:n1], query_emb=query_emb[queries],
             query_graph=torch.zeros(len(queries), dtype=torch.long, device=self.device),
-            bm25=bm25[n0:n1][:, queries], params=params.select(cols),
+            bm25=None if kept is not None else bm25[n0:n1][:, queries],
+            params=params.select(cols),
             node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
-            similarity=None if similarity is None else similarity[n0:n1][:, queries],
+            similarity=(None if similarity is None or kept is not None
+                        else similarity[n0:n1][:, queries]),
             adj_t=self.adjacency(graph, params.fan), dynamics=self.dynamics(params),
             repeat=copies)
+        if triggers is not None:
+            if kept is None:
+                kept = triggers[key] = query_triggers(**{
+                    k: block[k] for k in ("x", "node_graph", "query_emb", "query_graph", "bm25",
+                                          "params", "node_active", "similarity")})
+            block["triggers"] = kept
+        return block
 
     def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
                                                                   SynapseSignals]]:

@@ -216,7 +216,7 @@ def query_triggers(*, x: torch.Tensor, node_graph: torch.Tensor, query_emb: torc
 
 def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
                     edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
-                    query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
+                    query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor | None,
                     params: SynapseParams, node_active: torch.Tensor | None = None,
                     episodic: torch.Tensor | None = None,
                     similarity: torch.Tensor | None = None,
@@ -233,12 +233,14 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
     mask, the cosine, the anchors and their energy: they depend on ``k_anchor``, ``bm25_trigger``
     and ``energy``, shared by a sweep) is computed once for the ``B / C`` queries and repeated.
     ``triggers``: those of :func:`query_triggers` for the same ``B / C`` queries and settings,
-    computed earlier (then ``bm25`` and ``similarity`` are not read).
+    computed earlier (then ``bm25`` and ``similarity`` are not read and may be ``None``).
     """
     p = params
     mask, unmasked = _query_mask(node_graph, query_graph, node_active)
     inner = None if unmasked else mask
     if triggers is None:
+        if bm25 is None:
+            raise ValueError("synapse_signals needs bm25 [N, B] unless triggers are given")
         triggers = _triggers(x, query_emb, bm25, inner, p, similarity)
     cos, a0, anchors = triggers.cos, triggers.a0, triggers.anchors
     if repeat > 1:
@@ -270,7 +272,7 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
 
 def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
                      edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
-                     query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor,
+                     query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor | None,
                      params: SynapseParams, node_active: torch.Tensor | None = None,
                      episodic: torch.Tensor | None = None,
                      similarity: torch.Tensor | None = None,
@@ -285,7 +287,8 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
         pagerank_unit: ``[N]`` PageRank as it enters the score (rescaled per conversation by
             ``params.pagerank_scale``, see :func:`~synapse_pt.graph.pagerank.rescale_pagerank`).
         query_emb: ``[B, d]`` unit query embeddings; query_graph: ``[B]`` conversation id per query.
-        bm25: ``[N, B]`` BM25 scores of each node's text for each query (0 outside its graph).
+        bm25: ``[N, B]`` BM25 scores of each node's text for each query (0 outside its graph);
+            ``None`` when ``triggers`` are given.
         params: hyperparameters and readings (:class:`SynapseParams`).
         node_active: optional ``[N]`` bool; inactive (collected) nodes are never retrieved.
         episodic: optional ``[N]`` bool marking episodic nodes; with
