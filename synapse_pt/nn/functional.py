@@ -182,8 +182,8 @@ def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tenso
 
     Repeated ``(row, col)`` pairs are kept side by side in their input order, so products add
     them up as a coalesced matrix would (up to float rounding where pairs repeat). One stable
-    sort of the ``E`` keys ``row * N + col``: at 15 M edges on the CPU about 1.4 s against 2.7 s
-    for ``coalesce()`` + ``to_sparse_csr`` (experiments/bench_activation.md).
+    sort of the ``E`` keys ``row * N + col``: at 15 M edges on the CPU 1.2 s against 2.8 s for
+    ``coalesce()`` + ``to_sparse_csr``, normalisation included (``scripts/bench_kernels.py``).
     """
     order = torch.sort(row * num_nodes + col, stable=True)[1]
     crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=row.device)
@@ -202,8 +202,8 @@ def spmm_sum(adj_t: Tensor, x: Tensor) -> Tensor:
 
     On the CPU without autograd the product is written straight into a fresh, unfilled tensor
     (``addmm`` with ``beta = 0`` and ``out``): ``torch.sparse.mm`` zero-fills its output and
-    then copies MKL's result into it, two extra passes over ``[N, B]`` (a LoCoMo sweep block:
-    3.2 -> 2.0 ms, the same floats).
+    then copies MKL's result into it, two extra passes over ``[N, B]`` (a LoCoMo-sized block:
+    3.4 -> 2.4 ms, the same floats; ``scripts/bench_kernels.py``).
     """
     if adj_t.layout == torch.sparse_coo:
         adj_t = adj_t.to_sparse_csr()
@@ -312,11 +312,11 @@ def _needs_grad(*xs: Tensor) -> bool:
 
 
 # On the CPU ``topk`` along dim 0 of an [N, B] matrix costs about 1 ns per cell while the block
-# fits in cache and 3-8x more beyond (strided columns): 10^6 x 64 takes 0.54 s, 3,000 x 3,000
-# 29 ms against 3.7 ms for 1,000 x 3,000. Past these sizes ``column_topk`` takes the top k of
+# fits in cache and 3-8x more beyond (strided columns): 10^6 x 64 takes 0.49 s, 3,000 x 3,000
+# 32 ms against 3.4 ms for 1,000 x 3,000. Past these sizes ``column_topk`` takes the top k of
 # row-group maxima first and ``topk`` only inside the groups that can hold the answer
-# (:func:`_grouped_column_topk`): 10^6 x 64 in 17 ms, 3,000 x 3,000 in 8 ms; below them (every
-# LoCoMo block: at most 1,331 rows) ``topk`` itself is as fast or faster.
+# (:func:`_grouped_column_topk`): 10^6 x 64 in 15 ms, 3,000 x 3,000 in 6 ms; below them (every
+# LoCoMo block: at most 1,331 rows) ``topk`` itself is as fast (``scripts/bench_kernels.py``).
 _GROUPED_MIN_ROWS, _GROUPED_MIN_COLS, _GROUPED_MIN_CELLS = 2_000, 16, 1 << 19
 
 
