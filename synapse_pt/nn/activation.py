@@ -24,7 +24,9 @@ from torch_geometric.utils import is_torch_sparse_tensor
 
 from synapse_pt.nn.functional import (
     INHIBITION_SCHEDULES,
+    FrontierEdges,
     Hyper,
+    OutEdges,
     _apply_node_mask,
     _check_edge_index,
     _check_node_mask,
@@ -33,13 +35,14 @@ from synapse_pt.nn.functional import (
     _needs_grad,
     _retain_and_spread_,
     activation_adjacency,
-    adjacency_edges,
     fire,
+    frontier_edges,
     frontier_messages,
     gather_mask,
     inhibit_and_fire,
     lateral_inhibition,
     normalized_edge_weight,
+    out_edges,
     spmm_sum,
 )
 
@@ -301,19 +304,22 @@ class Firing(nn.Module):
 _PROBE_COLUMNS, _PROBE_MIN_COLUMNS = 8, 512
 
 
-def _column_bound(nodes: Tensor, cols: Tensor, out_degree: Tensor, num_cols: int,
+def _column_bound(nodes: Tensor, cols: Tensor, selected: FrontierEdges, num_cols: int,
                   dtype: torch.dtype) -> float:
     r"""The largest packed frontier of one step, :math:`\max_b \sum_{j \in \mathcal{A}_b}
-    (1 + \mathrm{fan}(j))` rows, from the active cells ``(nodes, cols)`` (0 when none)."""
-    bound = torch.bincount(cols, weights=(out_degree[nodes] + 1).to(dtype), minlength=num_cols)
+    (1 + \mathrm{fan}(j))` rows, from the active cells ``(nodes, cols)`` and their out-edges
+    ``selected`` (:func:`~synapse_pt.nn.functional.frontier_edges`; 0 when none)."""
+    degree = selected.degree[torch.searchsorted(selected.nodes, nodes)]
+    bound = torch.bincount(cols, weights=(degree + 1).to(dtype), minlength=num_cols)
     return float(bound.max()) if bound.numel() else 0.0
 
 
-def _bound_exceeds(a: Tensor, out_degree: Tensor, num_cols: int, limit: float) -> bool:
+def _bound_exceeds(a: Tensor, graph: OutEdges, num_cols: int, limit: float) -> bool:
     """The step's check ``bound * B > limit`` over some columns ``a`` ``[N, b]`` of the
     ``B``: the same sums and comparison, so a True here is a True there."""
     nodes, cols = a.nonzero(as_tuple=True)
-    return _column_bound(nodes, cols, out_degree, a.size(1), a.dtype) * num_cols > limit
+    selected = frontier_edges(graph, nodes, a.size(0))
+    return _column_bound(nodes, cols, selected, a.size(1), a.dtype) * num_cols > limit
 
 
 class ActivationDynamics(nn.Module):
@@ -357,7 +363,10 @@ class ActivationDynamics(nn.Module):
             with non-zero activation and their out-neighbours, see
             :func:`~synapse_pt.nn.functional.frontier_messages`) while it holds at most
             ``frontier_density`` of the ``N x B`` cells, then densely; ``"sparse"``: always the
-            frontier; ``"dense"``: never. The frontier path is exact (same result up to
+            frontier; ``"dense"``: never. On a sparse adjacency a step reads only its active
+            nodes' out-edges (the entries sorted by source, built on the first call and kept
+            with the adjacency: :func:`~synapse_pt.nn.functional.out_edges`); on an edge list,
+            one pass over the sources per step. The frontier path is exact (same result up to
             float summation order) when silent nodes stay silent: ``fire_zero=False``,
             :math:`\beta \ge 0`, no autograd; elsewhere ``"auto"`` runs densely.
             (default: ``"auto"``)
@@ -524,22 +533,23 @@ class ActivationDynamics(nn.Module):
                 and type(self.firing) is Firing)
 
     def _edge_list(self, a: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
-                   normalized: bool) -> tuple[Tensor, Tensor, Tensor]:
-        """``(source, target, fan-normalised weight)`` of the graph, without building the
-        sparse adjacency when an edge list is given (one pass over the edges)."""
+                   normalized: bool) -> OutEdges:
+        """The graph's edges for the frontier path, without building the sparse adjacency when
+        an edge list is given: a sparse (normalised) adjacency gives its entries sorted by
+        source, built once and kept with it (:func:`~synapse_pt.nn.functional.out_edges`); an
+        edge list is read as it is, each step normalising only its own edges' weights."""
         sp = self.spreading
         if normalized or is_torch_sparse_tensor(edge_index) or sp.cached:
             if not normalized:
                 edge_index, edge_weight = sp.normalize(edge_index, edge_weight, a.size(0),
                                                        a.dtype)
             if edge_weight is None:
-                return adjacency_edges(edge_index)
-            return edge_index[0], edge_index[1], edge_weight.to(a.dtype)
+                return out_edges(edge_index)
+            return OutEdges(edge_index[0], edge_index[1], edge_weight.to(a.dtype))
         _check_edge_index(edge_index, a.size(0))
         if edge_weight is not None:
             edge_weight = edge_weight.to(a.dtype)
-        w = normalized_edge_weight(edge_index, edge_weight, a.size(0), fan=sp.fan)
-        return edge_index[0], edge_index[1], w.to(a.dtype)
+        return OutEdges(edge_index[0], edge_index[1], edge_weight, fan=sp.fan)
 
     def _frontier_applies(self, a: Tensor, beta_t: Tensor | None) -> bool:
         """Whether the frontier path gives the dense result exactly (see ``frontier``)."""
@@ -558,7 +568,7 @@ class ActivationDynamics(nn.Module):
             raise ValueError(f"frontier='sparse' is not exact here: {why}")
         return why is None
 
-    def _frontier_steps(self, a: Tensor, edges: tuple[Tensor, Tensor, Tensor],
+    def _frontier_steps(self, a: Tensor, edges: OutEdges,
                         node_mask: Tensor | None, candidates: Tensor | None, hyper: tuple,
                         return_potential: bool) -> tuple[Tensor, int, Tensor | None]:
         r"""Steps on each column's active frontier only (see
@@ -574,9 +584,8 @@ class ActivationDynamics(nn.Module):
         """
         N, B = a.shape
         limit = self.frontier_density * N * B
-        out_degree = torch.bincount(edges[0], minlength=N)
         if self.frontier == "auto" and self.T > 0 and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
-                a[:, :_PROBE_COLUMNS], out_degree, B, limit):
+                a[:, :_PROBE_COLUMNS], edges, B, limit):
             return a, 0, None  # a few columns already overflow: no index lists for all of a
         nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
         values = a[nodes, cols]
@@ -584,11 +593,14 @@ class ActivationDynamics(nn.Module):
         potential = None
         done = 0
         for t in range(self.T):
-            if self.frontier == "auto" and _column_bound(nodes, cols, out_degree, B, a.dtype
+            selected = frontier_edges(edges, nodes, N)
+            if self.frontier == "auto" and _column_bound(nodes, cols, selected, B, a.dtype
                                                          ) * B > limit:
                 break
             last = t == self.T - 1
-            packed, spread, a_p = frontier_messages(*edges, nodes, cols, values, N, B)
+            packed, spread, a_p = frontier_messages(
+                edges.source, edges.target, edges.weight, nodes, cols, values, N, B,
+                ptr=edges.ptr, fan=edges.fan, selected=selected)
             if self.frontier == "auto" and packed.numel() > limit:
                 break
             u = _retain_and_spread_(spread, a_p, S_t, delta_t)

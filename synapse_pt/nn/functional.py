@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -41,11 +42,15 @@ __all__ = [
     "column_topk",
     "csr_by_row",
     "fan_out",
+    "frontier_edges",
     "frontier_messages",
     "fire",
     "inhibit_and_fire",
     "lateral_inhibition",
     "normalized_edge_weight",
+    "FrontierEdges",
+    "OutEdges",
+    "out_edges",
     "propagate",
     "row_blocks",
     "spmm_sum",
@@ -85,7 +90,7 @@ def _check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
     if edge_index.numel() > 0:
-        lo, hi = int(edge_index.min()), int(edge_index.max())
+        lo, hi = (int(v) for v in torch.aminmax(edge_index))
         if lo < 0 or hi >= num_nodes:
             raise ValueError(
                 f"edge_index holds node ids in [{lo}, {hi}] but num_nodes = {num_nodes}"
@@ -233,9 +238,92 @@ def adjacency_edges(adj_t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return source, target, coo.values()
 
 
+class OutEdges(NamedTuple):
+    r"""A graph's edges as the frontier path reads them (:func:`frontier_edges`).
+
+    ``source``, ``target`` and ``weight`` ``[E]`` (``None``: every weight 1); repeated edges
+    add up.
+
+    - With ``ptr`` ``[N + 1]`` the edges are sorted by source and node :math:`j`'s out-edges are
+      ``ptr[j]:ptr[j + 1]``: a step reads only its frontier's edges (:func:`out_edges`).
+      Without it a step finds them with one pass over the ``E`` sources.
+    - With ``fan`` the weights are the raw :math:`w_{ji}` and a step divides its own edges'
+      weights by their source's out-degree, which it counts among them (a step holds every
+      out-edge of its active nodes): the floats of :func:`normalized_edge_weight`, without a
+      pass over all ``E`` edges to count the degrees or divide. Without it the weights are
+      already the propagation weights :math:`P_{ij}`.
+    """
+
+    source: Tensor
+    target: Tensor
+    weight: Tensor | None
+    ptr: Tensor | None = None
+    fan: bool = False
+
+
+def out_edges(adj_t: Tensor) -> OutEdges:
+    r"""The entries of a sparse ``adj_t`` (:math:`\mathbf{P}`, row = target) sorted by source,
+    with their CSR pointer: the frontier path then reads only the active nodes' out-edges,
+    never all ``E``.
+
+    Sorting costs one stable sort of the ``E`` sources, so the result is kept on ``adj_t``
+    itself and built once per adjacency (a graph's cached adjacency serves every batch of
+    queries). Within a source the entries keep ``adj_t``'s order, so a step's messages add up
+    in the same order as on the unsorted entries (:func:`adjacency_edges`).
+    """
+    cached = getattr(adj_t, "_synapse_out_edges", None)
+    if cached is not None:
+        return cached
+    source, target, weight = adjacency_edges(adj_t)
+    order = torch.argsort(source, stable=True)
+    source, target, weight = source[order], target[order], weight[order]
+    degree = torch.bincount(source, minlength=adj_t.size(1))
+    ptr = torch.cat([degree.new_zeros(1), torch.cumsum(degree, 0)])
+    edges = OutEdges(source, target, weight, ptr)
+    adj_t._synapse_out_edges = edges  # type: ignore[attr-defined]
+    return edges
+
+
+class FrontierEdges(NamedTuple):
+    """The out-edges of a step's active nodes (:func:`frontier_edges`): ``edges`` (positions in
+    the :class:`OutEdges`) and their ``source``, sorted by source; the distinct active
+    ``nodes`` (ascending) and each one's out-degree ``degree``."""
+
+    edges: Tensor
+    source: Tensor
+    nodes: Tensor
+    degree: Tensor
+
+
+def frontier_edges(graph: OutEdges, nodes: Tensor, num_nodes: int) -> FrontierEdges:
+    """The out-edges of the active ``nodes`` (sorted, repeats allowed), sorted by source, then
+    by position in ``graph``: ranges of the CSR pointer where ``graph`` has one, otherwise one
+    pass over its sources. The out-degrees are counted among them (every out-edge of an active
+    node is one of them)."""
+    active = torch.unique_consecutive(nodes)
+    device = nodes.device
+    if graph.ptr is not None:
+        start, degree = graph.ptr[active], graph.ptr[active + 1] - graph.ptr[active]
+        total = int(degree.sum())
+        offset = torch.repeat_interleave(start - (torch.cumsum(degree, 0) - degree), degree,
+                                         output_size=total)
+        edges = offset + torch.arange(total, device=device)
+        return FrontierEdges(edges, torch.repeat_interleave(active, degree, output_size=total),
+                             active, degree)
+    is_active = torch.zeros(num_nodes, dtype=torch.bool, device=device)
+    is_active[active] = True
+    edges = is_active.index_select(0, graph.source).nonzero().flatten()
+    src = graph.source[edges]
+    order = torch.argsort(src, stable=True)
+    edges, src = edges[order], src[order]
+    degree = (torch.searchsorted(src, active, right=True) - torch.searchsorted(src, active))
+    return FrontierEdges(edges, src, active, degree)
+
+
 def frontier_messages(
-    source: Tensor, target: Tensor, weight: Tensor, nodes: Tensor, cols: Tensor,
-    values: Tensor, num_nodes: int, num_cols: int,
+    source: Tensor, target: Tensor, weight: Tensor | None, nodes: Tensor, cols: Tensor,
+    values: Tensor, num_nodes: int, num_cols: int, *, ptr: Tensor | None = None,
+    fan: bool = False, selected: FrontierEdges | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""One propagation step on the per-column active frontier, packed column by column.
 
@@ -252,35 +340,46 @@ def frontier_messages(
         \qquad a_{lb} = a_{ib}, \qquad i = \mathrm{node}_{lb}
 
     so the step's :math:`u = S\,\mathrm{spread} + (1 - \delta)\,a` and the inhibition and
-    firing run on ``[L, B]`` instead of ``[N, B]``. Cost: one boolean gather over the :math:`E`
-    sources plus work in the frontier's (edge, column) pairs, never :math:`N \times B`.
+    firing run on ``[L, B]`` instead of ``[N, B]``. Cost: work in the frontier's (edge, column)
+    pairs, never :math:`N \times B`; plus, without ``ptr``, one pass over the :math:`E` sources
+    to find the active ones' edges (:func:`frontier_edges`).
 
     Args:
         source, target, weight: the graph as an edge list (:func:`adjacency_edges`), weights
-            already fan-normalised; repeated edges add up.
+            fan-normalised unless ``fan`` (``None``: all 1); repeated edges add up.
         nodes, cols, values: the non-zero activations as pairs, sorted by node.
         num_nodes, num_cols: :math:`N` and :math:`B`.
+        ptr, fan: see :class:`OutEdges` (``ptr`` needs the edges sorted by source, as
+            :func:`out_edges` gives them).
+        selected: this step's :func:`frontier_edges`, when the caller has them already.
 
     Returns:
         ``(packed_nodes, spread, a)``, each ``[L, B]``.
     """
     device = values.device
-    is_active = torch.zeros(num_nodes, dtype=torch.bool, device=device)
-    is_active[nodes] = True
-    edges = is_active[source].nonzero().flatten()
-    src = source[edges]
-    order = torch.argsort(src, stable=True)
-    edges, src = edges[order], src[order]
+    if selected is None:
+        selected = frontier_edges(OutEdges(source, target, weight, ptr, fan), nodes, num_nodes)
+    edges, src = selected.edges, selected.source
+    if weight is None:
+        edge_w = torch.ones(edges.numel(), dtype=torch.float32, device=device)
+    else:
+        edge_w = weight[edges]
+    if fan:  # normalized_edge_weight's division, on these edges only
+        degree = torch.repeat_interleave(selected.degree, selected.degree,
+                                         output_size=edges.numel())
+        edge_w = edge_w / degree.to(edge_w.dtype)
+    if fan or weight is None:
+        edge_w = edge_w.to(values.dtype)
     lo = torch.searchsorted(nodes, src)
     count = torch.searchsorted(nodes, src, right=True) - lo  # pairs of each edge's source
-    msg_edge = torch.repeat_interleave(edges, count)
+    msg_edge = torch.repeat_interleave(torch.arange(edges.numel(), device=device), count)
     start = torch.repeat_interleave(lo - (torch.cumsum(count, 0) - count), count)
     msg_pair = start + torch.arange(msg_edge.numel(), device=device)
-    msg_key = cols[msg_pair] * num_nodes + target[msg_edge]
+    msg_key = cols[msg_pair] * num_nodes + target[edges[msg_edge]]
     key, inverse = torch.unique(torch.cat([msg_key, cols * num_nodes + nodes]),
                                 return_inverse=True)  # sorted: column-major, ascending nodes
     spread_f = torch.zeros(key.numel(), dtype=values.dtype, device=device)
-    spread_f.index_add_(0, inverse[: msg_key.numel()], weight[msg_edge] * values[msg_pair])
+    spread_f.index_add_(0, inverse[: msg_key.numel()], edge_w[msg_edge] * values[msg_pair])
     a_f = torch.zeros_like(spread_f)
     a_f[inverse[msg_key.numel():]] = values
     col_f = key // num_nodes

@@ -105,9 +105,9 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
         steps = []
         real = activation_module.frontier_messages
 
-        def spy(*args, _real=real, _steps=steps):
+        def spy(*args, _real=real, _steps=steps, **kwargs):
             _steps.append(1)
-            return _real(*args)
+            return _real(*args, **kwargs)
 
         monkeypatch.setattr(activation_module, "frontier_messages", spy)
         layer = ActivationDynamics(M=5, T=3, frontier="auto", frontier_density=frontier_density)
@@ -173,3 +173,62 @@ def test_sparse_refuses_where_not_exact():
     assert (out > 0).all()
     with pytest.raises(ValueError, match="frontier must be one of"):
         ActivationDynamics(frontier="fast")
+
+
+def test_out_edges_sorted_by_source_and_kept_with_the_adjacency():
+    """The adjacency's entries by source with a CSR pointer, in adj_t's order within a source,
+    built once per adjacency."""
+    from synapse_pt.nn.functional import adjacency_edges, out_edges
+
+    ei, w = _graph(8, degree=3)
+    adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
+    graph = out_edges(adj_t)
+    assert out_edges(adj_t) is graph
+    src, tgt, val = adjacency_edges(adj_t)
+    # independent reference: a plain Python stable grouping of the entries by source
+    entries = sorted(zip(src.tolist(), range(src.numel()), strict=True), key=lambda p: p[0])
+    order = [i for _, i in entries]
+    assert graph.source.tolist() == [src[i].item() for i in order]
+    assert graph.target.tolist() == [tgt[i].item() for i in order]
+    assert torch.equal(graph.weight, val[order])
+    degree = [0] * N
+    for j in ei[0].tolist():
+        degree[j] += 1
+    assert graph.ptr.tolist() == [sum(degree[:j]) for j in range(N + 1)]
+
+
+def test_frontier_edges_from_the_pointer_equal_a_scan():
+    """Ranges of the CSR pointer give the same out-edges (and out-degrees) as one pass over the
+    sources, without reading the sources."""
+    from synapse_pt.nn.functional import OutEdges, frontier_edges, out_edges
+
+    ei, w = _graph(9, degree=3)
+    graph = out_edges(activation_adjacency(ei, w, N))
+    nodes = torch.tensor([2, 2, 5, 17, 17, 17, 40, 59])
+    scan = frontier_edges(graph._replace(ptr=None), nodes, N)
+    ranged = frontier_edges(OutEdges(torch.empty(0, dtype=torch.long), graph.target,
+                                     graph.weight, graph.ptr), nodes, N)
+    for x, y in zip(scan, ranged, strict=True):
+        assert torch.equal(x, y)
+    fan = torch.bincount(ei[0], minlength=N)  # the edge list's out-degrees
+    assert torch.equal(scan.nodes, torch.tensor([2, 5, 17, 40, 59]))
+    assert torch.equal(scan.degree, fan[scan.nodes])
+    assert sorted(graph.source[scan.edges].tolist()) == graph.source[scan.edges].tolist()
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_messages_normalise_their_own_edges_like_normalized_edge_weight(weighted):
+    """Raw weights divided per step by the out-degrees counted among the step's edges give
+    the floats of the graph-wide normalisation, bit for bit."""
+    from synapse_pt.nn.functional import frontier_messages, normalized_edge_weight
+
+    ei, w = _graph(10, degree=4)
+    w = w.float() if weighted else None
+    a0 = _sparse_a0(10, anchors=3).float()
+    nodes, cols = a0.nonzero(as_tuple=True)
+    values = a0[nodes, cols]
+    raw = frontier_messages(ei[0], ei[1], w, nodes, cols, values, N, B, fan=True)
+    normed = frontier_messages(ei[0], ei[1], normalized_edge_weight(ei, w, N), nodes, cols,
+                               values, N, B)
+    for x, y in zip(raw, normed, strict=True):
+        assert torch.equal(x, y)
