@@ -304,6 +304,26 @@ class Firing(nn.Module):
 _PROBE_COLUMNS, _PROBE_MIN_COLUMNS = 8, 512
 
 
+def _nonzero_cells(a: Tensor) -> tuple[Tensor, Tensor]:
+    """``a.nonzero(as_tuple=True)`` of a dense ``[N, B]`` matrix, the same pairs in the same
+    (row-major) order, listed from the rows that hold a non-zero only.
+
+    ``nonzero`` reads the whole matrix twice (a count, then the list) through a slow
+    element-by-element path: 0.16 s for a 10^6 x 64 a(0), against 0.02 s for a vectorised row
+    reduction on the same EPYC. Two reductions (``amax`` and ``amin``: a row is silent when both
+    are 0; NaN propagates and counts as non-zero, as in ``nonzero``) find the rows, and
+    ``nonzero`` runs on those rows alone. Where at least half of the rows hold a non-zero
+    (LoCoMo's small blocks) it runs on ``a`` as it is.
+    """
+    if a.dim() != 2 or a.numel() == 0:
+        return a.nonzero(as_tuple=True)
+    rows = ((a.amax(1) != 0) | (a.amin(1) != 0)).nonzero().flatten()
+    if 2 * rows.numel() >= a.size(0):
+        return a.nonzero(as_tuple=True)
+    r, cols = a.index_select(0, rows).nonzero(as_tuple=True)
+    return rows[r], cols
+
+
 def _column_bound(nodes: Tensor, cols: Tensor, selected: FrontierEdges, num_cols: int,
                   dtype: torch.dtype) -> float:
     r"""The largest packed frontier of one step, :math:`\max_b \sum_{j \in \mathcal{A}_b}
@@ -587,7 +607,7 @@ class ActivationDynamics(nn.Module):
         if self.frontier == "auto" and self.T > 0 and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
                 a[:, :_PROBE_COLUMNS], edges, B, limit):
             return a, 0, None  # a few columns already overflow: no index lists for all of a
-        nodes, cols = a.nonzero(as_tuple=True)  # sorted by node
+        nodes, cols = _nonzero_cells(a)  # sorted by node
         values = a[nodes, cols]
         S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
         potential = None

@@ -232,3 +232,22 @@ def test_messages_normalise_their_own_edges_like_normalized_edge_weight(weighted
                                values, N, B)
     for x, y in zip(raw, normed, strict=True):
         assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("fill", [0.001, 0.3, 1.0])
+def test_nonzero_cells_equal_nonzero(fill):
+    """The rows-first listing of a(0)'s non-zero cells gives torch.nonzero's pairs in its
+    order: negative values, NaN (non-zero), -0.0 (zero) and silent rows included."""
+    from synapse_pt.nn.activation import _nonzero_cells
+
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(2000, 37, generator=g)
+    a[torch.rand(2000, 37, generator=g) >= fill] = 0.0
+    a[3, 5], a[7, 0], a[9, 36] = float("nan"), -0.0, -2.5
+    a[10:20] = -0.0
+    want = a.nonzero(as_tuple=True)
+    got = _nonzero_cells(a)
+    for x, y in zip(got, want, strict=True):
+        assert torch.equal(x, y)
+    empty = _nonzero_cells(torch.zeros(50, 4))
+    assert empty[0].numel() == 0 and empty[1].numel() == 0
