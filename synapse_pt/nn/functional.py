@@ -35,6 +35,8 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "FrontierEdges",
+    "OutEdges",
     "activation_adjacency",
     "activation_dynamics",
     "activation_step",
@@ -48,8 +50,6 @@ __all__ = [
     "inhibit_and_fire",
     "lateral_inhibition",
     "normalized_edge_weight",
-    "FrontierEdges",
-    "OutEdges",
     "out_edges",
     "propagate",
     "row_blocks",
@@ -268,7 +268,8 @@ def out_edges(adj_t: Tensor) -> OutEdges:
 
     Sorting costs one stable sort of the ``E`` sources, so the result is kept on ``adj_t``
     itself and built once per adjacency (a graph's cached adjacency serves every batch of
-    queries). Within a source the entries keep ``adj_t``'s order, so a step's messages add up
+    queries); it holds 20 bytes per entry with float32 weights (0.19 GiB more at 10^6 nodes
+    and 15 M edges). Within a source the entries keep ``adj_t``'s order, so a step's messages add up
     in the same order as on the unsorted entries (:func:`adjacency_edges`).
     """
     cached = getattr(adj_t, "_synapse_out_edges", None)
