@@ -16,6 +16,14 @@ LOCOMO_CANDIDATES = [
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
+# pytest-xdist runs one worker per core (`make test`: -n auto). Each worker's torch, and each
+# process a test starts, takes its share of the cores instead of all of them: two workers of two
+# OpenMP threads each on two cores spin against each other.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _SHARE = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_SHARE))
+    torch.set_num_threads(_SHARE)
+
 
 def locomo_path_or_none() -> Path | None:
     for cand in LOCOMO_CANDIDATES:
