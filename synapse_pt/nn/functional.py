@@ -285,6 +285,14 @@ def out_edges(adj_t: Tensor) -> OutEdges:
     return edges
 
 
+def _concat_ranges(start: Tensor, count: Tensor) -> Tensor:
+    """``cat([arange(s, s + c) for s, c in zip(start, count)])`` without a Python loop."""
+    total = int(count.sum()) if count.numel() else 0
+    offset = torch.repeat_interleave(start - (torch.cumsum(count, 0) - count), count,
+                                     output_size=total)
+    return offset + torch.arange(total, device=start.device)
+
+
 class FrontierEdges(NamedTuple):
     """The out-edges of a step's active nodes (:func:`frontier_edges`): ``edges`` (positions in
     the :class:`OutEdges`) and their ``source``, sorted by source; the distinct active
@@ -305,11 +313,9 @@ def frontier_edges(graph: OutEdges, nodes: Tensor, num_nodes: int) -> FrontierEd
     device = nodes.device
     if graph.ptr is not None:
         start, degree = graph.ptr[active], graph.ptr[active + 1] - graph.ptr[active]
-        total = int(degree.sum())
-        offset = torch.repeat_interleave(start - (torch.cumsum(degree, 0) - degree), degree,
-                                         output_size=total)
-        edges = offset + torch.arange(total, device=device)
-        return FrontierEdges(edges, torch.repeat_interleave(active, degree, output_size=total),
+        edges = _concat_ranges(start, degree)
+        return FrontierEdges(edges, torch.repeat_interleave(active, degree,
+                                                            output_size=edges.numel()),
                              active, degree)
     is_active = torch.zeros(num_nodes, dtype=torch.bool, device=device)
     is_active[active] = True
@@ -374,8 +380,7 @@ def frontier_messages(
     lo = torch.searchsorted(nodes, src)
     count = torch.searchsorted(nodes, src, right=True) - lo  # pairs of each edge's source
     msg_edge = torch.repeat_interleave(torch.arange(edges.numel(), device=device), count)
-    start = torch.repeat_interleave(lo - (torch.cumsum(count, 0) - count), count)
-    msg_pair = start + torch.arange(msg_edge.numel(), device=device)
+    msg_pair = _concat_ranges(lo, count)
     msg_key = cols[msg_pair] * num_nodes + target[edges[msg_edge]]
     key, inverse = torch.unique(torch.cat([msg_key, cols * num_nodes + nodes]),
                                 return_inverse=True)  # sorted: column-major, ascending nodes
