@@ -190,12 +190,16 @@ def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tenso
     sort of the ``E`` keys ``row * N + col``: at 15 M edges on the CPU 1.2 s against 2.8 s for
     ``coalesce()`` + ``to_sparse_csr``, normalisation included (``scripts/bench_kernels.py``).
     """
-    order = torch.sort(row * num_nodes + col, stable=True)[1]
-    crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=row.device)
-    torch.cumsum(torch.bincount(row, minlength=num_nodes), 0, out=crow[1:])
+    key, order = torch.sort(torch.add(col, row, alpha=num_nodes), stable=True)
+    # The sorted keys hold the rows and columns: row r's entries start at the first key
+    # >= r N, and a key's column is its remainder (cheaper than gathering col and counting the
+    # rows: at 15 M edges 0.2 s against 0.7 s, scripts/bench_kernels.py).
+    bounds = torch.arange(num_nodes + 1, device=row.device).mul_(num_nodes)
+    crow = torch.searchsorted(key, bounds)
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(crow, col[order], value[order], (num_nodes, num_nodes),
+        return torch.sparse_csr_tensor(crow, key.remainder_(num_nodes),
+                                       value.index_select(0, order), (num_nodes, num_nodes),
                                        check_invariants=False)
 
 
