@@ -17,6 +17,8 @@ a ``[B]`` tensor to ``forward``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.conv import MessagePassing
@@ -388,8 +390,11 @@ class ActivationDynamics(nn.Module):
             with the adjacency: :func:`~synapse_pt.nn.functional.out_edges`); on an edge list,
             one pass over the sources per step. The frontier path is exact (same result up to
             float summation order) when silent nodes stay silent: ``fire_zero=False``,
-            :math:`\beta \ge 0`, no autograd; elsewhere ``"auto"`` runs densely.
-            (default: ``"auto"``)
+            :math:`\beta \ge 0`, no autograd. Where only firing or inhibition reaches every
+            node (``fire_zero=True``, :math:`\beta < 0`), ``"auto"`` propagates the first
+            step on :math:`\mathbf{a}(0)`'s frontier (a sparse :math:`\mathbf{a}(0)`, one sparse
+            product fewer) and runs the rest densely; with autograd or a swapped spreading
+            stage, every step is dense. (default: ``"auto"``)
         frontier_density (float): the largest frontier, as a fraction of the :math:`N \times B`
             cells, that ``"auto"`` propagates sparsely. Measured on LoCoMo-10 (1,100-node
             graphs, a first-step frontier of 5-35 % of them) the dense step is cheaper there;
@@ -500,7 +505,7 @@ class ActivationDynamics(nn.Module):
         # row unless an inhibitor mask narrows them: then inhibition may take its one-pass form
         # (the last entry of ``hyper``, read by both step paths)
         hyper = (S_t, delta_t, beta_t, gamma_t, theta_t, inhibitor_mask is None)
-        done, potential = 0, None
+        done, potential, first_u = 0, None, None
         if self._frontier_applies(a, beta_t):
             edges = self._edge_list(a, edge_index, edge_weight, normalized)
             a, done, potential = self._frontier_steps(
@@ -508,6 +513,11 @@ class ActivationDynamics(nn.Module):
             if done == self.T:  # the frontier stayed sparse
                 return (a, potential) if return_potential else a
             # it grew past frontier_density: continue densely from a(done)
+        elif self.frontier == "auto" and self._spread_blocker(a) is None:
+            # only inhibition or firing needs every node (fire_zero, beta < 0): the first
+            # step's propagation still reads a(0)'s active cells alone
+            first_u = self._sparse_first_potential(
+                a, self._edge_list(a, edge_index, edge_weight, normalized), S_t, delta_t)
         if normalized:
             graph, weight = edge_index, edge_weight
         else:
@@ -517,25 +527,25 @@ class ActivationDynamics(nn.Module):
             a, *hyper[:5])
         for t in range(done, self.T):
             last = t == self.T - 1
-            if fused and not (last and return_potential) and self._inhibits(last):
+            u, first_u = first_u, None
+            if u is None:
                 u = self.spreading(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
+            if fused and not (last and return_potential) and self._inhibits(last):
                 a = inhibit_and_fire(u, self.lateral_inhibition.M, beta_t, gamma_t, theta_t,
                                      self.firing.fire_zero)
                 continue
-            uhat = self._potential(a, graph, weight, outside, candidates, hyper, last)
+            uhat = self._potential(u, outside, candidates, hyper, last)
             if last and return_potential:
                 potential = uhat.clone()
             a = _apply_node_mask(self.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
         return (a, potential) if return_potential else a
 
-    def _potential(self, a: Tensor, graph: Tensor, weight: Tensor | None,
-                   outside: Tensor | None, candidates: Tensor | None, hyper: tuple,
-                   last: bool) -> Tensor:
-        r""":math:`\hat{u}` of one step: propagation, the node mask, inhibition (or
-        :math:`\max(0, u)` where the schedule skips it)."""
-        S_t, delta_t, beta_t, _, _, zero_outside = hyper
-        u = _apply_node_mask(self.spreading(a, graph, weight, S=S_t, delta=delta_t,
-                                            normalized=True), outside)
+    def _potential(self, u: Tensor, outside: Tensor | None, candidates: Tensor | None,
+                   hyper: tuple, last: bool) -> Tensor:
+        r""":math:`\hat{u}` of one step from its propagation ``u``: the node mask, inhibition
+        (or :math:`\max(0, u)` where the schedule skips it)."""
+        beta_t, zero_outside = hyper[2], hyper[5]
+        u = _apply_node_mask(u, outside)
         if self._inhibits(last):
             return self.lateral_inhibition(u, beta=beta_t, node_mask=candidates,
                                            zero_outside=zero_outside)
@@ -571,19 +581,23 @@ class ActivationDynamics(nn.Module):
             edge_weight = edge_weight.to(a.dtype)
         return OutEdges(edge_index[0], edge_index[1], edge_weight, fan=sp.fan)
 
+    def _spread_blocker(self, a: Tensor) -> str | None:
+        """Why the frontier cannot compute a step's propagation (``None``: it can)."""
+        if type(self.spreading) is not SpreadingActivation:
+            return "the spreading stage is swapped (the frontier computes the stock one)"
+        if _needs_grad(a):
+            return "autograd needs the dense graph"
+        return None
+
     def _frontier_applies(self, a: Tensor, beta_t: Tensor | None) -> bool:
         """Whether the frontier path gives the dense result exactly (see ``frontier``)."""
         if self.frontier == "dense":
             return False
-        why = None
-        if type(self.spreading) is not SpreadingActivation:
-            why = "the spreading stage is swapped (the frontier computes the stock one)"
-        elif self.firing.fire_zero:
+        why = self._spread_blocker(a)
+        if why is None and self.firing.fire_zero:
             why = "fire_zero=True makes every node fire"
-        elif beta_t is not None and bool((beta_t < 0).any()):
+        elif why is None and beta_t is not None and bool((beta_t < 0).any()):
             why = "beta < 0 excites silent nodes"
-        elif _needs_grad(a):
-            why = "autograd needs the dense graph"
         if why is not None and self.frontier == "sparse":
             raise ValueError(f"frontier='sparse' is not exact here: {why}")
         return why is None
@@ -603,27 +617,20 @@ class ActivationDynamics(nn.Module):
         done and the potential.
         """
         N, B = a.shape
-        limit = self.frontier_density * N * B
-        if self.frontier == "auto" and self.T > 0 and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
-                a[:, :_PROBE_COLUMNS], edges, B, limit):
+        cells = self._active_cells(a, edges)
+        if cells is None:
             return a, 0, None  # a few columns already overflow: no index lists for all of a
-        nodes, cols = _nonzero_cells(a)  # sorted by node
+        nodes, cols = cells  # sorted by node
         values = a[nodes, cols]
         S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
         potential = None
         done = 0
         for t in range(self.T):
-            selected = frontier_edges(edges, nodes, N)
-            if self.frontier == "auto" and _column_bound(nodes, cols, selected, B, a.dtype
-                                                         ) * B > limit:
+            step = self._frontier_potential(nodes, cols, values, edges, N, B, S_t, delta_t)
+            if step is None:
                 break
             last = t == self.T - 1
-            packed, spread, a_p = frontier_messages(
-                edges.source, edges.target, edges.weight, nodes, cols, values, N, B,
-                ptr=edges.ptr, fan=edges.fan, selected=selected)
-            if self.frontier == "auto" and packed.numel() > limit:
-                break
-            u = _retain_and_spread_(spread, a_p, S_t, delta_t)
+            packed, u = step
             outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
             u = _apply_node_mask(u, outside)
             if self._inhibits(last):
@@ -645,6 +652,52 @@ class ActivationDynamics(nn.Module):
         out = a.new_zeros(N, B)
         out[nodes, cols] = values
         return out, done, potential
+
+    def _limit(self, N: int, B: int) -> float:
+        """The most packed cells a frontier step of ``N x B`` may hold (``"auto"``)."""
+        return self.frontier_density * N * B if self.frontier == "auto" else math.inf
+
+    def _active_cells(self, a: Tensor, edges: OutEdges) -> tuple[Tensor, Tensor] | None:
+        """``a``'s non-zero cells ``(nodes, cols)``, sorted by node, or ``None`` where a few
+        probed columns of a wide block already show the first step's frontier too large."""
+        N, B = a.shape
+        if self.frontier == "auto" and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
+                a[:, :_PROBE_COLUMNS], edges, B, self._limit(N, B)):
+            return None
+        return _nonzero_cells(a)
+
+    def _frontier_potential(self, nodes: Tensor, cols: Tensor, values: Tensor,
+                            edges: OutEdges, N: int, B: int, S_t: Tensor,
+                            delta_t: Tensor) -> tuple[Tensor, Tensor] | None:
+        r"""One step's propagation on the frontier of the active cells ``(nodes, cols)``
+        (values ``values``): the packed nodes and :math:`u = S\,\mathrm{spread} + (1 -
+        \delta)\,a`, each ``[L, B]``; ``None`` where the frontier would hold more than
+        ``frontier_density`` of the cells."""
+        limit = self._limit(N, B)
+        selected = frontier_edges(edges, nodes, N)
+        if limit < math.inf and _column_bound(nodes, cols, selected, B, values.dtype) * B > limit:
+            return None
+        packed, spread, a_p = frontier_messages(
+            edges.source, edges.target, edges.weight, nodes, cols, values, N, B,
+            ptr=edges.ptr, fan=edges.fan, selected=selected)
+        if packed.numel() > limit:
+            return None
+        return packed, _retain_and_spread_(spread, a_p, S_t, delta_t)
+
+    def _sparse_first_potential(self, a: Tensor, edges: OutEdges, S_t: Tensor,
+                                delta_t: Tensor) -> Tensor | None:
+        """The first step's propagation ``u`` ``[N, B]`` computed on ``a``'s frontier (zeros
+        off it), for a run whose later steps are dense; ``None`` where it is too large."""
+        cells = self._active_cells(a, edges)
+        if cells is None:
+            return None
+        nodes, cols = cells
+        N, B = a.shape
+        step = self._frontier_potential(nodes, cols, a[nodes, cols], edges, N, B, S_t, delta_t)
+        if step is None:
+            return None
+        packed, u = step
+        return _scatter_packed(u, packed, N)
 
     def extra_repr(self) -> str:
         return (f"T={self.T}, inhibition={self.lateral_inhibition is not None}, "

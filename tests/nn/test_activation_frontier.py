@@ -144,6 +144,49 @@ def test_functional_edge_list_path_equals_dense():
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("graph_form", ["edge_list", "adjacency"])
+@pytest.mark.parametrize("rule", ["fire_zero", "negative_beta"])
+def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_form, rule):
+    """Where only inhibition or firing needs every node (fire_zero, beta < 0), ``auto`` still
+    propagates a sparse a(0) on its frontier: one sparse product fewer than the dense path, the
+    same result as the plain-Python reference (with a node mask), and as ``dense``."""
+    from synapse_pt.nn import activation as activation_module
+
+    ei, w = _graph(6, degree=3)
+    a0 = _sparse_a0(6)
+    mask = (torch.rand(N, B, generator=torch.Generator().manual_seed(8)) < 0.8) | (a0 > 0)
+    params = dict(PARAMS, beta=-PARAMS["beta"]) if rule == "negative_beta" else PARAMS
+    fire_zero = rule == "fire_zero"
+    graph = (ei, w) if graph_form == "edge_list" else (
+        activation_adjacency(ei, w, N, dtype=torch.float64),)
+    products = []
+    real = activation_module.spmm_sum
+    monkeypatch.setattr(activation_module, "spmm_sum",
+                        lambda adj_t, x: products.append(x.size(1)) or real(adj_t, x))
+    runs = {}
+    for frontier in ("dense", "auto"):
+        products.clear()
+        layer = ActivationDynamics(M=4, T=3, fire_zero=fire_zero, frontier=frontier,
+                                   frontier_density=0.5)
+        runs[frontier] = layer(a0, *graph, normalized=graph_form == "adjacency",
+                               node_mask=mask, **params)
+        assert len(products) == (3 if frontier == "dense" else 2)
+    edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
+    masks = [set(torch.nonzero(mask[:, b]).flatten().tolist()) for b in range(B)]
+    ref_params = [dict(p, beta=-p["beta"]) if rule == "negative_beta" else p
+                  for p in _ref_params()]
+    ref = reference_dynamics(edges, N, a0.T.tolist(), ref_params, M=4, T=3, fan=True,
+                             fire_zero=fire_zero, masks=masks)
+    torch.testing.assert_close(runs["auto"], torch.tensor(ref, dtype=torch.float64).T)
+    torch.testing.assert_close(runs["auto"], runs["dense"])
+    # a dense a(0) (a frontier past frontier_density) runs every product densely
+    products.clear()
+    ActivationDynamics(M=4, T=3, fire_zero=fire_zero, frontier_density=0.5)(
+        torch.rand(N, B, dtype=torch.float64), *graph, normalized=graph_form == "adjacency",
+        **params)
+    assert len(products) == 3
+
+
 def test_frontier_messages_by_hand():
     # 0 -> 1 (w 1), 0 -> 2 (w 1), 3 -> 0 (w 1), 2 -> 4 (w 1); fan(0) = 2
     ei = torch.tensor([[0, 0, 3, 2], [1, 2, 0, 4]])
