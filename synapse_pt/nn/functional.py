@@ -181,6 +181,13 @@ def activation_adjacency(
     return csr_by_row(edge_index[1], edge_index[0], w, num_nodes)  # (target i, source j)
 
 
+def _row_pointer(sorted_keys: Tensor, num_rows: int, stride: int = 1) -> Tensor:
+    """The CSR pointer ``[num_rows + 1]`` of entries sorted by ``row * stride + ...`` keys:
+    row ``r`` starts at the first key ``>= r * stride`` (one ``searchsorted``, no count)."""
+    bounds = torch.arange(num_rows + 1, device=sorted_keys.device).mul_(stride)
+    return torch.searchsorted(sorted_keys, bounds)
+
+
 def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tensor:
     r"""The ``[N, N]`` sparse CSR matrix with entries ``value[e]`` at ``(row[e], col[e])``,
     columns ascending within each row.
@@ -195,8 +202,7 @@ def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tenso
     and the rows counted); 1.2 s against 2.8 s on an Intel Xeon.
     """
     key, order = torch.sort(torch.add(col, row, alpha=num_nodes), stable=True)
-    bounds = torch.arange(num_nodes + 1, device=row.device).mul_(num_nodes)
-    crow = torch.searchsorted(key, bounds)
+    crow = _row_pointer(key, num_nodes, stride=num_nodes)
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return torch.sparse_csr_tensor(crow, key.remainder_(num_nodes),
@@ -283,9 +289,7 @@ def out_edges(adj_t: Tensor) -> OutEdges:
     source, target, weight = adjacency_edges(adj_t)
     order = torch.argsort(source, stable=True)
     source, target, weight = source[order], target[order], weight[order]
-    degree = torch.bincount(source, minlength=adj_t.size(1))
-    ptr = torch.cat([degree.new_zeros(1), torch.cumsum(degree, 0)])
-    edges = OutEdges(source, target, weight, ptr)
+    edges = OutEdges(source, target, weight, _row_pointer(source, adj_t.size(1)))
     adj_t._synapse_out_edges = edges  # type: ignore[attr-defined]
     return edges
 
