@@ -43,7 +43,7 @@ def test_real_file_counts(locomo):
     assert locomo.num_questions == 1986
     per_cat = Counter(q.category for q in locomo.questions())
     assert dict(per_cat) == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
-    assert locomo.sha256 == "9c4cc1faaf97963e577094d3558a690762f3324bf58e41aaa0fd9b8f9a08cdb4"
+    assert locomo.sha256 == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
 
 
 def test_real_file_quirks(locomo):
