@@ -8,9 +8,9 @@ nodes each, and times ``T = 3`` steps: warm-up runs, then the median of ``repeat
 (``torch.cuda.synchronize`` around each on CUDA); the minimum is printed too, as a figure
 less sensitive to other load on a shared machine. Two figures:
 
-* ``functional``: :func:`synapse_pt.nn.functional.spreading_activation` per call, including the
+* ``functional``: :func:`synapse_pt.nn.activation.spreading_activation` per call, including the
   fan-normalised adjacency build (what the retrieval code calls);
-* ``cached``: :func:`synapse_pt.nn.functional.activation_dynamics` on a prebuilt adjacency.
+* ``cached``: :func:`synapse_pt.nn.activation.activation_dynamics` on a prebuilt adjacency.
 
 The last line is ``activation_queries_per_s: <value> queries/s`` for the functional call
 (median).
@@ -28,11 +28,8 @@ import time
 import torch
 
 from synapse_pt.eval.profile import op_breakdown
-from synapse_pt.nn.functional import (
-    activation_adjacency,
-    activation_dynamics,
-    spreading_activation,
-)
+from synapse_pt.nn.activation import activation_dynamics, spreading_activation
+from synapse_pt.nn.sparse import activation_adjacency
 
 
 def _sync(device: torch.device) -> None:

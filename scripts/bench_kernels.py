@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from synapse_pt.nn.functional import (
+from synapse_pt.nn.sparse import (
     activation_adjacency,
     column_topk,
     normalized_edge_weight,

@@ -5,7 +5,7 @@
 Builds the memory of ``python -m synapse_pt.run`` (paper_main by default; any Hydra overrides)
 over LoCoMo-10 with the cached embeddings, then times, on the same query embeddings and BM25
 scores (after one untimed warm-up call, which compiles the kernel under
-``memory.compile=true``):
+``memory.engine.compile=true``):
 
 * batched: :meth:`SynapseMemory.rank` for every question at once (one ``[N_g, B_g]`` block per
   conversation, the activation layer over the cached adjacency);
@@ -31,7 +31,7 @@ import torch
 
 
 def build(overrides: list[str], device: str = "cpu"):
-    from synapse_pt.run import composed_memory
+    from synapse_pt.build import composed_memory
 
     memory, dataset = composed_memory(["experiment=paper_main", f"device={device}", *overrides],
                                       "the retrieval benchmark")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = args.device.startswith("cuda")
     params = memory.params
     query_graph, query_emb, bm25 = memory.query_inputs(questions)
-    memory.rank(query_graph, query_emb, bm25, params)  # warm-up (memory.compile=true compiles)
+    memory.rank(query_graph, query_emb, bm25, params)  # warm-up (compiles with engine.compile)
     batched_s, loop_s = [], []
     for _ in range(args.repeats):
         t = time.perf_counter()

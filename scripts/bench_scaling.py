@@ -10,7 +10,7 @@ concept nodes drawn from a skewed (squared-uniform) distribution over the concep
 concepts recur, the window's concepts joined pairwise (association), weights in [0, 1), then at
 most 15 in-edges per node (:func:`synapse_pt.graph.maintenance.in_edge_keep_mask`, the builder's
 cap). ``B`` queries with energy on 20 random nodes each. Timed: one call of
-:func:`synapse_pt.nn.functional.spreading_activation` (T = 3, default hyperparameters and firing
+:func:`synapse_pt.nn.activation.spreading_activation` (T = 3, default hyperparameters and firing
 rule; edge list in, dense ``[N, B]`` out, the fan normalisation included), on the frontier path
 (``auto``) and, where ``N x B`` is small enough, the dense one; best of ``--repeats`` calls after
 a warm-up. Each size runs in a fresh child process, so its peak resident memory

@@ -19,7 +19,7 @@ block holds at most ``CPU_BLOCK_CELLS`` cells (cache-sized blocks run faster).
     python scripts/bench_sweep.py [--configs 256] [--chunk auto|N] [--device cpu|cuda] [--seed 0]
                                   [--profile] [overrides...]
 
-``memory.compile=true`` (an override) runs each step's inhibition and firing as one compiled
+``memory.engine.compile=true`` (an override) runs each step's inhibition and firing as one compiled
 kernel (compiled in the warm-up). ``--profile`` profiles one more batched call after the timed
 sweep and prints its largest operators and the rate the top-k and sparse products alone allow.
 
@@ -36,11 +36,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from synapse_pt.build import composed_memory
 from synapse_pt.eval.profile import op_breakdown, primitive_seconds
 from synapse_pt.eval.sweep import auto_chunk, draw_configs, sweep_table
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
-from synapse_pt.run import composed_memory
 
 
 def main() -> None:

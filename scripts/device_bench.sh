@@ -6,7 +6,7 @@
 #      benchmark and is left out);
 #   3. bench_retrieval: batched SYNAPSE over all 1,986 LoCoMo questions against the numpy loop;
 #   4. bench_sweep: configurations per minute of the batched sweep, chunked to the device memory,
-#      eager and with the compiled inhibition-and-firing kernel (memory.compile=true), each with
+#      eager and with the compiled inhibition-and-firing kernel (memory.engine.compile=true), each with
 #      the profile of one batched call.
 # Inputs: the folder scripts/device_inputs.py writes here (embeddings from the cache, LoCoMo-10,
 # the pure-Python packages the device image lacks), carried with the call:
@@ -64,5 +64,5 @@ step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFI
   "${EMBED[@]}"
 # last: the compiled kernel needs torch.compile's backend on the device (Triton on CUDA)
 step sweep_compile $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" \
-  --profile "${EMBED[@]}" memory.compile=true
+  --profile "${EMBED[@]}" memory.engine.compile=true
 echo "device_bench: logs in $OUTDIR"

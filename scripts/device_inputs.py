@@ -31,11 +31,11 @@ from pathlib import Path
 import hydra
 import torch
 
+from synapse_pt.build import composed_config, ingested_memory
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.models.cached_encoder import write_encoder_file
 from synapse_pt.models.embedder import HFEmbedder
 from synapse_pt.models.embedding_cache import CACHE_FILE
-from synapse_pt.run import composed_config, ingested_memory
 
 PACKAGES = ("hydra", "omegaconf", "antlr4")  # pure Python; the device image has the rest
 LIMIT_MIB = 64

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 
 import hydra
 
-from synapse_pt.eval.study import compose_variant
+from synapse_pt.build import build_dataset, build_extractor, build_llm, composed_config
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.run import build_dataset, build_extractor, build_llm
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = [f"dataset.sample_ids=[{args.sample_id}]", f"llm={args.llm}",
             "paths.output_dir=/tmp/extract_concepts", *args.overrides]
-    cfg = compose_variant(base)
+    cfg = composed_config(base)
     dataset = build_dataset(cfg.dataset, refuse_fallback="extract_concepts")
     windows = windows_of(list(dataset.conversations[0].turns()), int(cfg.memory.graph.window))
     encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
@@ -43,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = []
     ok_share = None
     for name in args.extractors:
-        ecfg = compose_variant([*base, f"extractor={name}"])
+        ecfg = composed_config([*base, f"extractor={name}"])
         if name == "llm":
             ecfg.extractor.on_failure = "skip_window"  # count failures instead of stopping
         llm = build_llm(ecfg.llm) if not ecfg.extractor.llm_free else None

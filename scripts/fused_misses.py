@@ -26,6 +26,7 @@ import argparse
 import pandas as pd
 import torch
 
+from synapse_pt.build import composed_memory
 from synapse_pt.data import category_names
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.eval.tables import to_markdown
@@ -33,7 +34,6 @@ from synapse_pt.memory.baselines import descending_rank
 from synapse_pt.memory.fused import FusedMemory
 from synapse_pt.retrieval.dense import own_graph_mask
 from synapse_pt.retrieval.text import neutralise_speakers
-from synapse_pt.run import composed_memory
 
 
 def main() -> None:

@@ -25,26 +25,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import hydra
 import pandas as pd
 import torch
 
+from synapse_pt.build import composed_config, ingested_memory, run_category_names
 from synapse_pt.eval.gate_fit import fit_combination, gate_table, heldout_gates, roc_frame
 from synapse_pt.eval.heldout import calibrate_tau, make_folds
+from synapse_pt.eval.outputs import git_commit
 from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.study import compose_variant
 from synapse_pt.eval.tables import to_markdown
 from synapse_pt.memory.gate import TURN_SIGNALS, RejectionGate
 from synapse_pt.retrieval.gate_signals import logistic_combination
 from synapse_pt.retrieval.text import named_speaker
-from synapse_pt.run import (
-    build_dataset,
-    build_extractor,
-    build_memory,
-    git_commit,
-    run_category_names,
-    text_cache,
-)
 
 COMBINATIONS = {"combined": TURN_SIGNALS, "combined + c_ret": (*TURN_SIGNALS, "c_ret")}
 DESIGN = "conv-26,conv-30,conv-41,conv-42,conv-43"
@@ -83,13 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", default=["experiment=synapse_tuned"])
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    cfg = compose_variant([*args.overrides, f"paths.output_dir={args.out}"])
-    dataset = build_dataset(cfg.dataset, refuse_fallback="a gate study")
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    extractor = build_extractor(cfg.extractor, encoder, None)
-    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
-                          text_cache=text_cache(cfg))
-    memory.ingest(dataset.conversations)
+    cfg = composed_config([*args.overrides, f"paths.output_dir={args.out}"])
+    memory, dataset = ingested_memory(cfg, "a gate study")
+    encoder = memory.encoder
     questions = [blind(q) for q in dataset.questions()]
     category = torch.tensor([q.category for q in dataset.questions()])
     with torch.no_grad():

@@ -51,10 +51,10 @@ SWEPT = ("S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3"
 
 def activation_figure(run_dir: Path, out: Path) -> list[Path]:
     """Rebuild the SYNAPSE memory of ``run_dir`` and draw its chosen question's subgraph."""
+    from synapse_pt.build import rebuild_memory
     from synapse_pt.eval.activation_view import pick_activation_example
     from synapse_pt.eval.plots import activation_subgraph_plot
     from synapse_pt.memory.synapse import SynapseMemory
-    from synapse_pt.run import rebuild_memory
 
     memory, dataset = rebuild_memory(run_dir)
     if not isinstance(memory, SynapseMemory):

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
-from synapse_pt.eval.study import load_study, run_study, study_table
+from synapse_pt.eval.study import load_study, study_table
 from synapse_pt.eval.tables import to_markdown
+from synapse_pt.study import run_study
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,34 +26,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import hydra
 import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from synapse_pt.data import category_names
-from synapse_pt.eval.heldout import (
-    calibrate_tau,
-    candidates,
-    choose,
-    fold_table,
-    heldout,
-    make_folds,
-    summary_table,
-    sweep_matrix,
-    write_study,
-)
+from synapse_pt.build import composed_config, ingested_memory, run_category_names
+from synapse_pt.eval.heldout import HeldoutStudy, candidates, fold_table, sweep_matrix
+from synapse_pt.eval.outputs import git_commit
 from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.study import compose_variant
 from synapse_pt.eval.tables import to_markdown
-from synapse_pt.retrieval.synapse import SynapseParams
-from synapse_pt.run import (
-    build_dataset,
-    build_extractor,
-    build_memory,
-    git_commit,
-    text_cache,
-)
+from synapse_pt.memory.synapse import SynapseMemory
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,45 +56,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.0 <= args.target_fr < 1.0:
         parser.error(f"--target-fr must lie in [0, 1), got {args.target_fr}")
-    cfg = compose_variant([*(args.overrides or ["experiment=paper_main"]),
+    cfg = composed_config([*(args.overrides or ["experiment=paper_main"]),
                            f"paths.output_dir={args.out}"])
     if not str(cfg.memory["_target_"]).endswith("SynapseMemory"):
         parser.error("tune_heldout tunes SYNAPSE: the overrides must select memory=synapse")
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    names = category_names(cfg.dataset.categories)
-    dataset = build_dataset(cfg.dataset, refuse_fallback="held-out tuning")
-    encoder = hydra.utils.instantiate(cfg.embedder, _convert_="all")
-    extractor = build_extractor(cfg.extractor, encoder, None)
-    memory = build_memory(cfg.memory, encoder=encoder, extractor=extractor,
-                          text_cache=text_cache(cfg))
     t0 = time.perf_counter()
-    memory.ingest(dataset.conversations)
+    memory, dataset = ingested_memory(cfg, "held-out tuning")
+    assert isinstance(memory, SynapseMemory)
     ingest_s = time.perf_counter() - t0
     questions = list(dataset.questions())
-    schemes = [f if f.startswith("kfold") else f.split(",") for f in args.folds]
-    all_folds = [make_folds([c.sample_id for c in dataset], scheme) for scheme in schemes]
+    study = HeldoutStudy(questions, [c.sample_id for c in dataset], args.folds,
+                         run_category_names(cfg), args.target_fr)
 
     cands = candidates(args.combinations, args.per_combination, args.seed)
-    base = SynapseParams(**resolved["memory"]["params"])
     t0 = time.perf_counter()
     with torch.no_grad():
-        sweep = sweep_matrix(memory, questions, [blind(q) for q in questions], cands, base,
-                             chunk=args.chunk)
+        sweep = sweep_matrix(memory, questions, [blind(q) for q in questions], cands,
+                             memory.params, chunk=args.chunk)
     sweep_s = time.perf_counter() - t0
-    answerable = torch.tensor([q.category < 5 for q in questions])
-    everything = torch.ones(len(questions), dtype=torch.bool)
-    best_all = choose(sweep, everything, answerable)
-    chosen_all = {"config": sweep.configs[best_all],
-                  "tau_gate": calibrate_tau(sweep.c_ret[best_all][answerable], args.target_fr),
-                  "in_sample_recall@10": float(torch.nanmean(
-                      sweep.recall[10][best_all][answerable]))}
-    paper = {k: float(torch.nanmean(sweep.recall[k][0][answerable])) for k in (5, 10, 30)}
+    best_all, tau_all, in_sample = study.chosen_on_all(sweep)
+    chosen_all = {"config": sweep.configs[best_all], "tau_gate": tau_all,
+                  "in_sample_recall@10": in_sample}
+    paper = study.in_sample(sweep, 0)
 
     args.out.mkdir(parents=True, exist_ok=True)
     cand = pd.DataFrame(sweep.configs)
     for k in (5, 10, 30):
         cand[f"in_sample_recall@{k}"] = torch.nanmean(
-            sweep.recall[k][:, answerable], dim=1).numpy()
+            sweep.recall[k][:, study.answerable], dim=1).numpy()
     cand.to_parquet(args.out / "candidates.parquet")
     commit = git_commit(Path(__file__).resolve().parent)
     text = ["# held-out SYNAPSE", "",
@@ -121,33 +92,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{ingest_s:.0f} s; commit {commit}", ""]
     meta = {"command": " ".join(["scripts/tune_heldout.py", *(argv or sys.argv[1:])]),
             "git_commit": commit, "dataset_sha256": dataset.sha256,
+            "config": OmegaConf.to_container(cfg.memory, resolve=True),
             "candidates": len(sweep.configs), "combinations": args.combinations,
             "per_combination": args.per_combination, "seed": args.seed,
             "target_fr": args.target_fr, "ingest_s": ingest_s, "sweep_s": sweep_s,
             "paper_values": paper, "schemes": []}
-    headline: float | None = None
-    for scheme, folds in zip(schemes, all_folds, strict=True):
-        name = scheme if isinstance(scheme, str) else "split"
-        per_q, records = heldout(sweep, questions, folds, names, args.target_fr)
-        table, gate = summary_table(per_q, names)
-        per_q.to_parquet(args.out / f"per_question_{name}.parquet")
-        meta["schemes"].append({"scheme": scheme, "folds": [list(f) for f in folds],
-                                "records": records, "gate": gate,
-                                "table": table.to_dict()})
-        fold_rows = fold_table(records, lambda r: {
-            "tau_gate": r["tau_gate"],
-            **{k: r["config"][k] for k in ("rank_episodic_only", "energy", "T", "k_anchor")}})
-        text += [f"## {name}: held-out evidence recall (fractions)", "",
-                 to_markdown(table, floatfmt=".3f"), "",
+    results = study.schemes(sweep)
+    for r in results:
+        meta["schemes"].append({"scheme": r.label, "folds": r.folds, "records": r.records,
+                                "gate": r.gate, "table": r.table.to_dict()})
+        fold_rows = fold_table(r.records, lambda rec: {
+            "tau_gate": rec["tau_gate"],
+            **{k: rec["config"][k] for k in ("rank_episodic_only", "energy", "T", "k_anchor")}})
+        text += [f"## {r.label}: held-out evidence recall (fractions)", "",
+                 to_markdown(r.table, floatfmt=".3f"), "",
                  "gate (tau_gate calibrated on the training conversations): " + ", ".join(
-                     f"{k} {v:.3f}" for k, v in gate.items()), "",
-                 f"### {name}: folds", "", to_markdown(fold_rows, floatfmt=".3f"), ""]
-        if headline is None:  # the first scheme's figure ends the output
-            headline = float(table.loc["recall@10", "mean_q_1_4"])
+                     f"{k} {v:.3f}" for k, v in r.gate.items()), "",
+                 f"### {r.label}: folds", "", to_markdown(fold_rows, floatfmt=".3f"), ""]
     text += [f"paper values (candidate 0), all questions: {paper}", "",
              f"chosen on all conversations (in-sample {chosen_all['in_sample_recall@10']:.3f}): "
              f"{json.dumps(chosen_all['config'])}, tau_gate {chosen_all['tau_gate']:.4f}"]
-    write_study(args.out, "heldout", text, meta, chosen_all, "heldout_recall@10", headline)
+    study.write(args.out, "heldout", text, meta, chosen_all, results, "heldout_recall@10")
     return 0
 
 

@@ -1,7 +1,7 @@
 """``python -m synapse_pt.sweep``: the batched SYNAPSE sweep as a Hydra app, one job per chunk.
 
 A thin ``@hydra.main`` over :func:`sweep`, which builds the memory as a run does
-(:func:`synapse_pt.run.ingested_memory`), evaluates its slice of the configuration grid
+(:func:`synapse_pt.build.ingested_memory`), evaluates its slice of the configuration grid
 (:mod:`synapse_pt.eval.sweep`) and writes ``sweep.parquet`` (one row per configuration) and
 ``timing.json`` into the job's folder. As a multirun over ``sweep.chunk`` the jobs run through
 any Hydra launcher (``hydra/launcher=slurm``: submitit on a cluster; ``local``: processes here),
@@ -20,9 +20,9 @@ import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.build import ingested_memory
 from synapse_pt.eval.outputs import config_hash, git_commit, write_json
 from synapse_pt.eval.sweep import auto_chunk, chunk_bounds, draw_configs, merge_tables, sweep_table
-from synapse_pt.run import ingested_memory
 
 log = logging.getLogger("synapse_pt.sweep")
 

@@ -17,7 +17,11 @@ from synapse_pt.study_key import register_resolvers
 register_resolvers()  # ${study_key:} of configs/hparams_search (synapse_pt.run does this too)
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+# groups composed inside others, never chosen on the command line: fusion/ (the fused retriever's
+# weights, composed by memory=fused and the fused-stack experiments)
+COMPOSED = ("fusion",)
+GROUPS = sorted(p.name for p in CONFIG_DIR.iterdir()
+                if p.is_dir() and p.name not in ("hydra", *COMPOSED))
 OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONFIG_DIR / g).glob("*.yaml"))]
 EXPERIMENTS = [o for g, o in OPTIONS if g == "experiment"]
 ABLATIONS = ["no_gate", "beta0", "no_fan", "no_decay", "no_activation", "no_graph",
@@ -91,8 +95,8 @@ def test_hydra_launchers_and_sweeper_compose():
     assert sweeper.study_name.startswith("synapse_optuna_sample_recall@10.mean_q_1_4_")  # + key
     assert sweep.objective == "recall@10.mean_q_1_4"
     assert set(sweeper.params) == {f"memory.params.{k}" for k in (
-        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
-        "k_anchor")}
+        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate")
+        } | {"memory.readings.k_anchor"}
     assert sweep.memory._target_.endswith("SynapseMemory")
 
 
@@ -108,7 +112,7 @@ def test_experiment_overrides(experiment):
         "no_fan": {"memory.params.fan": False},
         "no_decay": {"memory.params.delta": 0.0},
         "no_activation": {"memory.params.lambda2": 0.0, "memory.params.T": 0,
-                          "memory.params.c_ret_source": "similarity"},
+                          "memory.readings.c_ret_source": "similarity"},
         "no_graph": {"memory.use_graph": False},
     }.get(experiment, {})
     for key, value in changed.items():
@@ -166,9 +170,9 @@ def test_instantiate_embedders(option, tmp_path):
 @pytest.mark.parametrize("option", ["none", "smollm2", "openai", "vllm"])
 def test_instantiate_llm_backends(option, tmp_path, monkeypatch):
     """Backends construct offline: weights load on first use, no request is sent."""
+    from synapse_pt.build import build_llm
     from synapse_pt.models.llm.base import LLM
     from synapse_pt.models.llm.none import NoLLM
-    from synapse_pt.run import build_llm
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = make_cfg(f"llm={option}", f"paths.cache_dir={tmp_path}")
@@ -182,7 +186,8 @@ def test_llm_hf_needs_a_model(tmp_path):
     """``llm=hf`` without a model is an error, not the backend's default model."""
     from omegaconf.errors import MissingMandatoryValue
 
-    from synapse_pt.run import build_llm, run
+    from synapse_pt.build import build_llm
+    from synapse_pt.run import run
 
     cfg = make_cfg("llm=hf")
     with pytest.raises(ValueError, match=r"llm=hf: no value for \['llm.backend.model'\]"):
@@ -196,8 +201,8 @@ def test_llm_hf_needs_a_model(tmp_path):
 
 @pytest.mark.parametrize("option", [o for g, o in OPTIONS if g == "memory"])
 def test_instantiate_memories(option):
+    from synapse_pt.build import build_extractor, build_memory
     from synapse_pt.memory.base import MemorySystem
-    from synapse_pt.run import build_extractor, build_memory
 
     cfg = make_cfg(f"memory={option}", "embedder=hashing")
     encoder = instantiate(cfg.embedder, _convert_="all")
@@ -208,7 +213,7 @@ def test_instantiate_memories(option):
 
 
 def test_synapse_memory_gets_every_param():
-    from synapse_pt.run import build_extractor, build_memory
+    from synapse_pt.build import build_extractor, build_memory
 
     cfg = make_cfg("embedder=hashing", "memory.params.beta=0.33", "memory.graph.window=7")
     encoder = instantiate(cfg.embedder, _convert_="all")
@@ -235,14 +240,14 @@ def test_synapse_strong_changes_triggers_and_retrieval_only():
     assert dict(strong.memory.triggers) == {"neutralise_speakers": True, "stopwords": True,
                                             "stem": True}
     assert not any(paper.memory.triggers.values())  # the paper's triggers by default
-    assert strong.memory.params.rank_episodic_only and strong.memory.params.T == 2
+    assert strong.memory.readings.rank_episodic_only and strong.memory.params.T == 2
 
 
 def test_synapse_tuned_changes_retrieval_only():
     tuned, paper = make_cfg("experiment=synapse_tuned"), make_cfg("experiment=paper_main")
     assert tuned.memory.graph == paper.memory.graph and tuned.extractor == paper.extractor
     assert tuned.memory.params != paper.memory.params
-    assert tuned.memory.params.rank_episodic_only
+    assert tuned.memory.readings.rank_episodic_only
 
 
 GATES = sorted(f.stem for f in (CONFIG_DIR / "memory" / "gate").glob("*.yaml"))
@@ -250,8 +255,8 @@ GATES = sorted(f.stem for f in (CONFIG_DIR / "memory" / "gate").glob("*.yaml"))
 
 @pytest.mark.parametrize("gate", GATES)
 def test_every_gate_option_builds(gate):
+    from synapse_pt.build import build_memory
     from synapse_pt.memory.gate import GATE_SIGNALS
-    from synapse_pt.run import build_memory
 
     cfg = make_cfg("memory=fused", f"memory/gate={gate}", "embedder=hashing")
     assert cfg.memory.gate.signal == gate and gate in GATE_SIGNALS
@@ -299,3 +304,19 @@ def test_fused_stack_experiments_use_the_fused_configs_values(experiment, key, m
     for name in ("weights", "rho", "window", "stopwords", "stem", "bm25_k1", "bm25_b"):
         assert args[name] == fused[name], name
     assert args.get("sigma", 0.0) == fused.sigma
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in (CONFIG_DIR / "fusion").glob("*.yaml")))
+def test_every_fusion_choice_is_composed_and_builds_the_fused_retriever(option):
+    """Each file of fusion/ is the one place its weights live: some memory or experiment composes
+    it, and it holds exactly the fused retriever's arguments."""
+    import inspect
+
+    from synapse_pt.memory.fused import FusedMemory
+
+    users = [p for p in CONFIG_DIR.rglob("*.yaml") if "/fusion@" in p.read_text()
+             and f": {option}" in p.read_text()]
+    assert users, f"fusion/{option}.yaml is composed nowhere"
+    values = OmegaConf.load(CONFIG_DIR / "fusion" / f"{option}.yaml")
+    accepted = set(inspect.signature(FusedMemory.__init__).parameters)
+    assert set(values) <= accepted, sorted(set(values) - accepted)

@@ -13,7 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.run import flatten_metrics, lookup_metric, run
+from synapse_pt.eval.record import flatten_metrics
+from synapse_pt.run import lookup_metric, run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
@@ -236,7 +237,7 @@ def test_retrieval_only_change_reuses_the_ingested_memory(tmp_path):
 def test_request_logging_is_quiet_by_default() -> None:
     import logging
 
-    from synapse_pt.run import quiet_third_party_logs
+    from synapse_pt.cli import quiet_third_party_logs
 
     for name in ("httpx", "httpx2"):  # httpx2: the openai SDK's HTTP client
         logging.getLogger(name).setLevel(logging.NOTSET)

@@ -69,8 +69,9 @@ def pick_activation_example(memory, questions: Sequence[Question], *, category: 
     best: tuple[int, int, int, int, int] | None = None  # (gain, -col, graph, col, node)
     blocks = {}
     for graph, cols, sig in memory.signals(pool):
-        n0 = int(g.ptr[graph])
-        episodic = (g.node_type[n0:int(g.ptr[graph + 1])] == 0)[:, None]
+        block = g.block(graph)
+        n0 = block.offset
+        episodic = (block.node_type == 0)[:, None]
         syn_rank = descending_rank(sig.score, sig.rank_mask)
         cos_rank = descending_rank(sig.cos, sig.mask & episodic)
         blocks[graph] = (cols, sig, syn_rank, cos_rank)
@@ -90,7 +91,8 @@ def pick_activation_example(memory, questions: Sequence[Question], *, category: 
     _, _, graph, col, target = best
     cols, sig, syn_rank, cos_rank = blocks[graph]
     j = int((cols == col).nonzero()[0])
-    n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
+    block = g.block(graph)
+    n0, n1 = block.nodes.start, block.nodes.stop
     ev = evidence[col]
     ev_local = set((ev[ev >= 0] - n0).tolist())
     retrieved = set(torch.nonzero(syn_rank[:, j] < max_retrieved).flatten().tolist())
@@ -99,16 +101,15 @@ def pick_activation_example(memory, questions: Sequence[Question], *, category: 
     chosen = sorted(anchors | lit | retrieved | ev_local | {target})
     pos = {node: p for p, node in enumerate(chosen)}
     keys, texts = g.node_keys[n0:n1], g.texts[n0:n1]
-    node_type = g.node_type[n0:n1].tolist()
+    node_type = block.node_type.tolist()
     nodes = [{"key": keys[i], "text": texts[i], "type": NODE_TYPE_NAMES[node_type[i]],
               "a0": float(sig.a0[i, j]), "activation": float(sig.activation[i, j]),
               "cos": float(sig.cos[i, j]), "score": float(sig.score[i, j]),
               "synapse_rank": int(syn_rank[i, j]), "cos_rank": int(cos_rank[i, j]),
               "anchor": i in anchors, "evidence": i in ev_local, "retrieved": i in retrieved,
               "turn_order": i} for i in chosen]
-    e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-    src, dst = (g.edge_index[:, e0:e1] - n0).tolist()
-    etype, weight = g.edge_type[e0:e1].tolist(), g.edge_weight[e0:e1].tolist()
+    src, dst = block.edge_index.tolist()
+    etype, weight = block.edge_type.tolist(), block.edge_weight.tolist()
     edges = [(pos[s], pos[d], EDGE_TYPE_NAMES[t], w)
              for s, d, t, w in zip(src, dst, etype, weight, strict=True)
              if s in pos and d in pos]

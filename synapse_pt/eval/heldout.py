@@ -213,3 +213,92 @@ def write_study(out: Path, report: str, text: Sequence[str], meta: Mapping, chos
     (out / f"{report}.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
     print(f"{headline_name}: {headline:.4f}")
+
+
+def fold_schemes(specs: Sequence[str], sample_ids: Sequence[str]
+                 ) -> list[tuple[str, list[list[str]]]]:
+    """``[(label, folds)]`` of command-line fold schemes: ``"kfold<n>"`` (label itself) or a
+    comma-separated list of test conversations (a fixed split, label ``"split"``)."""
+    out = []
+    for spec in specs:
+        scheme: str | list[str] = spec if spec.startswith("kfold") else spec.split(",")
+        out.append((spec if isinstance(scheme, str) else "split",
+                    make_folds(sample_ids, scheme)))
+    return out
+
+
+@dataclass
+class SchemeResult:
+    """One fold scheme of a :class:`HeldoutStudy`: the per-question held-out frame, one record
+    per fold, the summary table (recall@5/10/30 per category) and the gate figures."""
+
+    label: str
+    folds: list[list[str]]
+    per_q: pd.DataFrame
+    records: list[dict]
+    table: pd.DataFrame
+    gate: dict[str, float]
+
+
+class HeldoutStudy:
+    """The held-out procedure every tuning study runs (SPEC §1.5): folds over conversations,
+    the candidate chosen on the other conversations, read on the fold's own questions.
+
+    A study evaluates its candidates on every question once (a :class:`SweepMatrix`: SYNAPSE's
+    batched sweep, the fused retriever's weight search), then :meth:`schemes` reads it under each
+    fold scheme and :meth:`chosen_on_all` gives the candidate the same procedure picks on all
+    conversations (what a config ships). :meth:`write` writes ``folds.json``,
+    ``chosen_on_all.json``, the report and the per-question frames.
+
+    Args:
+        questions: every question, in the order of the sweep's columns.
+        sample_ids: the conversations, in dataset order (folds are consecutive runs of them).
+        specs: fold schemes (:func:`fold_schemes`).
+        names: category names.
+        target_fr: false rejection the gate's threshold is calibrated for.
+    """
+
+    def __init__(self, questions: Sequence[Question], sample_ids: Sequence[str],
+                 specs: Sequence[str], names: Mapping[int, str], target_fr: float = 0.025
+                 ) -> None:
+        if not 0.0 <= target_fr < 1.0:
+            raise ValueError(f"target false rejection must lie in [0, 1), got {target_fr}")
+        self.questions = list(questions)
+        self.names = dict(names)
+        self.target_fr = float(target_fr)
+        self.folds = fold_schemes(specs, sample_ids)
+        self.answerable = torch.tensor([q.category < 5 for q in self.questions])
+
+    def chosen_on_all(self, sweep: SweepMatrix) -> tuple[int, float, float]:
+        """``(candidate, tau_gate, in-sample recall@10)`` chosen on every conversation."""
+        everything = torch.ones(len(self.questions), dtype=torch.bool)
+        best = choose(sweep, everything, self.answerable)
+        tau = calibrate_tau(sweep.c_ret[best][self.answerable], self.target_fr)
+        return best, tau, float(torch.nanmean(sweep.recall[10][best][self.answerable]))
+
+    def in_sample(self, sweep: SweepMatrix, candidate: int) -> dict[int, float]:
+        """Recall@k of one candidate over every answerable question (in-sample)."""
+        return {k: float(torch.nanmean(sweep.recall[k][candidate][self.answerable]))
+                for k in KS}
+
+    def scheme(self, sweep: SweepMatrix, folds: Sequence[Sequence[str]], label: str = ""
+               ) -> SchemeResult:
+        """``sweep`` read held out under one fold scheme."""
+        per_q, records = heldout(sweep, self.questions, folds, self.names, self.target_fr)
+        table, gate = summary_table(per_q, self.names)
+        return SchemeResult(label, [list(f) for f in folds], per_q, records, table, gate)
+
+    def schemes(self, sweep: SweepMatrix) -> list[SchemeResult]:
+        """``sweep`` read held out under every fold scheme of the study."""
+        return [self.scheme(sweep, folds, label) for label, folds in self.folds]
+
+    def write(self, out: Path, report: str, text: Sequence[str], meta: Mapping,
+              chosen_all: Mapping, results: Sequence[SchemeResult], headline_name: str) -> None:
+        """Write each scheme's ``per_question_<label>.parquet`` and the study's files
+        (:func:`write_study`); the headline is the first scheme's held-out recall@10 over the
+        answerable questions."""
+        out.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            r.per_q.to_parquet(out / f"per_question_{r.label}.parquet")
+        write_study(out, report, text, meta, chosen_all, headline_name,
+                    float(results[0].table.loc["recall@10", "mean_q_1_4"]))

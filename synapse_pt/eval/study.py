@@ -1,26 +1,22 @@
 """Studies: named variants of one run configuration, run in one process, tabulated together.
 
 A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares)
-and ``variants`` (``{label: [overrides]}``). :func:`run_study` composes each variant's config from
-the real ``configs/``, runs it through :func:`synapse_pt.run.run` into its own folder (labelled by
-``experiment_name=<label>``, so the usual tables name the rows), and variants that change only
-retrieval settings reuse the memory the previous variant ingested. :func:`study_table` gives one
-row per variant: evidence recall@5/10/30 per category and over the questions of categories 1-4,
-context tokens, and the gate figures.
+and ``variants`` (``{label: [overrides]}``); :func:`load_study` reads and checks it, and
+:func:`synapse_pt.study.run_study` runs its variants. :func:`study_table` gives one row per
+variant: evidence recall@5/10/30 per category and over the questions of categories 1-4, context
+tokens, and the gate figures.
 
     python scripts/run_study.py readings --out multirun/readings
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -49,31 +45,6 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
         if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
             raise ValueError(f"{path}: variant {label!r} must be a list of override strings")
     return {"base": base, "variants": study["variants"], "path": str(path)}
-
-
-def compose_variant(overrides: Sequence[str]):
-    """The run config of ``configs/run.yaml`` with ``overrides`` (as the CLI composes it)."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name="run", overrides=list(overrides))
-
-
-def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
-              ) -> dict[str, dict[str, Any]]:
-    """Run every variant into ``out_dir/<i>_<label>``; returns ``{label: metrics}``."""
-    from synapse_pt.run import run
-
-    results: dict[str, dict[str, Any]] = {}
-    for i, (label, overrides) in enumerate(study["variants"].items()):
-        folder = out_dir / f"{i}_{label}"
-        cfg = compose_variant([*study["base"], *overrides, *extra, f"experiment_name={label}",
-                               f"task_name={label}", f"paths.output_dir={folder}"])
-        print(f"[study] {i + 1}/{len(study['variants'])} {label}: "
-              f"{' '.join([*study['base'], *overrides, *extra]) or '(base config)'}")
-        results[label] = run(cfg, refuse_fallback="a study")
-        timing = folder / "timing.json"
-        if timing.is_file():
-            results[label] = {**results[label], "timing": json.loads(timing.read_text())}
-    return results
 
 
 def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 10, 30),

@@ -8,12 +8,46 @@ e.g. an index-valued node field) and keeps Python lists nested per graph.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from .memory_graph import MemoryGraph
 from .pagerank import rescale_unit_interval
+
+
+@dataclass(frozen=True)
+class GraphBlock:
+    """One conversation's graph out of a :class:`GraphBatch`, with local node ids
+    (:meth:`GraphBatch.block`): what a per-conversation retrieval block reads.
+
+    Attributes:
+        graph: its position in the batch; ``sample_id``: its conversation.
+        offset: the global id of its node 0 (``ptr[graph]``); ``nodes``: its global id range.
+        x ``[N_g, d]``, node_type, active, pagerank (raw) ``[N_g]``: views of the batch's rows.
+        edge_index ``[2, E_g]`` (local ids), edge_type, edge_weight ``[E_g]``.
+    """
+
+    graph: int
+    sample_id: str
+    offset: int
+    x: Tensor
+    node_type: Tensor
+    active: Tensor
+    pagerank: Tensor
+    edge_index: Tensor
+    edge_type: Tensor
+    edge_weight: Tensor
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def nodes(self) -> slice:
+        """The block's rows in the batch's node tensors."""
+        return slice(self.offset, self.offset + self.num_nodes)
 
 
 class GraphBatch:
@@ -109,6 +143,17 @@ class GraphBatch:
         """Global node ids ``[start, end)`` of a graph given by position or ``sample_id``."""
         g = self.graph_of(graph) if isinstance(graph, str) else graph
         return int(self.ptr[g]), int(self.ptr[g + 1])
+
+    def block(self, graph: int | str) -> GraphBlock:
+        """Graph ``graph`` (position or ``sample_id``) as a :class:`GraphBlock`: its node rows
+        and its edges with local ids. The one place a graph is cut out of the batch."""
+        g = self.graph_of(graph) if isinstance(graph, str) else graph
+        n0, n1 = int(self.ptr[g]), int(self.ptr[g + 1])
+        e0, e1 = int(self.edge_ptr[g]), int(self.edge_ptr[g + 1])
+        return GraphBlock(g, self.sample_ids[g], n0, self.x[n0:n1], self.node_type[n0:n1],
+                          self.active[n0:n1], self.pagerank[n0:n1],
+                          self.edge_index[:, e0:e1] - n0, self.edge_type[e0:e1],
+                          self.edge_weight[e0:e1])
 
     def index_of(self, sample_id: str, key: str) -> int:
         """Global node id of node ``key`` of conversation ``sample_id``."""

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
-from ..nn.functional import csr_by_row
+from ..nn.sparse import csr_by_row
 
 __all__ = ["pagerank", "rescale_unit_interval"]
 

@@ -29,7 +29,7 @@ score (the gate stays off unless ``tau_gate`` is set).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,7 +39,7 @@ from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
-from synapse_pt.retrieval.fusion import fuse, speaker_prior
+from synapse_pt.retrieval.fusion import fuse, minmax_normalise, speaker_prior
 from synapse_pt.retrieval.text import (
     Analyzer,
     named_speaker,
@@ -47,11 +47,33 @@ from synapse_pt.retrieval.text import (
     resolve_pronouns,
     split_sentences_many,
 )
+from synapse_pt.retrieval.tokenize import tokenize
 
 from .baselines import TurnMemory
 
 SIGNALS = ("dense", "dense_named", "dense_sentence", "dense_resolved", "dense_prf", "bm25",
            "bm25_window", "speaker")
+#: the signals a BM25 variant (k1, b) changes
+LEXICAL_SIGNALS = ("bm25", "bm25_window")
+
+
+def bm25_variant_name(k1: float, b: float) -> str:
+    """How a weight search names a BM25 variant (``"k1=1.5,b=0.75"``)."""
+    return f"k1={k1:g},b={b:g}"
+
+
+class FusionSearchInputs(NamedTuple):
+    """The inputs of a held-out weight search (:meth:`FusedMemory.search_inputs`): per BM25
+    variant an ``[S, N, B]`` stack of normalised signals in the order of ``names``, the
+    ``[N, B]`` own-conversation ``mask``, and each turn's ``prev``, ``next`` and ``session``
+    (the propagation structure)."""
+
+    stacks: dict[str, torch.Tensor]
+    names: list[str]
+    mask: torch.Tensor
+    prev: torch.Tensor
+    next: torch.Tensor
+    session: torch.Tensor
 
 
 class FusedMemory(TurnMemory):
@@ -280,6 +302,37 @@ class FusedMemory(TurnMemory):
         mask = own_graph_mask(self.node_graph, query_graph)
         score = self.score(questions, mask, query_graph).masked_fill(~mask, 0.0)
         return score / score.amax(dim=0, keepdim=True).clamp_min(1e-12)
+
+    def search_inputs(self, questions: Sequence[Question],
+                      bm25_variants: Sequence[tuple[float, float]],
+                      reference_bm25: bool = True) -> FusionSearchInputs:
+        """What a held-out weight search needs (:mod:`synapse_pt.eval.fusion_search`), computed
+        once for all ``questions``: every signal of :data:`SIGNALS` min-max normalised within
+        each question's conversation, as one ``[S, N, B]`` stack per BM25 variant ``(k1, b)``
+        (the lexical signals recomputed for each), the own-conversation mask and the neighbour
+        and session structure the fused score propagates over. With
+        ``reference_bm25`` the stacks also hold ``bm25_plain``, BM25 over plain tokens of the
+        rendered turns (``memory=bm25``: a reference row, not a tuned signal)."""
+        query_graph = self.registry.graph_ids(questions, self.device)
+        mask = own_graph_mask(self.node_graph, query_graph)
+        shared_names = [s for s in SIGNALS if s not in LEXICAL_SIGNALS]
+        shared = self.signals(questions, query_graph, shared_names)
+        names = list(shared_names)
+        if reference_bm25:
+            plain = BM25Index([tokenize(self.renderer(self.registry.turns[k])) for k in self.keys],
+                              doc_group=self.node_graph)
+            shared["bm25_plain"] = plain.scores([tokenize(q.question) for q in questions],
+                                                query_group=query_graph).T
+            names.append("bm25_plain")
+        shared_stack = torch.stack([minmax_normalise(shared[s].float(), mask) for s in names])
+        del shared
+        stacks = {}
+        for k1, b in bm25_variants:
+            lex = self.signals(questions, query_graph, LEXICAL_SIGNALS, bm25_k1=k1, bm25_b=b)
+            stacks[bm25_variant_name(k1, b)] = torch.cat([shared_stack, torch.stack(
+                [minmax_normalise(lex[s].float(), mask) for s in LEXICAL_SIGNALS])])
+        return FusionSearchInputs(stacks, [*names, *LEXICAL_SIGNALS], mask, self.prev,
+                                  self.next, self.session_id)
 
     def row_of(self) -> dict[tuple[str, str], int]:
         """``{(sample_id, dia_id): row}`` of the turns in :meth:`normalised_scores`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -18,11 +19,15 @@ from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.nn.activation import ActivationDynamics
-from synapse_pt.nn.functional import activation_adjacency
+from synapse_pt.nn.frontier import FRONTIER_MODES
+from synapse_pt.nn.sparse import activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.synapse import (
+    PAPER_FIELDS,
+    READING_FIELDS,
     RankedBatch,
+    SynapseInputs,
     SynapseParams,
     SynapseSignals,
     Triggers,
@@ -49,6 +54,43 @@ def _question_key(questions: Sequence[Question]) -> tuple:
     return tuple((q.sample_id, q.qa_index, q.question) for q in questions)
 
 
+#: ``memory.engine``: how SYNAPSE's maths runs, never what it computes
+ENGINE_DEFAULTS: dict[str, Any] = {"device": "cpu", "compile": False, "group_by_graph": True,
+                                   "frontier": "auto", "frontier_density": 0.05}
+
+
+def _engine(engine: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``memory.engine`` with its defaults; an unknown key is an error naming it."""
+    engine = dict(engine or {})
+    unknown = sorted(set(engine) - set(ENGINE_DEFAULTS))
+    if unknown:
+        raise ValueError(f"memory.engine: unknown settings {unknown}; known: "
+                         f"{list(ENGINE_DEFAULTS)}")
+    out = {**ENGINE_DEFAULTS, **engine}
+    for key in ("compile", "group_by_graph"):
+        out[key] = bool(out[key])
+    out["device"] = str(out["device"])
+    out["frontier_density"] = float(out["frontier_density"])
+    if out["frontier"] not in FRONTIER_MODES:
+        raise ValueError(f"memory.engine.frontier must be one of {list(FRONTIER_MODES)}, got "
+                         f"{out['frontier']!r}")
+    if not 0.0 <= out["frontier_density"] <= 1.0:
+        raise ValueError(f"memory.engine.frontier_density must lie in [0, 1], got "
+                         f"{out['frontier_density']}")
+    return out
+
+
+def _params(params: SynapseParams | Mapping[str, Any] | None,
+            readings: Mapping[str, Any] | None) -> SynapseParams:
+    """A :class:`SynapseParams` as it is, or one from the ``params`` and ``readings`` nodes."""
+    if isinstance(params, SynapseParams):
+        if readings:
+            raise ValueError("memory.readings: give the readings inside the SynapseParams "
+                             "object, or params and readings as mappings")
+        return params
+    return SynapseParams.from_config(params, readings)
+
+
 def _scalar(value: object) -> object:
     """A hyperparameter as a plain number where it is one (a sweep may hold a tensor)."""
     if isinstance(value, torch.Tensor):
@@ -64,13 +106,21 @@ class SynapseMemory(MemorySystem):
         extractor: the concept extractor used at consolidation.
         graph: keyword arguments of :class:`~synapse_pt.graph.consolidation.GraphBuilder`
             (window ``N``, ``tau_dup``, ``rho``, association weighting, maintenance settings).
-        params: retrieval hyperparameters (:class:`~synapse_pt.retrieval.synapse.SynapseParams`).
+        params: the paper's retrieval hyperparameters (SPEC §1.2;
+            :data:`~synapse_pt.retrieval.synapse.PAPER_FIELDS`), or a whole
+            :class:`~synapse_pt.retrieval.synapse.SynapseParams` (then ``readings`` is empty).
+        readings: the readings SPEC §1.5 leaves open and our defaults where the paper is silent
+            (:data:`~synapse_pt.retrieval.synapse.READING_FIELDS`).
+        engine: how the maths runs, never what it computes (:data:`ENGINE_DEFAULTS`):
+            ``device`` (where the graph tensors and the retrieval maths run), ``compile`` (each
+            activation step's inhibition and firing as one compiled kernel; the first retrieval
+            compiles it: worth it for sweeps and large batches), ``group_by_graph`` (the maths
+            per conversation block, see :meth:`rank`; ``False``: one ``[N, B]`` block),
+            ``frontier`` and ``frontier_density`` (:class:`~synapse_pt.nn.frontier.FrontierEngine`).
         use_graph: False for the ``no_graph`` ablation: episodic nodes only, no edges.
         bm25: ``k1``, ``b``, ``epsilon`` of the lexical trigger.
-        group_by_graph: run the retrieval maths per conversation block (see :meth:`retrieve`).
         turn_template: how an episodic node renders its turn for embedding, BM25 and the prompt
             (the template every memory system shares, :mod:`synapse_pt.data.render`).
-        device: where the graph tensors and the retrieval maths run.
         triggers: the query and text processing of the two triggers (issue 16; all off = the
             paper's): ``neutralise_speakers`` removes the speakers' names from the dense query
             (:func:`~synapse_pt.retrieval.text.neutralise_speakers`), ``stopwords`` and ``stem``
@@ -83,28 +133,29 @@ class SynapseMemory(MemorySystem):
             fused retriever: what activation adds on top of it is measurable.
         gate: the rejection gate (:func:`~synapse_pt.memory.gate.build_gate`; ``None``: the
             paper's, ``C_ret < tau_gate``).
-        compile: run each activation step's inhibition and firing as one compiled kernel
-            (:class:`~synapse_pt.nn.ActivationDynamics` ``compile``; same result, the first
-            retrieval compiles it: worth it for sweeps and large batches).
     """
 
     name = "synapse"
-    retrieval_fields = ("params", "group_by_graph", "compile")
+    retrieval_fields = ("params", "readings", "engine")
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  graph: Mapping[str, Any] | None = None,
                  params: SynapseParams | Mapping[str, Any] | None = None,
+                 readings: Mapping[str, Any] | None = None,
+                 engine: Mapping[str, Any] | None = None,
                  use_graph: bool = True, bm25: Mapping[str, float] | None = None,
-                 group_by_graph: bool = True, turn_template: str = DEFAULT_TURN_TEMPLATE,
-                 device: str = "cpu", triggers: Mapping[str, bool] | None = None,
+                 turn_template: str = DEFAULT_TURN_TEMPLATE,
+                 triggers: Mapping[str, bool] | None = None,
                  fused_trigger: Mapping[str, Any] | None = None,
-                 gate: Mapping[str, Any] | None = None, compile: bool = False) -> None:
+                 gate: Mapping[str, Any] | None = None) -> None:
         triggers = dict(triggers or {})
         unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
         if unknown:
             raise ValueError(f"memory.triggers: unknown options {unknown}; known: "
                              f"{list(TRIGGER_OPTIONS)}")
         self.triggers = {k: bool(triggers.get(k, False)) for k in TRIGGER_OPTIONS}
+        self.engine = _engine(engine)
+        device = self.engine["device"]
         self.analyzer = Analyzer(stopwords=self.triggers["stopwords"],
                                  stem=self.triggers["stem"])
         self.encoder = encoder
@@ -119,11 +170,8 @@ class SynapseMemory(MemorySystem):
         # bm25_trigger, energy) (reset with the inputs)
         self._sweep_triggers: dict[tuple, Triggers] = {}
         self.use_graph = use_graph
-        self.group_by_graph = group_by_graph
-        self.compile = bool(compile)
         self.extractor = extractor if use_graph else NoConceptExtractor()
-        self.params = (params if isinstance(params, SynapseParams)
-                       else SynapseParams(**(params or {})))
+        self.params = _params(params, readings)
         self.device = torch.device(device)
         self.builder = GraphBuilder(encoder, self.extractor, device=str(self.device),
                                     renderer=self.renderer, **dict(graph or {}))
@@ -137,14 +185,36 @@ class SynapseMemory(MemorySystem):
         self._adjacency: dict[tuple[int | None, bool], torch.Tensor] = {}
         self.ingest_seconds = 0.0
 
+    @property
+    def group_by_graph(self) -> bool:
+        return self.engine["group_by_graph"]
+
+    @property
+    def compile(self) -> bool:
+        return self.engine["compile"]
+
     def configure_retrieval(self, **settings: object) -> None:
-        params = settings.pop("params", None)
-        super().configure_retrieval(**settings)
+        unknown = sorted(set(settings) - set(self.retrieval_fields))
+        if unknown:
+            raise ValueError(f"SynapseMemory: {unknown} are not retrieval settings (those are "
+                             f"{list(self.retrieval_fields)})")
         self._sweep_inputs = None
         self._sweep_triggers = {}
-        if params is not None:
-            self.params = (params if isinstance(params, SynapseParams)
-                           else SynapseParams(**dict(params)))
+        if "params" in settings or "readings" in settings:  # a node not given is kept
+            params, readings = settings.get("params"), settings.get("readings")
+            if not isinstance(params, SynapseParams):
+                current = dataclasses.asdict(self.params)
+                params = params if params is not None else {
+                    k: current[k] for k in PAPER_FIELDS}
+                readings = readings if readings is not None else {
+                    k: current[k] for k in READING_FIELDS}
+            self.params = _params(params, readings)
+        if "engine" in settings:
+            engine = _engine(settings["engine"])  # type: ignore[arg-type]
+            if torch.device(engine["device"]) != self.device:
+                raise ValueError(f"memory.engine.device={engine['device']}: this memory's graphs "
+                                 f"live on {self.device}; rebuild it on the other device")
+            self.engine = engine
 
     def describe(self) -> dict[str, object]:
         return {"memory": self.name, "encoder": self.encoder.name, "extractor": self.extractor.name,
@@ -251,12 +321,13 @@ class SynapseMemory(MemorySystem):
         g = self.batch
         pagerank = self.pagerank(params.pagerank_scale).to(g.x.dtype)
         if not self.group_by_graph:
-            return synapse_retrieve(
+            inputs = SynapseInputs(
                 x=g.x, node_graph=g.batch, edge_index=g.edge_index, edge_weight=g.edge_weight,
-                pagerank_unit=pagerank, query_emb=query_emb,
-                query_graph=query_graph, bm25=bm25, params=params, node_active=g.active,
-                episodic=g.node_type != SEMANTIC_NODE, similarity=similarity,
-                adj_t=self.adjacency(None, params.fan), dynamics=self.dynamics(params))
+                pagerank_unit=pagerank, query_emb=query_emb, query_graph=query_graph, bm25=bm25,
+                node_active=g.active, episodic=g.node_type != SEMANTIC_NODE,
+                similarity=similarity)
+            return synapse_retrieve(inputs, params, adj_t=self.adjacency(None, params.fan),
+                                    dynamics=self.dynamics(params))
         Q, k = query_graph.shape[0], params.k + params.k_concepts
         B = Q * copies
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
@@ -268,10 +339,13 @@ class SynapseMemory(MemorySystem):
             queries = (query_graph == graph).nonzero().flatten()
             cols = (queries[None, :] + Q * torch.arange(copies, device=queries.device)[:, None]
                     ).reshape(-1)  # configuration-major
+            inputs, kept = self._block(graph, queries, query_emb, bm25, params, similarity,
+                                       pagerank, triggers)
+            ranked = synapse_retrieve(inputs, params.select(cols),
+                                      adj_t=self.adjacency(graph, params.fan),
+                                      dynamics=self.dynamics(params), repeat=copies,
+                                      triggers=kept)
             n0 = int(g.ptr[graph])
-            ranked = synapse_retrieve(**self._block(graph, queries, query_emb, bm25, params,
-                                                    similarity, pagerank, copies=copies,
-                                                    cols=cols, triggers=triggers))
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
             score[cols, :kk] = ranked.score
@@ -282,40 +356,30 @@ class SynapseMemory(MemorySystem):
 
     def _block(self, graph: int, queries: torch.Tensor, query_emb: torch.Tensor,
                bm25: torch.Tensor, params: SynapseParams, similarity: torch.Tensor | None,
-               pagerank: torch.Tensor, copies: int = 1,
-               cols: torch.Tensor | None = None,
-               triggers: dict[tuple, Triggers] | None = None) -> dict[str, object]:
-        """The arguments of :func:`synapse_retrieve` / :func:`synapse_signals` for the queries
-        ``queries`` of conversation ``graph`` (node ids local to it), ``copies`` configurations
-        of them with the parameters of columns ``cols`` (default ``queries``): the
-        configuration-independent signals are computed once per query. With a ``triggers``
-        store (see :meth:`rank`) the block's triggers come from it, or are computed into it;
-        its BM25 and similarity columns are then not gathered."""
-        g = self.batch
-        cols = queries if cols is None else cols
-        n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
-        e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
+               pagerank: torch.Tensor, triggers: dict[tuple, Triggers] | None = None
+               ) -> tuple[SynapseInputs, Triggers | None]:
+        """The :class:`~synapse_pt.retrieval.synapse.SynapseInputs` of the queries ``queries``
+        of conversation ``graph`` (its :meth:`~synapse_pt.graph.batch.GraphBatch.block`, node
+        ids local to it), and the block's triggers: with a ``triggers`` store (see
+        :meth:`rank`) they come from it, or are computed into it (its BM25 and similarity
+        columns are then not gathered); ``None`` without a store."""
+        block = self.batch.block(graph)
+        rows = block.nodes
         key = (graph, params.k_anchor, params.bm25_trigger, params.energy)
         kept = None if triggers is None else triggers.get(key)
-        block = dict(
-            x=g.x[n0:n1], node_graph=torch.zeros(n1 - n0, dtype=torch.long, device=self.device),
-            edge_index=g.edge_index[:, e0:e1] - n0, edge_weight=g.edge_weight[e0:e1],
-            pagerank_unit=pagerank[n0:n1], query_emb=query_emb[queries],
-            query_graph=torch.zeros(len(queries), dtype=torch.long, device=self.device),
-            bm25=None if kept is not None else bm25[n0:n1][:, queries],
-            params=params.select(cols),
-            node_active=g.active[n0:n1], episodic=g.node_type[n0:n1] != SEMANTIC_NODE,
+        zeros = torch.zeros
+        inputs = SynapseInputs(
+            x=block.x, node_graph=zeros(block.num_nodes, dtype=torch.long, device=self.device),
+            edge_index=block.edge_index, edge_weight=block.edge_weight,
+            pagerank_unit=pagerank[rows], query_emb=query_emb[queries],
+            query_graph=zeros(len(queries), dtype=torch.long, device=self.device),
+            bm25=None if kept is not None else bm25[rows][:, queries],
+            node_active=block.active, episodic=block.node_type != SEMANTIC_NODE,
             similarity=(None if similarity is None or kept is not None
-                        else similarity[n0:n1][:, queries]),
-            adj_t=self.adjacency(graph, params.fan), dynamics=self.dynamics(params),
-            repeat=copies)
-        if triggers is not None:
-            if kept is None:
-                kept = triggers[key] = query_triggers(**{
-                    k: block[k] for k in ("x", "node_graph", "query_emb", "query_graph", "bm25",
-                                          "params", "node_active", "similarity")})
-            block["triggers"] = kept
-        return block
+                        else similarity[rows][:, queries]))
+        if triggers is not None and kept is None:
+            kept = triggers[key] = query_triggers(inputs, params)  # reads no swept value
+        return inputs, kept
 
     def signals(self, questions: Sequence[Question]) -> list[tuple[int, torch.Tensor,
                                                                   SynapseSignals]]:
@@ -331,8 +395,11 @@ class SynapseMemory(MemorySystem):
         out = []
         for graph in torch.unique(query_graph).tolist():
             cols = (query_graph == graph).nonzero().flatten()
-            out.append((graph, cols, synapse_signals(**self._block(
-                graph, cols, query_emb, bm25, self.params, similarity, pagerank))))
+            inputs, _ = self._block(graph, cols, query_emb, bm25, self.params, similarity,
+                                    pagerank)
+            out.append((graph, cols, synapse_signals(
+                inputs, self.params.select(cols), adj_t=self.adjacency(graph, self.params.fan),
+                dynamics=self.dynamics(self.params))))
         return out
 
     def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
@@ -344,8 +411,10 @@ class SynapseMemory(MemorySystem):
                             for q in questions], self.device)
 
     def dynamics(self, params: SynapseParams) -> ActivationDynamics:
-        """The activation layer of ``params`` (with the memory's ``compile`` setting)."""
-        return activation_layer(params, compile=self.compile)
+        """The activation layer of ``params``, run by the memory's engine settings."""
+        e = self.engine
+        return activation_layer(params, compile=e["compile"], frontier=e["frontier"],
+                                frontier_density=e["frontier_density"])
 
     def adjacency(self, graph: int | None, fan: bool) -> torch.Tensor:
         """The fan-normalised sparse adjacency of one conversation's graph (``graph``: its
@@ -353,16 +422,9 @@ class SynapseMemory(MemorySystem):
         ingest and reused by every retrieve and every sweep chunk."""
         key = (graph, bool(fan))
         if key not in self._adjacency:
-            g = self.batch
-            if graph is None:
-                edge_index, edge_weight, n = g.edge_index, g.edge_weight, g.x.shape[0]
-            else:
-                n0, n1 = int(g.ptr[graph]), int(g.ptr[graph + 1])
-                e0, e1 = int(g.edge_ptr[graph]), int(g.edge_ptr[graph + 1])
-                edge_index, edge_weight, n = g.edge_index[:, e0:e1] - n0, g.edge_weight[e0:e1], \
-                    n1 - n0
-            self._adjacency[key] = activation_adjacency(edge_index, edge_weight, n, fan=fan,
-                                                        dtype=g.x.dtype)
+            g = self.batch if graph is None else self.batch.block(graph)
+            self._adjacency[key] = activation_adjacency(g.edge_index, g.edge_weight,
+                                                        g.x.shape[0], fan=fan, dtype=g.x.dtype)
         return self._adjacency[key]
 
     def pagerank(self, scale: str) -> torch.Tensor:

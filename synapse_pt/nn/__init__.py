@@ -1,30 +1,30 @@
-"""Activation layers of SYNAPSE (SPEC §1.2 steps 3-5) and their functional forms.
+"""Activation layers of SYNAPSE (SPEC §1.2 steps 3-5), their functional forms and the sparse
+kernels under them.
 
-``synapse_pt.nn.functional.spreading_activation`` is the batched functional form;
-:class:`ActivationDynamics` is the same computation as a module with the ablation switches of
-SPEC §1.3 as constructor arguments. The layers (PyTorch Geometric ``MessagePassing`` modules)
-are imported on first use; the functional forms need only torch.
+- :mod:`synapse_pt.nn.sparse`: the fan-normalised adjacency, sparse products, frontier edge
+  lists, column top-k (also used by the graph and retrieval layers);
+- :mod:`synapse_pt.nn.functional`: one step's maths, stage by stage (propagation, lateral
+  inhibition, firing);
+- :mod:`synapse_pt.nn.activation`: the PyTorch Geometric layers and :class:`ActivationDynamics`,
+  the one loop, with its functional forms (:func:`spreading_activation`,
+  :func:`activation_dynamics`, :func:`activation_step`);
+- :mod:`synapse_pt.nn.frontier`: the engine that runs a step on each column's sparse frontier.
+
+The layers (and the functional forms that build them) import PyTorch Geometric on first use; the
+kernels and the step maths need only torch.
 """
 
 from importlib import import_module
 from typing import Any
 
-from synapse_pt.nn import functional
-from synapse_pt.nn.functional import (
-    activation_adjacency,
-    activation_dynamics,
-    activation_step,
-    fan_out,
-    fire,
-    lateral_inhibition,
-    normalized_edge_weight,
-    propagate,
-    spreading_activation,
-)
+from synapse_pt.nn import functional, sparse
+from synapse_pt.nn.functional import fire, lateral_inhibition, propagate
+from synapse_pt.nn.sparse import activation_adjacency, fan_out, normalized_edge_weight
 
 __all__ = [
     "ActivationDynamics",
     "Firing",
+    "FrontierEngine",
     "LateralInhibition",
     "SpreadingActivation",
     "activation_adjacency",
@@ -36,13 +36,17 @@ __all__ = [
     "lateral_inhibition",
     "normalized_edge_weight",
     "propagate",
+    "sparse",
     "spreading_activation",
 ]
 
-_LAYERS = ("ActivationDynamics", "Firing", "LateralInhibition", "SpreadingActivation")
+_LAZY = {"ActivationDynamics": "activation", "Firing": "activation",
+         "LateralInhibition": "activation", "SpreadingActivation": "activation",
+         "activation_dynamics": "activation", "activation_step": "activation",
+         "spreading_activation": "activation", "FrontierEngine": "frontier"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAYERS:
-        return getattr(import_module("synapse_pt.nn.activation"), name)
+    if name in _LAZY:
+        return getattr(import_module(f"synapse_pt.nn.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from synapse_pt.nn.functional import column_topk
+from synapse_pt.nn.sparse import column_topk
 
 
 def cosine_scores(node_emb: torch.Tensor, query_emb: torch.Tensor) -> torch.Tensor:

@@ -8,13 +8,16 @@ Queries only ever see nodes of their own conversation (``node_graph == query_gra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
 from synapse_pt.nn.activation import ActivationDynamics
-from synapse_pt.nn.functional import INHIBITION_SCHEDULES, activation_adjacency
+from synapse_pt.nn.functional import INHIBITION_SCHEDULES
+from synapse_pt.nn.sparse import activation_adjacency
 
 from .anchors import initial_energy
 from .dense import cosine_scores, own_graph_mask
@@ -23,6 +26,14 @@ from .scoring import gate, rank, retrieval_confidence, triple_score
 Scalar = float | torch.Tensor
 
 
+#: the paper's hyperparameters (SPEC §1.2; config node ``memory.params``)
+PAPER_FIELDS = ("S", "delta", "beta", "M", "gamma", "theta", "T", "fan", "lambda1", "lambda2",
+                "lambda3", "tau_gate", "k", "bm25_trigger")
+#: the readings SPEC §1.5 leaves open and our defaults where the paper is silent (config node
+#: ``memory.readings``)
+READING_FIELDS = ("k_anchor", "fire_zero", "energy", "c_ret_source", "inhibition",
+                  "inhibition_scope", "pagerank_scale", "rank_episodic_only", "k_concepts")
+
 ENERGY_READINGS = ("cosine", "max", "constant")
 C_RET_READINGS = ("activation", "max_activation", "potential", "score", "similarity")
 INHIBITION_SCOPES = ("all", "neighbourhood")
@@ -30,7 +41,10 @@ INHIBITION_SCOPES = ("all", "neighbourhood")
 
 @dataclass
 class SynapseParams:
-    """Retrieval hyperparameters, named as in SPEC §1.2 (defaults: the paper's values).
+    """Retrieval hyperparameters, named as in SPEC §1.2 (defaults: the paper's values), and the
+    readings of SPEC §1.5: one value object for the retrieval maths, composed from the config's
+    two nodes ``memory.params`` (:data:`PAPER_FIELDS`) and ``memory.readings``
+    (:data:`READING_FIELDS`) by :meth:`from_config`.
 
     The continuous ones may be ``[B]`` tensors (one value per query column), which is how a batched
     sweep evaluates many configurations in one pass. The string-valued fields are the readings
@@ -77,18 +91,36 @@ class SynapseParams:
     rank_episodic_only: bool = False  # True: semantic nodes spread activation but are not returned
     k_concepts: int = 0
 
+    @classmethod
+    def from_config(cls, params: Mapping[str, Any] | None,
+                    readings: Mapping[str, Any] | None = None) -> SynapseParams:
+        """The value object of the config nodes ``memory.params`` (the paper's
+        hyperparameters) and ``memory.readings``; a key in the wrong node is an error naming
+        the right one."""
+        params, readings = dict(params or {}), dict(readings or {})
+        for node, values, allowed, other in (("params", params, PAPER_FIELDS, "readings"),
+                                             ("readings", readings, READING_FIELDS, "params")):
+            for key in values:
+                if key not in allowed:
+                    where = (f"it belongs in memory.{other}.{key}"
+                             if key in PAPER_FIELDS + READING_FIELDS
+                             else f"known: {list(allowed)}")
+                    raise ValueError(f"memory.{node}.{key}: not a setting of memory.{node}; "
+                                     f"{where}")
+        return cls(**params, **readings)
+
     def __post_init__(self) -> None:
         choices = {"energy": ENERGY_READINGS, "c_ret_source": C_RET_READINGS,
                    "inhibition": INHIBITION_SCHEDULES, "inhibition_scope": INHIBITION_SCOPES,
                    "pagerank_scale": PAGERANK_SCALES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"memory.params.{name} must be one of {list(allowed)}, "
+                raise ValueError(f"{_node(name)}.{name} must be one of {list(allowed)}, "
                                  f"got {getattr(self, name)!r}")
         for name, lo in (("k", 1), ("k_anchor", 1), ("M", 0), ("T", 0), ("k_concepts", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ValueError(f"memory.params.{name} must be an integer >= {lo}, "
+                raise ValueError(f"{_node(name)}.{name} must be an integer >= {lo}, "
                                  f"got {value!r}")
         ranges = {"S": (0.0, None), "delta": (0.0, 1.0), "beta": (0.0, None),
                   "gamma": (0.0, None), "theta": (0.0, 1.0), "lambda1": (0.0, None),
@@ -99,15 +131,15 @@ class SynapseParams:
             value = getattr(self, name)
             t = torch.as_tensor(value, dtype=torch.float64)
             if t.numel() == 0 or not torch.isfinite(t).all():
-                raise ValueError(f"memory.params.{name} must be finite, got {value!r}")
+                raise ValueError(f"{_node(name)}.{name} must be finite, got {value!r}")
             if float(t.min()) < lo or (hi is not None and float(t.max()) > hi):
                 allowed = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
                 shown = value if t.numel() == 1 else f"values in [{float(t.min()):g}, " \
                                                      f"{float(t.max()):g}]"
-                raise ValueError(f"memory.params.{name} must be {allowed}, got {shown}")
+                raise ValueError(f"{_node(name)}.{name} must be {allowed}, got {shown}")
         if self.k_concepts and not self.rank_episodic_only:
-            raise ValueError("memory.params.k_concepts lists concepts apart from the k turns and "
-                             "needs memory.params.rank_episodic_only=true")
+            raise ValueError("memory.readings.k_concepts lists concepts apart from the k turns "
+                             "and needs memory.readings.rank_episodic_only=true")
 
     def repeat_columns(self, per_config: int) -> SynapseParams:
         """``[C]`` tensors -> ``[C * per_config]`` (each configuration's value repeated for its
@@ -131,13 +163,21 @@ class SynapseParams:
         return SynapseParams(**values)
 
 
-def activation_layer(params: SynapseParams, compile: bool = False) -> ActivationDynamics:
+def _node(name: str) -> str:
+    """The config node that holds a field of :class:`SynapseParams`."""
+    return "memory.readings" if name in READING_FIELDS else "memory.params"
+
+
+def activation_layer(params: SynapseParams, compile: bool = False, frontier: str = "auto",
+                     frontier_density: float = 0.05) -> ActivationDynamics:
     """The activation layer of ``params`` (its structural settings: M, T, firing rule, inhibition
-    schedule; the continuous hyperparameters go to each call, scalar or one per column);
-    ``compile``: its inhibition and firing as one compiled kernel (same result)."""
+    schedule; the continuous hyperparameters go to each call, scalar or one per column), run by
+    the engine settings: ``compile`` (inhibition and firing as one compiled kernel) and the
+    frontier (:class:`~synapse_pt.nn.frontier.FrontierEngine`); same result either way."""
     return ActivationDynamics(M=params.M, T=params.T, fire_zero=params.fire_zero,
                               fan=params.fan, inhibition_schedule=params.inhibition,
-                              compile=compile)
+                              compile=compile, frontier=frontier,
+                              frontier_density=frontier_density)
 
 
 @dataclass
@@ -184,64 +224,85 @@ class Triggers:
     anchors: torch.Tensor
 
 
-def _query_mask(node_graph: torch.Tensor, query_graph: torch.Tensor,
-                node_active: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
+@dataclass
+class SynapseInputs:
+    """What one retrieval pass reads (SPEC §1.2): a graph (one conversation's block, or several
+    conversations as one disjoint graph) and ``B`` queries over it.
+
+    Graph:
+        x: ``[N, d]`` unit node embeddings; node_graph: ``[N]`` conversation id per node.
+        edge_index: ``[2, E]`` (source, target); edge_weight: ``[E]``.
+        pagerank_unit: ``[N]`` PageRank as it enters the score (rescaled per conversation by
+            ``params.pagerank_scale``, see :func:`~synapse_pt.graph.pagerank.rescale_pagerank`).
+        node_active: optional ``[N]`` bool; inactive (collected) nodes are never retrieved.
+        episodic: optional ``[N]`` bool marking episodic nodes; with
+            ``params.rank_episodic_only`` only they are ranked and returned (then
+            ``params.k_concepts`` semantic nodes follow them).
+
+    Queries:
+        query_emb: ``[B, d]`` unit query embeddings; query_graph: ``[B]`` conversation id per
+            query.
+        bm25: ``[N, B]`` BM25 scores of each node's text for each query (0 outside its graph);
+            ``None`` when precomputed :class:`Triggers` are given.
+        similarity: optional ``[N, B]`` query-node similarity replacing the cosine of ``x`` and
+            ``query_emb`` wherever the cosine enters (dense anchors, their energy, the triple
+            score, the ``similarity`` reading of C_ret): e.g. a fused retriever's score of the
+            turns (:class:`~synapse_pt.memory.synapse.SynapseMemory`'s ``fused_trigger``).
+    """
+
+    x: torch.Tensor
+    node_graph: torch.Tensor
+    edge_index: torch.Tensor
+    edge_weight: torch.Tensor
+    pagerank_unit: torch.Tensor
+    query_emb: torch.Tensor
+    query_graph: torch.Tensor
+    bm25: torch.Tensor | None = None
+    node_active: torch.Tensor | None = None
+    episodic: torch.Tensor | None = None
+    similarity: torch.Tensor | None = None
+
+
+def _query_mask(inputs: SynapseInputs) -> tuple[torch.Tensor, bool]:
     """``[N, B]`` own-graph mask (active nodes only) and whether it holds every cell."""
-    mask = own_graph_mask(node_graph, query_graph)
-    if node_active is not None:
-        mask &= node_active[:, None]
+    mask = own_graph_mask(inputs.node_graph, inputs.query_graph)
+    if inputs.node_active is not None:
+        mask &= inputs.node_active[:, None]
     # In one conversation's own block (how the memory calls this) every node belongs to every
     # query: then no mask is applied anywhere (no masked copies, no fills; one host sync to know)
     return mask, bool(mask.all())
 
 
-def _triggers(x: torch.Tensor, query_emb: torch.Tensor, bm25: torch.Tensor,
-              inner: torch.Tensor | None, p: SynapseParams,
-              similarity: torch.Tensor | None) -> Triggers:
-    cos = cosine_scores(x, query_emb) if similarity is None else similarity.to(x.dtype)
-    a0, anchors = initial_energy(cos, bm25, inner, p.k_anchor, use_bm25=p.bm25_trigger,
+def _triggers(inputs: SynapseInputs, inner: torch.Tensor | None, p: SynapseParams) -> Triggers:
+    if inputs.bm25 is None:
+        raise ValueError("SYNAPSE's triggers need bm25 [N, B] unless triggers are given")
+    x = inputs.x
+    cos = (cosine_scores(x, inputs.query_emb) if inputs.similarity is None
+           else inputs.similarity.to(x.dtype))
+    a0, anchors = initial_energy(cos, inputs.bm25, inner, p.k_anchor, use_bm25=p.bm25_trigger,
                                  energy=p.energy)
     return Triggers(cos, a0, anchors)
 
 
-def query_triggers(*, x: torch.Tensor, node_graph: torch.Tensor, query_emb: torch.Tensor,
-                   query_graph: torch.Tensor, bm25: torch.Tensor, params: SynapseParams,
-                   node_active: torch.Tensor | None = None,
-                   similarity: torch.Tensor | None = None) -> Triggers:
-    """The :class:`Triggers` that :func:`synapse_signals` computes for these queries (the same
-    arguments), for a caller that reuses them across calls."""
-    mask, unmasked = _query_mask(node_graph, query_graph, node_active)
-    return _triggers(x, query_emb, bm25, None if unmasked else mask, params, similarity)
+def query_triggers(inputs: SynapseInputs, params: SynapseParams) -> Triggers:
+    """The :class:`Triggers` that :func:`synapse_signals` computes for these queries, for a
+    caller that reuses them across calls."""
+    mask, unmasked = _query_mask(inputs)
+    return _triggers(inputs, None if unmasked else mask, params)
 
 
-def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
-                    edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
-                    query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor | None,
-                    params: SynapseParams, node_active: torch.Tensor | None = None,
-                    episodic: torch.Tensor | None = None,
-                    similarity: torch.Tensor | None = None,
+def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
                     adj_t: torch.Tensor | None = None,
                     dynamics: ActivationDynamics | None = None,
                     repeat: int = 1, triggers: Triggers | None = None) -> SynapseSignals:
     """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
-    once (the arguments of :func:`synapse_retrieve`, which ranks these signals); what a figure
-    or an analysis of one question's activation reads.
-
-    ``repeat = C`` (a sweep): ``query_emb``, ``query_graph``, ``bm25`` and ``similarity`` hold
-    ``B / C`` queries and ``params`` ``B`` columns, ``C`` configurations of them
-    (configuration-major). What does not depend on the continuous hyperparameters (the own-graph
-    mask, the cosine, the anchors and their energy: they depend on ``k_anchor``, ``bm25_trigger``
-    and ``energy``, shared by a sweep) is computed once for the ``B / C`` queries and repeated.
-    ``triggers``: those of :func:`query_triggers` for the same ``B / C`` queries and settings,
-    computed earlier (then ``bm25`` and ``similarity`` are not read and may be ``None``).
-    """
+    once (what :func:`synapse_retrieve` ranks); what a figure or an analysis of one question's
+    activation reads. The arguments are :func:`synapse_retrieve`'s."""
     p = params
-    mask, unmasked = _query_mask(node_graph, query_graph, node_active)
+    mask, unmasked = _query_mask(inputs)
     inner = None if unmasked else mask
     if triggers is None:
-        if bm25 is None:
-            raise ValueError("synapse_signals needs bm25 [N, B] unless triggers are given")
-        triggers = _triggers(x, query_emb, bm25, inner, p, similarity)
+        triggers = _triggers(inputs, inner, p)
     cos, a0, anchors = triggers.cos, triggers.a0, triggers.anchors
     if repeat > 1:
         cos, a0, anchors = (t.repeat(1, repeat) for t in (cos, a0, anchors))
@@ -249,8 +310,8 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
                 else mask.repeat(1, repeat))
         inner = None if unmasked else mask
     if adj_t is None:
-        adj_t = activation_adjacency(edge_index, edge_weight, x.shape[0], fan=p.fan,
-                                     dtype=a0.dtype)
+        adj_t = activation_adjacency(inputs.edge_index, inputs.edge_weight, inputs.x.shape[0],
+                                     fan=p.fan, dtype=a0.dtype)
     inhibitors = None
     if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
         reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
@@ -260,60 +321,43 @@ def synapse_signals(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: to
                 S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
                 return_potential=p.c_ret_source == "potential")
     activation, potential = out if p.c_ret_source == "potential" else (out, None)
-    score = triple_score(cos, activation, pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
+    score = triple_score(cos, activation, inputs.pagerank_unit, p.lambda1, p.lambda2, p.lambda3)
     rank_mask = mask
     if p.rank_episodic_only:
-        if episodic is None:
+        if inputs.episodic is None:
             raise ValueError("rank_episodic_only needs the episodic node mask")
-        rank_mask = mask & episodic[:, None]
+        rank_mask = mask & inputs.episodic[:, None]
     return SynapseSignals(mask, cos, a0, anchors, activation, potential, score, rank_mask,
                           unmasked=unmasked)
 
 
-def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: torch.Tensor,
-                     edge_weight: torch.Tensor, pagerank_unit: torch.Tensor,
-                     query_emb: torch.Tensor, query_graph: torch.Tensor, bm25: torch.Tensor | None,
-                     params: SynapseParams, node_active: torch.Tensor | None = None,
-                     episodic: torch.Tensor | None = None,
-                     similarity: torch.Tensor | None = None,
+def synapse_retrieve(inputs: SynapseInputs, params: SynapseParams, *,
                      adj_t: torch.Tensor | None = None,
                      dynamics: ActivationDynamics | None = None,
                      repeat: int = 1, triggers: Triggers | None = None) -> RankedBatch:
-    """Retrieve for ``B`` queries at once.
+    """Retrieve for the ``B`` queries of ``inputs`` at once (SPEC §1.2 steps 1-7).
 
     Args:
-        x: ``[N, d]`` unit node embeddings; node_graph: ``[N]`` conversation id per node.
-        edge_index: ``[2, E]`` (source, target); edge_weight: ``[E]``.
-        pagerank_unit: ``[N]`` PageRank as it enters the score (rescaled per conversation by
-            ``params.pagerank_scale``, see :func:`~synapse_pt.graph.pagerank.rescale_pagerank`).
-        query_emb: ``[B, d]`` unit query embeddings; query_graph: ``[B]`` conversation id per query.
-        bm25: ``[N, B]`` BM25 scores of each node's text for each query (0 outside its graph);
-            ``None`` when ``triggers`` are given.
+        inputs: the graph and the queries (:class:`SynapseInputs`).
         params: hyperparameters and readings (:class:`SynapseParams`).
-        node_active: optional ``[N]`` bool; inactive (collected) nodes are never retrieved.
-        episodic: optional ``[N]`` bool marking episodic nodes; with
-            ``params.rank_episodic_only`` only they are ranked and returned (then
-            ``params.k_concepts`` semantic nodes follow them).
-        similarity: optional ``[N, B]`` query-node similarity replacing the cosine of ``x`` and
-            ``query_emb`` wherever the cosine enters (dense anchors, their energy, the triple
-            score, the ``similarity`` reading of C_ret): e.g. a fused retriever's score of the
-            turns (:class:`~synapse_pt.memory.synapse.SynapseMemory`'s ``fused_trigger``).
         adj_t: the fan-normalised sparse adjacency of ``(edge_index, edge_weight)``
-            (:func:`~synapse_pt.nn.functional.activation_adjacency` with ``fan=params.fan``, in
+            (:func:`~synapse_pt.nn.sparse.activation_adjacency` with ``fan=params.fan``, in
             the energies' dtype); given, it is used as is (the memory caches it per graph),
             else it is built here.
         dynamics: the activation layer; default :func:`activation_layer` of ``params``. A
             subclass (or one with a swapped stage) changes retrieval and sweeps alike.
-        repeat: ``C`` configurations of the same queries (see :func:`synapse_signals`).
-        triggers: precomputed :class:`Triggers` of the ``B / C`` queries (see
-            :func:`synapse_signals`).
+        repeat: ``C`` configurations of the same queries (a sweep): ``inputs`` holds ``B / C``
+            queries and ``params`` ``B`` columns, configuration-major. What does not depend on
+            the continuous hyperparameters (the own-graph mask, the cosine, the anchors and
+            their energy: they depend on ``k_anchor``, ``bm25_trigger`` and ``energy``, shared
+            by a sweep) is computed once for the ``B / C`` queries and repeated.
+        triggers: the :class:`Triggers` of :func:`query_triggers` for the same ``B / C``
+            queries and settings, computed earlier (then ``inputs.bm25`` and
+            ``inputs.similarity`` are not read and may be ``None``).
     """
     p = params
-    sig = synapse_signals(x=x, node_graph=node_graph, edge_index=edge_index,
-                          edge_weight=edge_weight, pagerank_unit=pagerank_unit,
-                          query_emb=query_emb, query_graph=query_graph, bm25=bm25, params=p,
-                          node_active=node_active, episodic=episodic, similarity=similarity,
-                          adj_t=adj_t, dynamics=dynamics, repeat=repeat, triggers=triggers)
+    sig = synapse_signals(inputs, p, adj_t=adj_t, dynamics=dynamics, repeat=repeat,
+                          triggers=triggers)
     mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
     activation, potential = sig.activation, sig.potential
     top_score, top_index = rank(score, None if sig.unmasked and rank_mask is mask else rank_mask,
@@ -324,7 +368,7 @@ def synapse_retrieve(*, x: torch.Tensor, node_graph: torch.Tensor, edge_index: t
         potential=potential, cos=cos, mask=mask)
     c_ret = torch.where(valid[0], c_ret, torch.zeros_like(c_ret))  # an empty memory: no confidence
     if p.k_concepts:
-        c_score, c_index = rank(score, mask & ~episodic[:, None], p.k_concepts)
+        c_score, c_index = rank(score, mask & ~inputs.episodic[:, None], p.k_concepts)
         top_score, top_index = torch.cat([top_score, c_score]), torch.cat([top_index, c_index])
         valid = torch.isfinite(top_score)
     return RankedBatch(top_index.T, top_score.T, valid.T, c_ret, gate(c_ret, p.tau_gate))

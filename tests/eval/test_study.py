@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from synapse_pt.eval.study import STUDY_DIR, compose_variant, load_study, run_study, study_table
+from synapse_pt.build import composed_config
+from synapse_pt.eval.study import STUDY_DIR, load_study, study_table
+from synapse_pt.study import run_study
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in STUDY_DIR.glob("*.yaml")))
@@ -12,7 +14,7 @@ def test_every_shipped_study_composes(name: str) -> None:
     study = load_study(name)
     assert study["variants"]
     for label, overrides in study["variants"].items():
-        cfg = compose_variant([*study["base"], *overrides])
+        cfg = composed_config([*study["base"], *overrides])
         assert cfg.memory["_target_"], label
 
 

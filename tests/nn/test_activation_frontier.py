@@ -93,23 +93,23 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
     """`auto` first checks the frontier bound of a few columns of a(0), to skip listing every
     non-zero cell of a block that is dense from the start: it takes exactly the steps (and gives
     exactly the result) of the unprobed check."""
-    from synapse_pt.nn import activation as activation_module
+    from synapse_pt.nn import frontier as frontier_module
 
     ei, w = _graph(5, degree=4)
     a0 = _sparse_a0(5, anchors=anchors)
     a0[:, 3:] = a0[:, 3:].roll(7, dims=0)  # columns past the probe differ from those in it
     runs = {}
-    monkeypatch.setattr(activation_module, "_PROBE_MIN_COLUMNS", 0)  # probe these 5 columns
+    monkeypatch.setattr(frontier_module, "_PROBE_MIN_COLUMNS", 0)  # probe these 5 columns
     for probe in (0, 2):
-        monkeypatch.setattr(activation_module, "_PROBE_COLUMNS", probe)
+        monkeypatch.setattr(frontier_module, "_PROBE_COLUMNS", probe)
         steps = []
-        real = activation_module.frontier_messages
+        real = frontier_module.frontier_messages
 
         def spy(*args, _real=real, _steps=steps, **kwargs):
             _steps.append(1)
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(activation_module, "frontier_messages", spy)
+        monkeypatch.setattr(frontier_module, "frontier_messages", spy)
         layer = ActivationDynamics(M=5, T=3, frontier="auto", frontier_density=frontier_density)
         runs[probe] = (layer(a0, ei, w, **PARAMS), len(steps))
     assert runs[0][1] == runs[2][1]
@@ -119,19 +119,19 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
 def test_the_probe_runs_only_on_wide_blocks(monkeypatch):
     """Narrow blocks (where reading a few strided columns is a large share of the scan) list
     their non-zero cells directly; wide ones probe first."""
-    from synapse_pt.nn import activation as activation_module
+    from synapse_pt.nn import frontier as frontier_module
 
     probed = []
-    real = activation_module._bound_exceeds
-    monkeypatch.setattr(activation_module, "_bound_exceeds",
+    real = frontier_module._bound_exceeds
+    monkeypatch.setattr(frontier_module, "_bound_exceeds",
                         lambda a, *rest: probed.append(a.shape[1]) or real(a, *rest))
     ei, w = _graph(6, degree=4)
     layer = ActivationDynamics(M=5, T=3, frontier="auto")
-    for width in (activation_module._PROBE_MIN_COLUMNS - 1, activation_module._PROBE_MIN_COLUMNS):
+    for width in (frontier_module._PROBE_MIN_COLUMNS - 1, frontier_module._PROBE_MIN_COLUMNS):
         a0 = torch.zeros(N, width, dtype=torch.float64)
         a0[torch.randint(0, N, (3, width)), torch.arange(width)] = 1.0
         layer(a0, ei, w)
-    assert probed == [activation_module._PROBE_COLUMNS]
+    assert probed == [frontier_module._PROBE_COLUMNS]
 
 
 def test_functional_edge_list_path_equals_dense():
@@ -191,7 +191,7 @@ def test_frontier_messages_by_hand():
     # 0 -> 1 (w 1), 0 -> 2 (w 1), 3 -> 0 (w 1), 2 -> 4 (w 1); fan(0) = 2
     ei = torch.tensor([[0, 0, 3, 2], [1, 2, 0, 4]])
     adj_t = activation_adjacency(ei, None, 5)
-    from synapse_pt.nn.functional import adjacency_edges, frontier_messages
+    from synapse_pt.nn.sparse import adjacency_edges, frontier_messages
 
     # column 0: node 0 active (a 1.0); column 1: nodes 2 (a 0.5) and 3 (a 2.0)
     nodes, cols, values = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1]), torch.tensor(
@@ -221,7 +221,7 @@ def test_sparse_refuses_where_not_exact():
 def test_out_edges_sorted_by_source_and_kept_with_the_adjacency():
     """The adjacency's entries by source with a CSR pointer, in adj_t's order within a source,
     built once per adjacency."""
-    from synapse_pt.nn.functional import adjacency_edges, out_edges
+    from synapse_pt.nn.sparse import adjacency_edges, out_edges
 
     ei, w = _graph(8, degree=3)
     adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
@@ -243,7 +243,7 @@ def test_out_edges_sorted_by_source_and_kept_with_the_adjacency():
 def test_frontier_edges_from_the_pointer_equal_a_scan():
     """Ranges of the CSR pointer give the same out-edges (and out-degrees) as one pass over the
     sources, without reading the sources."""
-    from synapse_pt.nn.functional import OutEdges, frontier_edges, out_edges
+    from synapse_pt.nn.sparse import OutEdges, frontier_edges, out_edges
 
     ei, w = _graph(9, degree=3)
     graph = out_edges(activation_adjacency(ei, w, N))
@@ -263,7 +263,7 @@ def test_frontier_edges_from_the_pointer_equal_a_scan():
 def test_messages_normalise_their_own_edges_like_normalized_edge_weight(weighted):
     """Raw weights divided per step by the out-degrees counted among the step's edges give
     the floats of the graph-wide normalisation, bit for bit."""
-    from synapse_pt.nn.functional import frontier_messages, normalized_edge_weight
+    from synapse_pt.nn.sparse import frontier_messages, normalized_edge_weight
 
     ei, w = _graph(10, degree=4)
     w = w.float() if weighted else None
@@ -281,7 +281,7 @@ def test_messages_normalise_their_own_edges_like_normalized_edge_weight(weighted
 def test_nonzero_cells_equal_nonzero(fill):
     """The rows-first listing of a(0)'s non-zero cells gives torch.nonzero's pairs in its
     order: negative values, NaN (non-zero), -0.0 (zero) and silent rows included."""
-    from synapse_pt.nn.activation import _nonzero_cells
+    from synapse_pt.nn.frontier import _nonzero_cells
 
     g = torch.Generator().manual_seed(11)
     a = torch.randn(2000, 37, generator=g)

@@ -7,17 +7,14 @@ import pytest
 import torch
 from reference import reference_dynamics, sigmoid
 
-from synapse_pt.nn.functional import (
+from synapse_pt.nn.activation import activation_dynamics, spreading_activation
+from synapse_pt.nn.functional import fire, lateral_inhibition, propagate
+from synapse_pt.nn.sparse import (
     activation_adjacency,
-    activation_dynamics,
     csr_by_row,
     fan_out,
-    fire,
-    lateral_inhibition,
     normalized_edge_weight,
-    propagate,
     spmm_sum,
-    spreading_activation,
 )
 
 
@@ -594,7 +591,7 @@ def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) ->
     values exactly, with k distinct rows per column that hold them: many tied zeros (silent
     nodes), tied non-zero values inside the top, -inf (masked) rows, leftover rows past the last
     full group holding the maximum, columns that are all -inf."""
-    from synapse_pt.nn.functional import column_topk
+    from synapse_pt.nn.sparse import column_topk
 
     g = torch.Generator().manual_seed(7)
     x = torch.rand(shape, generator=g)
@@ -619,7 +616,7 @@ def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) ->
 
 def test_column_topk_takes_the_grouped_path_on_large_blocks(monkeypatch) -> None:
     """The shapes above do reach the grouped path (and LoCoMo-sized blocks do not)."""
-    from synapse_pt.nn import functional as F
+    from synapse_pt.nn import sparse as F
 
     calls = []
     real = F._grouped_column_topk

@@ -7,7 +7,7 @@ import torch
 
 from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.retrieval.anchors import initial_energy
-from synapse_pt.retrieval.synapse import SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.synapse import SynapseInputs, SynapseParams, synapse_retrieve
 
 COS = torch.tensor([[0.9], [0.4], [-0.2], [0.1]])
 BM25 = torch.tensor([[0.0], [2.0], [4.0], [1.0]])
@@ -50,9 +50,9 @@ def _chain():
 
 
 def test_turns_only_lists_concepts_apart() -> None:
-    both = synapse_retrieve(**_chain(), params=SynapseParams(k=4, k_anchor=1))
+    both = synapse_retrieve(SynapseInputs(**_chain()), SynapseParams(k=4, k_anchor=1))
     assert 3 in both.index[0].tolist()
-    turns = synapse_retrieve(**_chain(), params=SynapseParams(k=2, k_anchor=1,
+    turns = synapse_retrieve(SynapseInputs(**_chain()), SynapseParams(k=2, k_anchor=1,
                                                               rank_episodic_only=True,
                                                               k_concepts=1))
     assert turns.index[0].tolist()[2:] == [3]  # the concept after the k turns
@@ -60,7 +60,7 @@ def test_turns_only_lists_concepts_apart() -> None:
 
 
 def test_c_ret_readings_on_a_graph() -> None:
-    runs = {src: synapse_retrieve(**_chain(), params=SynapseParams(k=2, k_anchor=1,
+    runs = {src: synapse_retrieve(SynapseInputs(**_chain()), SynapseParams(k=2, k_anchor=1,
                                                                   c_ret_source=src))
             for src in ("activation", "max_activation", "potential", "score", "similarity")}
     top = int(runs["score"].index[0, 0])
@@ -75,14 +75,14 @@ def test_c_ret_readings_on_a_graph() -> None:
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("energy", "sum", "memory.params.energy"),
-    ("c_ret_source", "entropy", "memory.params.c_ret_source"),
-    ("inhibition", "never", "memory.params.inhibition"),
-    ("inhibition_scope", "global", "memory.params.inhibition_scope"),
-    ("pagerank_scale", "log", "memory.params.pagerank_scale"),
+    ("energy", "sum", "memory.readings.energy"),
+    ("c_ret_source", "entropy", "memory.readings.c_ret_source"),
+    ("inhibition", "never", "memory.readings.inhibition"),
+    ("inhibition_scope", "global", "memory.readings.inhibition_scope"),
+    ("pagerank_scale", "log", "memory.readings.pagerank_scale"),
     ("k", 0, "memory.params.k"),
     ("k", -3, "memory.params.k"),
-    ("k_anchor", 0, "memory.params.k_anchor"),
+    ("k_anchor", 0, "memory.readings.k_anchor"),
     ("T", -1, "memory.params.T"),
     ("k_concepts", 3, "rank_episodic_only"),
 ])

@@ -15,7 +15,7 @@ from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.anchors import initial_energy
 from synapse_pt.retrieval.scoring import gate, retrieval_confidence, triple_score
-from synapse_pt.retrieval.synapse import SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.synapse import SynapseInputs, SynapseParams, synapse_retrieve
 
 
 def test_initial_energy_dense_and_bm25_only_anchors():
@@ -109,7 +109,7 @@ def test_synapse_retrieve_equals_plain_reference_and_masks_graphs(overrides):
     inputs = {k: v.double() if v.is_floating_point() else v
               for k, v in _two_graph_inputs().items()}
     p = SynapseParams(**{"k": 4, "k_anchor": 3, **overrides})
-    out = synapse_retrieve(**inputs, params=p)
+    out = synapse_retrieve(SynapseInputs(**inputs), p)
     own = inputs["node_graph"][out.index] == inputs["query_graph"][:, None]
     assert own[out.valid].all()  # every returned node lies in its query's own graph
 
@@ -132,9 +132,9 @@ def test_synapse_retrieve_equals_plain_reference_and_masks_graphs(overrides):
 def test_per_column_params_equal_separate_runs():
     inputs = _two_graph_inputs()
     betas = torch.tensor([0.0, 0.15, 0.3, 0.15, 0.0])
-    batched = synapse_retrieve(**inputs, params=SynapseParams(k=4, beta=betas))
+    batched = synapse_retrieve(SynapseInputs(**inputs), SynapseParams(k=4, beta=betas))
     for col, beta in enumerate(betas.tolist()):
-        one = synapse_retrieve(**inputs, params=SynapseParams(k=4, beta=beta))
+        one = synapse_retrieve(SynapseInputs(**inputs), SynapseParams(k=4, beta=beta))
         assert torch.equal(batched.index[col], one.index[col])
         assert batched.c_ret[col] == pytest.approx(float(one.c_ret[col]))
     sub = SynapseParams(k=4, beta=betas).select(torch.tensor([1, 2]))
@@ -158,7 +158,8 @@ def two_conversations():
 
 def _memory(device="cpu", **params):
     enc = HashingEncoder(128)
-    return SynapseMemory(enc, KeywordConceptExtractor(enc), params=params, device=device)
+    return SynapseMemory(enc, KeywordConceptExtractor(enc), params=SynapseParams(**params),
+                         engine={"device": device})
 
 
 def test_memory_grouped_equals_single_block(two_conversations, device):
@@ -166,7 +167,7 @@ def test_memory_grouped_equals_single_block(two_conversations, device):
     mem = _memory(device, k=10)
     mem.ingest(two_conversations)
     grouped = mem.retrieve(questions)
-    mem.group_by_graph = False
+    mem.configure_retrieval(engine={**mem.engine, "group_by_graph": False})
     single = mem.retrieve(questions)
     assert grouped.node_ids() == single.node_ids()
     assert torch.allclose(grouped.c_ret, single.c_ret)
@@ -220,7 +221,8 @@ def test_sweep_equals_separate_retrievals(two_conversations):
 
 
 def test_compiled_memory_retrieves_and_sweeps_as_eager(two_conversations, monkeypatch):
-    """memory.compile=true (one compiled kernel for inhibition and firing) changes no ranking."""
+    """memory.engine.compile=true (one compiled kernel for inhibition and firing) changes no
+    ranking."""
     import synapse_pt.nn.activation as activation
 
     questions = [q for c in two_conversations for q in c.questions]
@@ -233,7 +235,7 @@ def test_compiled_memory_retrieves_and_sweeps_as_eager(two_conversations, monkey
     kernel = activation.inhibit_and_fire
     monkeypatch.setattr(activation, "inhibit_and_fire",
                         lambda *a, **k: calls.append(a[0].shape) or kernel(*a, **k))
-    mem.configure_retrieval(compile=True)
+    mem.configure_retrieval(engine={**mem.engine, "compile": True})
     compiled = mem.retrieve(questions), mem.sweep(questions, configs)
     assert calls  # the kernel ran (every block is unmasked)
     assert compiled[0].node_ids() == eager[0].node_ids()
@@ -305,7 +307,8 @@ def test_sweep_chunks_reuse_each_blocks_triggers(two_conversations, monkeypatch)
     calls = []
     real = memory_module.query_triggers
     monkeypatch.setattr(memory_module, "query_triggers",
-                        lambda **kw: calls.append(kw["query_emb"].shape[0]) or real(**kw))
+                        lambda inputs, params: calls.append(inputs.query_emb.shape[0])
+                        or real(inputs, params))
     chunk = [SynapseParams(k=8, beta=torch.tensor([b, b + 0.1])) for b in (0.0, 0.2)]
     mem.sweep(questions, chunk[0])
     second = mem.sweep(questions, chunk[1])
@@ -407,9 +410,9 @@ def test_fused_trigger_without_activation_ranks_as_the_fused_retriever(two_conve
     fused = FusedMemory(enc, k=10, **fused_args)
     fused.ingest([conv])
     expected = fused.retrieve(questions).node_ids()
-    params = {"lambda2": 0.0, "lambda3": 0.0, "rank_episodic_only": True, "k": 10}
+    params = {"lambda2": 0.0, "lambda3": 0.0, "k": 10}
     memory = SynapseMemory(enc, KeywordConceptExtractor(), params=params,
-                           fused_trigger=fused_args)
+                           readings={"rank_episodic_only": True}, fused_trigger=fused_args)
     memory.ingest([conv])
     assert memory.retrieve(questions).node_ids() == expected
     memory.configure_retrieval(params={**params, "lambda2": 0.8})
@@ -459,7 +462,7 @@ def test_a_subclassed_layer_changes_retrieval(two_conversations):
     """Swapping a stage of the layer (here: no firing, :math:`a = \\hat{u}`) changes what
     synapse_retrieve returns, and equals the same maths run by hand."""
     from synapse_pt.nn.activation import ActivationDynamics, Firing
-    from synapse_pt.nn.functional import activation_adjacency
+    from synapse_pt.nn.sparse import activation_adjacency
 
     class NoFiring(Firing):
         def forward(self, uhat, *, gamma=None, theta=None):
@@ -482,7 +485,7 @@ def test_a_subclassed_layer_changes_retrieval(two_conversations):
                   query_graph=torch.zeros(1, dtype=torch.long), bm25=torch.zeros(3, 1))
     params = SynapseParams(k=3, k_anchor=1, T=1, lambda1=0.0, lambda2=1.0, lambda3=0.0,
                            tau_gate=0.0, bm25_trigger=False)
-    swapped = synapse_retrieve(**inputs, params=params, dynamics=Linear())
+    swapped = synapse_retrieve(SynapseInputs(**inputs), params, dynamics=Linear())
     # by hand: a0 = cos on the one anchor (node 0, cos 1); u = (1 - 0.5) a0 + 0.8 P a0, with
     # P the fan-normalised adjacency (node 0's one out-edge to node 1): u = [0.5, 0.8, 0]
     adj = activation_adjacency(inputs["edge_index"], inputs["edge_weight"], 3).to_dense()
@@ -491,7 +494,7 @@ def test_a_subclassed_layer_changes_retrieval(two_conversations):
     assert u.tolist() == pytest.approx([0.5, 0.8, 0.0])
     assert swapped.index[0].tolist()[:2] == [1, 0]  # ranked by a = u
     assert swapped.score[0].tolist()[:2] == pytest.approx([0.8, 0.5])
-    default = synapse_retrieve(**inputs, params=params)  # sigmoid firing: another ranking score
+    default = synapse_retrieve(SynapseInputs(**inputs), params)  # sigmoid firing: other scores
     assert default.score[0].tolist()[:2] != pytest.approx([0.8, 0.5])
 
 

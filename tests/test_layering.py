@@ -1,0 +1,143 @@
+"""The package's layering (synapse_pt/__init__.py): every import points down, and no module imports
+itself back through a chain of others.
+
+Imports are read with ``ast`` from every module of the package, at module level and inside
+functions alike (a function-level import that closes a cycle is still a cycle)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
+
+#: each room (subpackage or top-level module) and its layer: a module may import its own room
+#: and rooms of strictly lower layers
+LAYERS = {
+    "data": 0, "models": 0, "nn": 0,
+    "graph": 1,
+    "retrieval": 2,
+    "memory": 3,
+    "eval": 4,
+    "build": 5, "cli": 5, "study_key": 5, "tracking": 5,
+    "run": 6, "sweep": 6, "estimate": 6,
+    "study": 7,
+    "__init__": 8,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The ``synapse_pt`` modules ``path`` imports (``from a import b`` counts ``a.b`` where it
+    is a module, else ``a``)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if module_path(sub) else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {t for t in found if t == "synapse_pt" or t.startswith("synapse_pt.")}
+
+
+def module_path(name: str) -> Path | None:
+    base = PACKAGE.parent / Path(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def room(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_every_room_has_a_layer() -> None:
+    rooms = {room(m) for m in import_graph()}
+    assert rooms <= set(LAYERS), f"rooms without a layer in LAYERS: {sorted(rooms - set(LAYERS))}"
+
+
+def test_no_import_points_up_or_sideways() -> None:
+    wrong = sorted((m, t) for m, targets in import_graph().items() for t in targets
+                   if room(m) != room(t) and room(t) != "__init__"
+                   and LAYERS[room(t)] >= LAYERS[room(m)])
+    assert not wrong, "imports that do not point down: " + ", ".join(f"{m} -> {t}"
+                                                                     for m, t in wrong)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def without_package_inits(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """A package's ``__init__`` re-exporting its modules is not a cycle: drop the edges from a
+    package to its own submodules."""
+    return {m: {t for t in ts if not t.startswith(m + ".")} for m, ts in graph.items()}
+
+
+def test_no_import_cycle() -> None:
+    found = cycles(without_package_inits(import_graph()))
+    assert not found, f"import cycles: {found}"
+
+
+def test_the_checks_catch_what_they_claim() -> None:
+    """The cycle finder and the direction rule on a made-up graph (so a green test means
+    something)."""
+    graph = defaultdict(set, {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert LAYERS[room("synapse_pt.eval.pipeline")] > LAYERS[room("synapse_pt.memory.base")]
+    with pytest.raises(KeyError):
+        LAYERS[room("synapse_pt.no_such_room.x")]
