@@ -36,8 +36,11 @@ from synapse_pt.data import (
     load_locomo,
     resolve_dataset_path,
 )
-from synapse_pt.data.source import sample_path
+from synapse_pt.data.audit import AUDIT_FILENAME, AUDIT_SHA256, GoldAudit, load_audit
+from synapse_pt.data.integrity import check_upstream, upstream_manifest
+from synapse_pt.data.source import sample_path, sha256_file
 from synapse_pt.eval.outputs import config_hash
+from synapse_pt.eval.pipeline import GOLDS
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.models.accounting import price_for, price_table
@@ -97,6 +100,15 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     name = "sample" if source.is_sample or path == str(sample_path()) else cfg.get("name")
     dataset = load_locomo(source.path, name=name,
                           turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
+    if name != "sample":
+        check = check_upstream(dataset, upstream_manifest(str(cfg.get("name"))))
+        dataset.upstream = check.status
+        if check.status == "same_content":
+            dataset.notes.append(f"{source.path}: {check.describe()}")
+            log.info("%s: %s", source.path, check.describe())
+        elif check.status == "different":
+            dataset.notes.append(f"{source.path}: {check.describe()}")
+            log.warning("%s: %s", source.path, check.describe())
     if source.is_sample:
         if refuse_fallback:
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
@@ -112,6 +124,38 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
                                  max_conv, max_q,
                                  list(categories) if categories is not None else None)
     return dataset
+
+
+def build_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit | None:
+    """The audited gold of ``dataset`` when ``dataset.gold`` asks for it (``audited`` or
+    ``both``), else ``None``. The audit corrects the upstream LoCoMo-10 release: another file is
+    an error, as is an audit entry that does not resolve (:func:`~synapse_pt.data.audit.
+    load_audit`)."""
+    gold = cfg.get("gold", "official")
+    if gold not in GOLDS:
+        raise ValueError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
+    if gold == "official":
+        return None
+    if dataset.upstream not in ("identical", "same_content"):
+        raise ValueError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
+                         f"release, and {dataset.path} is not it (upstream check: "
+                         f"{dataset.upstream}); use dataset.gold=official")
+    a = cfg.get("audit") or {}
+    source = resolve_dataset_path(a.get("path"), candidates=a.get("candidates") or (),
+                                  cache_dir=a.get("cache_dir"), url=a.get("url"),
+                                  filename=AUDIT_FILENAME,
+                                  expected_sha256=a.get("sha256", AUDIT_SHA256),
+                                  allow_download=bool(cfg.get("allow_download", True)),
+                                  env_var="SYNAPSE_AUDIT", key="dataset.audit.path")
+    digest = sha256_file(source.path)
+    expected = a.get("sha256", AUDIT_SHA256)
+    if expected and digest != expected:
+        log.warning("%s: sha256 %s is not the audit file's %s (recorded in the run's identity)",
+                    source.path, digest, expected)
+    audit = load_audit(source.path, dataset, digest)
+    log.info("audited gold: %s (%d of its entries in this dataset, %d unanswerable as asked)",
+             source.path, len(audit.entries), audit.describe()["unanswerable_as_asked"])
+    return audit
 
 
 def build_llm(cfg: Mapping[str, Any]) -> LLM | None:

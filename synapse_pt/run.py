@@ -22,6 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import (
+    build_audit,
     build_dataset,
     build_llm,
     run_category_names,
@@ -136,6 +137,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke),
                                 refuse_fallback=refuse_fallback or (
                                     "a multirun" if in_multirun() else None))
+        audit = build_audit(cfg.dataset, dataset)
         llm = build_llm(cfg.llm)
         derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
         loading = time.perf_counter() - t0
@@ -149,7 +151,9 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
                                  else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                      cache=derived))
-        df, summary = evaluate(memory, dataset, settings=settings, token_counter=counter, llm=llm)
+        gold = str(cfg.dataset.get("gold", "official"))
+        df, summary = evaluate(memory, dataset, settings=settings, token_counter=counter, llm=llm,
+                               audit=audit, gold=gold)
         for key in ("retrieve_seconds", "retrieve_ms_per_query", "answer_seconds"):
             timings[key] = summary.pop(key)
         cache = getattr(encoder, "cache", None)
@@ -164,8 +168,10 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
             "task_name": cfg.task_name,
             "experiment": cfg.get("experiment_name"),
             "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
+                        "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
                         "conversations": len(dataset), "questions": dataset.num_questions,
-                        "notes": dataset.notes},
+                        "notes": dataset.notes, "gold": gold,
+                        "audit": None if audit is None else audit.describe()},
             "memory": memory.describe(),
             "embedder": encoder.name,
             "llm": None if llm is None else f"{cfg.llm.name}:{llm.model}",

@@ -49,7 +49,7 @@ def test_experiment_smoke_run(experiment, tmp_path, paper_main_predictions):
     for name in ("config.yaml", "predictions.parquet", "metrics.json", "timing.json"):
         assert (out / name).is_file(), name
     assert sorted(p.name for p in (out / "tables").glob("*.md")) == [
-        "main_recall@10.md", "main_recall@30.md", "main_recall@5.md"]
+        "main_recall@10.md", "main_recall@30.md", "main_recall@5.md", "peer_rules.md"]
     assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
     saved = OmegaConf.load(out / "config.yaml")
     assert saved.experiment_name == experiment and saved.paths.output_dir == str(out)

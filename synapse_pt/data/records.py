@@ -110,6 +110,19 @@ class Dataset:
     name: str = "locomo"
     sha256: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: sha256 of the parsed content as canonical JSON (sorted keys, no spaces): the same data
+    #: under another serialisation has the same content hash (:mod:`synapse_pt.data.integrity`)
+    content_sha256: str | None = None
+    #: the content hash of each top-level field of each sample, ``{sample_id: {field: sha256}}``
+    field_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: every sample_id of the file, in file order (what ``locomo_<i>`` ids of the audit count),
+    #: kept by :meth:`subset`
+    source_order: list[str] = field(default_factory=list)
+    #: the questions of each sample in the file (before any subset)
+    source_questions: dict[str, int] = field(default_factory=dict)
+    #: how the file compares with its upstream release (:class:`~synapse_pt.data.integrity.
+    #: DataCheck` status: identical, same_content, different, no_manifest); ``None``: not checked
+    upstream: str | None = None
 
     def __len__(self) -> int:
         return len(self.conversations)
@@ -171,4 +184,6 @@ class Dataset:
                              c.questions[:max_questions])
                 for c in convs
             ]
-        return Dataset(list(convs), self.path, self.name, self.sha256, list(self.notes))
+        return Dataset(list(convs), self.path, self.name, self.sha256, list(self.notes),
+                       self.content_sha256, self.field_sha256, list(self.source_order),
+                       dict(self.source_questions), self.upstream)

@@ -102,18 +102,21 @@ def resolve_dataset_path(path: str | os.PathLike | None = None, *,
                          filename: str = LOCOMO_FILENAME,
                          expected_sha256: str | None = LOCOMO_SHA256,
                          allow_download: bool = True,
-                         allow_sample: bool = False) -> ResolvedSource:
-    """Find the dataset file (see the module docstring for the order)."""
+                         allow_sample: bool = False, env_var: str = ENV_VAR,
+                         key: str = "dataset.path") -> ResolvedSource:
+    """Find the dataset file (see the module docstring for the order). ``env_var`` and ``key``
+    name the environment variable and the config key of this file (another file than LoCoMo's,
+    e.g. the audit's, has its own)."""
     if path is not None and str(path) != "":
         p = Path(path).expanduser()
         if not p.is_file():
-            raise DatasetNotFoundError(f"dataset.path={str(path)!r}: no such file")
+            raise DatasetNotFoundError(f"{key}={str(path)!r}: no such file")
         return ResolvedSource(p, "path")
-    env = os.environ.get(ENV_VAR)
+    env = os.environ.get(env_var)
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
-            raise DatasetNotFoundError(f"{ENV_VAR}={env!r}: no such file")
+            raise DatasetNotFoundError(f"{env_var}={env!r}: no such file")
         return ResolvedSource(p, "env")
     for cand in candidates:
         p = Path(cand).expanduser()
@@ -136,7 +139,7 @@ def resolve_dataset_path(path: str | os.PathLike | None = None, *,
                     problem, sample_path())
         return ResolvedSource(sample_path(), "sample")
     raise DatasetNotFoundError(
-        f"No dataset file found and {problem}. Provide LoCoMo-10 in one of these ways: "
-        f"pass dataset.path=/path/to/{filename}; set {ENV_VAR}=/path/to/{filename}; or copy the "
+        f"No dataset file found and {problem}. Provide {filename} in one of these ways: "
+        f"pass {key}=/path/to/{filename}; set {env_var}=/path/to/{filename}; or copy the "
         f"file to {cached} (upstream: {url})."
     )

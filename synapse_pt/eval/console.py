@@ -51,9 +51,10 @@ def _fmt(value: Any) -> str:
 
 
 def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
-                   headline: Sequence[str] | None = None) -> Table:
+                   headline: Sequence[str] | None = None, section: str = "metrics") -> Table:
     """The rich table of the run's headline metrics (values in percent; its title is
-    :func:`run_title`, printed above it by :func:`render_summary`)."""
+    :func:`run_title`, printed above it by :func:`render_summary`); ``section``: the metrics
+    of ``metrics.json`` it shows (``metrics_audited``: the audited gold's)."""
     identity = metrics.get("identity", {})
     if headline is None:
         headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
@@ -63,7 +64,7 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     for column in columns:
         table.add_column(column, justify="right")
     for metric in headline:
-        entry = metrics.get("metrics", {}).get(metric)
+        entry = metrics.get(section, {}).get(metric)
         if entry is not None:
             table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
     return table
@@ -93,8 +94,20 @@ def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: 
     """The whole end-of-run text: table, gate line, where the outputs went."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
-    console.print(run_title(metrics.get("identity", {}), label), soft_wrap=True)
+    identity = metrics.get("identity", {})
+    gold = identity.get("dataset", {}).get("gold", "official")
+    console.print(run_title(identity, label), soft_wrap=True)
+    if gold != "official":
+        console.print("official gold:" if gold == "both" else
+                      "audited gold (the LoCoMo audit's corrections; its unanswerable questions "
+                      "left out):", soft_wrap=True)
     console.print(headline_table(metrics, names))
+    if "metrics_audited" in metrics:
+        audit = identity.get("dataset", {}).get("audit") or {}
+        console.print(f"audited gold ({audit.get('entries', '?')} questions corrected, "
+                      f"{audit.get('unanswerable_as_asked', '?')} unanswerable as asked left "
+                      "out):", soft_wrap=True)
+        console.print(headline_table(metrics, names, section="metrics_audited"))
     for line in gate_lines(metrics):
         console.print(line)
     if is_sample(metrics.get("identity", {})):

@@ -18,6 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .scorers.peer_rules import PEER_RULES
+
 PREDICTION_COLUMNS = [
     "sample_id", "qa_index", "category", "question", "gold", "adversarial_answer", "evidence",
     "prediction", "retrieved", "retrieved_turns", "c_ret", "gate_score", "gated",
@@ -42,6 +44,18 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
 METRIC_ORDER = ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
                 "n_judge_failures"]
 COUNT_METRICS = {"n_judge_failures": pa.int64()}
+#: the columns a run scored under the audited gold adds (``dataset.gold``): which audit status a
+#: question has, and in a ``both`` run the audited gold beside the official
+AUDIT_SCHEMA: dict[str, pa.DataType] = {
+    "audit_status": pa.string(), "audited_gold": pa.string(),
+    "audited_evidence": pa.list_(pa.string())}
+
+
+def column_type(col: str) -> pa.DataType:
+    """The Arrow type of a column past :data:`PREDICTION_COLUMNS` (metrics are float64)."""
+    if col in AUDIT_SCHEMA:
+        return AUDIT_SCHEMA[col]
+    return COUNT_METRICS.get(col.removeprefix("audited_"), pa.float64())
 
 
 def git_commit(root: str | Path | None = None) -> str:
@@ -110,12 +124,17 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def _metric_key(col: str) -> tuple[int, int, int, str]:
+    if col in AUDIT_SCHEMA:
+        return (-1, 0, list(AUDIT_SCHEMA).index(col), col)
     if col in METRIC_ORDER:
         return (0, 0, METRIC_ORDER.index(col), col)
     if col.startswith("recall@") and col[7:].isdigit():
         return (1, 0, int(col[7:]), col)  # recall@k by k
     if col.startswith("recall@") and col.endswith("tok") and col[7:-3].isdigit():
         return (1, 1, int(col[7:-3]), col)  # then recall@<T>tok by T
+    rule, _, k = col.removeprefix("peer_").rpartition("@")
+    if col.startswith("peer_") and rule in PEER_RULES and k.isdigit():
+        return (1, 2 + list(PEER_RULES).index(rule), int(k), col)  # the peers' rules, by k
     return (2, 0, 0, col)
 
 
@@ -128,7 +147,7 @@ def predictions_table(df: pd.DataFrame) -> pa.Table:
         raise ValueError(f"predictions frame lacks columns {missing}; has {list(df.columns)}")
     metric_cols = sorted((c for c in df.columns if c not in PREDICTION_COLUMNS), key=_metric_key)
     fields = [pa.field(c, PREDICTION_SCHEMA[c]) for c in PREDICTION_COLUMNS]
-    fields += [pa.field(c, COUNT_METRICS.get(c, pa.float64())) for c in metric_cols]
+    fields += [pa.field(c, column_type(c)) for c in metric_cols]
     schema = pa.schema(fields)
     frame = df[PREDICTION_COLUMNS + metric_cols].reset_index(drop=True)
     # pandas metadata is left out: it records the frame's index and pandas version, not data

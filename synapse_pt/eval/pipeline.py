@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from synapse_pt.data.audit import UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
 from synapse_pt.memory.base import MemorySystem, RetrievalResult
@@ -43,12 +44,22 @@ from .scorers.amem import score_amem
 from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
 from .scorers.membox import score_membox
 from .scorers.official import score_official
+from .scorers.peer_rules import peer_metrics
 from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
 from .tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
 TEMPORAL = 2  # raw LoCoMo category of temporal questions (the date instruction's target)
+#: per-question columns of the peers' retrieval rules (``peer_session_hit@5``, ...)
+PEER_PREFIX = "peer_"
+#: which gold a run scores against (``dataset.gold``): the release's, the audit's, or both
+GOLDS = ("official", "audited", "both")
+#: in a ``both`` run, the audited gold's columns carry this prefix (``audited_recall@10``)
+AUDITED_PREFIX = "audited_"
+#: the per-question columns a gold decides (the rest are the run's, whatever the gold)
+GOLD_COLUMNS = ("gold", "evidence")
+METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge", PEER_PREFIX)
 BLIND_CATEGORY = 0  # the category a memory system sees: none
 
 
@@ -80,6 +91,8 @@ class EvalSettings:
         judge_max_tokens: generation budget of a judge reply (it explains, then labels).
         judge_protocol: ``"mem0"`` (CORRECT/WRONG, the default) or ``"gaama"`` (GAAMA's
             fraction of the reference's key facts covered, categories 1-4).
+        peer_ks: cut-offs of the retrieval rules peers publish
+            (:mod:`~synapse_pt.eval.scorers.peer_rules`).
     """
 
     mode: str = "retrieval"  # "retrieval" | "qa"
@@ -97,12 +110,16 @@ class EvalSettings:
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
     judge_protocol: str = "mem0"  # "mem0" (CORRECT/WRONG) | "gaama" (key-fact coverage)
     judge_max_tokens: int = 128
+    peer_ks: tuple[int, ...] = (1, 5, 10)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mode not in ("retrieval", "qa"):
             raise ValueError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
         self.recall_ks = tuple(int(k) for k in self.recall_ks)
+        self.peer_ks = tuple(int(k) for k in self.peer_ks)
+        if not self.peer_ks or min(self.peer_ks) < 1:
+            raise ValueError(f"eval.peer_ks must be integers >= 1, got {list(self.peer_ks)}")
         self.recall_budgets = tuple(int(t) for t in self.recall_budgets)
         if any(t < 1 for t in self.recall_budgets):
             raise ValueError(f"eval.recall_budgets must be integers >= 1, got "
@@ -295,6 +312,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         budget = unit_recall(units, evidence, settings.recall_budgets, unit_tokens=unit_tokens)
         recall.update({f"{int(t)}tok": v for t, v in budget.items()})
     covered = result.covered_turns()
+    peers = peer_metrics(covered, [q.evidence_raw for q in questions],
+                         [q.evidence for q in questions], settings.peer_ks)
     gated = result.gated.tolist()
     qa = settings.mode == "qa"
     if qa and responses is None:
@@ -334,11 +353,14 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             row["n_judge_failures"] = int(judge.n_failures[i])
         for k, values in recall.items():
             row[f"recall@{k}"] = _nan_to_none(values[i])
+        for name, values in peers.items():
+            row[f"{PEER_PREFIX}{name}"] = _nan_to_none(values[i])
         for name, values in result.gate_signals.items():
             row[f"gate_{name}"] = float(values[i])
         rows.append(row)
     df = pd.DataFrame(rows)
-    float_cols = [f"recall@{k}" for k in recall] + (["f1_membox"] if qa else [])
+    float_cols = [f"recall@{k}" for k in recall] + [f"{PEER_PREFIX}{n}" for n in peers] + (
+        ["f1_membox"] if qa else [])
     if judge is not None:
         float_cols += ["judge", "judge_std"]
     for col in float_cols:
@@ -366,6 +388,31 @@ def retrieval_summary(df: pd.DataFrame) -> dict[str, float]:
     answerable = df["category"].isin(ANSWERABLE)
     out["context_tokens_mean"] = float(df["context_tokens"].mean())
     out["context_tokens_mean_answerable"] = float(df.loc[answerable, "context_tokens"].mean())
+    return out
+
+
+def audit_summary(df: pd.DataFrame, audit: GoldAudit, questions: Sequence[Question]
+                  ) -> dict[str, float]:
+    """How the run's gate treats the audit's groups (rates over categories 1-4): the questions
+    the audit deems unanswerable as asked, its attribution errors (answerable by the official
+    gold, but naming the wrong person, as LoCoMo's adversarial questions do), and the rest."""
+    gated = df["gated"].to_numpy(dtype=bool)
+    answerable = np.array([q.category in ANSWERABLE for q in questions])
+    entries = [audit.entries.get(q.key) for q in questions]
+    groups = {
+        "unanswerable_as_asked": np.array([e is not None and e.status == UNANSWERABLE
+                                           for e in entries]),
+        "attribution_error": np.array([e is not None and e.error_type == "ATTRIBUTION_ERROR"
+                                       for e in entries]),
+        "listed": np.array([e is not None for e in entries]),
+    }
+    out = {"audit_listed": float(groups["listed"].sum()),
+           "audit_unanswerable_as_asked": float(groups["unanswerable_as_asked"].sum())}
+    for name, member in groups.items():
+        rows = member & answerable
+        out[f"audit_gated_rate_{name}"] = float(gated[rows].mean()) if rows.any() else math.nan
+    rest = answerable & ~groups["unanswerable_as_asked"]
+    out["audit_false_rejection_rest"] = float(gated[rest].mean()) if rest.any() else math.nan
     return out
 
 
@@ -398,7 +445,8 @@ def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
 
 def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
              token_counter: TokenCounter, llm: LLM | None = None,
-             judge_llm: LLM | None = None) -> tuple[pd.DataFrame, dict[str, float]]:
+             judge_llm: LLM | None = None, audit: GoldAudit | None = None,
+             gold: str = "official") -> tuple[pd.DataFrame, dict[str, float]]:
     """Run retrieval (and, in qa mode, answering and the optional judge) for every question.
 
     Args:
@@ -408,11 +456,23 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         token_counter: counts the context tokens of each question's retrieved items.
         llm: the answer model (needed in qa mode).
         judge_llm: the judge model; defaults to ``llm``.
+        audit: the audited gold (:func:`~synapse_pt.data.audit.load_audit`), needed unless
+            ``gold`` is ``"official"``.
+        gold: what the metrics score against (:data:`GOLDS`): the release's gold, the audit's
+            (its listed questions take the audited evidence and answer; those it deems
+            unanswerable as asked are left out of every metric and reported apart), or both
+            (the audited columns prefixed :data:`AUDITED_PREFIX`). Retrieval and answers are
+            the same under either: only the scoring reads the gold.
 
     Returns:
-        The per-question frame and the run summary (rejection, context tokens, judge figures and
-        the timing keys ``retrieve_seconds``, ``retrieve_ms_per_query``, ``answer_seconds``).
+        The per-question frame and the run summary (rejection, context tokens, judge figures,
+        under an audit the gate's rejection of the audit's groups (``audit_*``), and the timing
+        keys ``retrieve_seconds``, ``retrieve_ms_per_query``, ``answer_seconds``).
     """
+    if gold not in GOLDS:
+        raise ValueError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
+    if gold != "official" and audit is None:
+        raise ValueError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
     questions = list(dataset.questions())
     if not questions:
         raise ValueError(f"{dataset.path}: no questions to evaluate")
@@ -445,6 +505,27 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
     df = prediction_frame(questions, result, context_tokens, responses, settings, judge,
                           unit_tokens=unit_tokens)
     summary = retrieval_summary(df)
+    if audit is not None and gold != "official":
+        audited = audit.questions(questions)
+        judge_audited = None
+        if judge is not None:  # unchanged questions ask the judge the same: cache hits
+            judge_audited = judge_predictions(
+                judge_llm or llm, audited, predictions_text(questions, result, responses,
+                                                            settings), settings)
+        scored = prediction_frame(audited, result, context_tokens, responses, settings,
+                                  judge_audited, unit_tokens=unit_tokens)
+        status = [audit.status(q) for q in questions]
+        left_out = np.array([st == UNANSWERABLE for st in status])
+        metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]
+        scored.loc[left_out, [c for c in metric_cols if c != "n_judge_failures"]] = np.nan
+        summary.update(audit_summary(df, audit, questions))
+        if gold == "audited":
+            df = scored.assign(audit_status=status)
+            judge = judge_audited
+        else:
+            df["audit_status"] = status
+            for c in (*GOLD_COLUMNS, *metric_cols):
+                df[f"{AUDITED_PREFIX}{c}"] = scored[c]
     if judge is not None:
         summary.update(judge_summary(judge, [q.category for q in questions]))
     summary.update(retrieve_seconds=retrieve_s, retrieve_ms_per_query=1e3 * retrieve_s / len(df),

@@ -17,8 +17,10 @@ from synapse_pt.models.llm.base import LLM
 
 from .aggregate import summarize
 from .outputs import prompt_hashes
-from .pipeline import EvalSettings, is_strict
+from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
 from .report import run_tables
+
+METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 
 # what a run's answers cost wherever they came from (metrics.json, identical when a run resumes);
 # which of them were paid for in this run is in spend.json
@@ -31,9 +33,11 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
                 ) -> dict[str, Any]:
     """``metrics.json`` of a run: ``identity`` (what the caller knows of the run: commit, config
     hash, dataset, memory, models) completed with the evaluation's protocol, ``metrics`` (per
-    category and both means of every per-question metric column of ``df``), ``retrieval``, and
-    where present ``judge`` and ``usage`` (what the method's answers cost)."""
-    metric_cols = [c for c in df.columns if c.startswith(("recall@", "f1_", "bleu", "judge"))]
+    category and both means of every per-question metric column of ``df``), ``peer_rules`` (the
+    retrieval rules peers publish, :mod:`~synapse_pt.eval.scorers.peer_rules`), in a run scored
+    under both golds ``metrics_audited`` and ``peer_rules_audited`` (the ``audited_`` columns),
+    ``retrieval``, and where present ``judge`` and ``usage`` (what the method's answers cost)."""
+    metric_cols = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
     qa = settings.mode == "qa"
     metrics: dict[str, Any] = {
         "identity": {
@@ -52,8 +56,16 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "smoke": smoke,
         },
         "metrics": summarize(df, metric_cols, names),
+        "peer_rules": _summarize_prefixed(df, PEER_PREFIX, names),
         "retrieval": {k: v for k, v in summary.items() if not k.startswith("judge")},
     }
+    audited = _summarize_prefixed(df, AUDITED_PREFIX, names)
+    if audited:
+        metrics["metrics_audited"] = {k: v for k, v in audited.items()
+                                      if k.startswith(METRIC_PREFIXES)}
+        metrics["peer_rules_audited"] = {k.removeprefix(PEER_PREFIX): v
+                                         for k, v in audited.items()
+                                         if k.startswith(PEER_PREFIX)}
     judge = {k: v for k, v in summary.items() if k.startswith("judge")}
     if judge:
         metrics["judge"] = judge
@@ -61,6 +73,18 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
         answered = df[~df["gated"]]
         metrics["usage"] = method_usage(answered, prices, model=llm.model, num_queries=len(df))
     return metrics
+
+
+def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str]
+                        ) -> dict[str, Any]:
+    """:func:`~synapse_pt.eval.aggregate.summarize` of the numeric columns named ``prefix...``,
+    keyed by the name without the prefix (empty where there are none)."""
+    cols = [c for c in df.columns if c.startswith(prefix)
+            and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    if not cols:
+        return {}
+    renamed = df[["category", *cols]].rename(columns={c: c.removeprefix(prefix) for c in cols})
+    return summarize(renamed, [c.removeprefix(prefix) for c in cols], names)
 
 
 def method_usage(answered: pd.DataFrame, prices: Mapping[str, Any], *, model: str,
@@ -106,5 +130,29 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label: str
                  ) -> dict[str, pd.DataFrame]:
-    """This run's own tables (one row, plus the paper's rows where the metric matches)."""
-    return run_tables({run_label: metrics}, names)
+    """This run's own tables (one row, plus the paper's rows where the metric matches), and the
+    peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold)."""
+    tables = run_tables({run_label: metrics}, names)
+    for section in ("peer_rules", "peer_rules_audited"):
+        if metrics.get(section):
+            tables[section] = peer_rules_table(metrics[section])
+    return tables
+
+
+def peer_rules_table(section: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows ``<rule>@<k>`` (by rule, then k); columns the mean in percent over every question
+    the rule counts (all five categories, as peers publish), over categories 1-4, and the number
+    of questions behind each."""
+    def key(name: str) -> tuple[str, int]:
+        rule, _, k = name.rpartition("@")
+        return rule, int(k)
+
+    def pct(value: float | None) -> float:
+        return float("nan") if value is None else 100 * float(value)
+
+    rows = {name: {"all (%)": pct(v.get("overall")), "n (all)": int(v["n"].get("overall", 0)),
+                   "1-4 (%)": pct(v.get("mean_q_1_4")), "n (1-4)": int(v["n"].get("mean_q_1_4", 0))}
+            for name, v in sorted(section.items(), key=lambda item: key(item[0]))}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "rule@k"
+    return table

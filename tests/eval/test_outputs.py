@@ -41,6 +41,10 @@ FIXED_TYPES = {
     "completion_tokens": pa.int64(), "latency_s": pa.float64(),
 }
 NODE_ID = re.compile(r"D\d+:\d+|S:\d+")
+# the peers' retrieval rules, one column each per cut-off (eval.peer_ks), in the rules' order
+PEERS = [f"peer_{rule}@{k}" for rule in (
+    "session_hit", "session_hit_turns", "session_recall", "turn_recall_raw", "raw_any",
+    "raw_strict", "any", "strict") for k in (1, 5, 10)]
 
 
 class ScriptedLLM(LLM):
@@ -110,7 +114,7 @@ def test_predictions_schema_in_retrieval_mode(retrieval_run) -> None:
     schema = check_fixed_schema(folder / "predictions.parquet")
     metric_cols = schema.names[len(PREDICTION_COLUMNS):]
     assert metric_cols == ["recall@5", "recall@10", "recall@30", "recall@500tok",
-                           "recall@1000tok", "recall@2000tok"]
+                           "recall@1000tok", "recall@2000tok", *PEERS]
     assert all(schema.field(c).type == pa.float64() for c in metric_cols)
     df = pd.read_parquet(folder / "predictions.parquet")
     assert len(df) == 14
@@ -127,7 +131,7 @@ def test_predictions_schema_in_qa_mode_with_judge(qa_run) -> None:
     metric_cols = schema.names[len(PREDICTION_COLUMNS):]
     assert metric_cols == ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
                            "n_judge_failures", "recall@5", "recall@10", "recall@30",
-                           "recall@500tok", "recall@1000tok", "recall@2000tok"]
+                           "recall@500tok", "recall@1000tok", "recall@2000tok", *PEERS]
     assert schema.field("n_judge_failures").type == pa.int64()
     df = pd.read_parquet(folder / "predictions.parquet")
     assert df["prediction"].notna().all()

@@ -1,0 +1,77 @@
+"""Is the loaded file the upstream data? File hash, content hash, and what differs.
+
+A dataset file is compared with the manifest of its upstream release shipped in the package
+(``manifests/<name>.json``: the file's sha256, the content sha256 of the parsed data as canonical
+JSON, and the content sha256 of every top-level field of every sample). Three outcomes:
+
+* ``identical``: the upstream file byte for byte;
+* ``same_content``: another serialisation of the same data (an earlier shared copy of LoCoMo-10,
+  sha256 9c4cc1fa..., was one): recognised as the same, said once, no warning;
+* ``different``: the data differs; :func:`check_upstream` names what (a sample missing or added,
+  a field of a sample whose content differs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from .records import Dataset
+
+__all__ = ["DataCheck", "check_upstream", "manifest_of", "upstream_manifest"]
+
+
+def manifest_of(dataset: Dataset) -> dict[str, Any]:
+    """The manifest of a loaded dataset (what ``manifests/<name>.json`` holds for upstream)."""
+    return {"sha256": dataset.sha256, "content_sha256": dataset.content_sha256,
+            "fields": dataset.field_sha256}
+
+
+def upstream_manifest(name: str) -> dict[str, Any] | None:
+    """The shipped manifest of the upstream release ``name`` (``None`` when none is shipped)."""
+    path = resources.files("synapse_pt.data").joinpath(f"manifests/{name}.json")
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class DataCheck:
+    """How a loaded file compares with its upstream release."""
+
+    status: str  # "identical" | "same_content" | "different" | "no_manifest"
+    differences: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.status == "identical":
+            return "the upstream file, byte for byte"
+        if self.status == "same_content":
+            return "the upstream data under another serialisation (same content sha256)"
+        if self.status == "no_manifest":
+            return "no upstream manifest to compare with"
+        shown = "; ".join(self.differences[:12])
+        more = "" if len(self.differences) <= 12 else f"; ... ({len(self.differences) - 12} more)"
+        return f"differs from the upstream data: {shown}{more}"
+
+
+def check_upstream(dataset: Dataset, manifest: dict[str, Any] | None) -> DataCheck:
+    """Compare ``dataset`` (as loaded, before any subset) with an upstream ``manifest``."""
+    if manifest is None:
+        return DataCheck("no_manifest")
+    if dataset.sha256 == manifest["sha256"]:
+        return DataCheck("identical")
+    if dataset.content_sha256 == manifest["content_sha256"]:
+        return DataCheck("same_content")
+    ours, theirs = dataset.field_sha256, manifest["fields"]
+    differences = [f"sample {s} missing" for s in theirs if s not in ours]
+    differences += [f"sample {s} not upstream" for s in ours if s not in theirs]
+    for s in (s for s in theirs if s in ours):
+        fields = sorted(set(theirs[s]) | set(ours[s]))
+        changed = [f for f in fields if theirs[s].get(f) != ours[s].get(f)]
+        if changed:
+            differences.append(f"{s}: {', '.join(changed)}")
+    if not differences:  # same samples and fields, so the order of the samples differs
+        differences.append("the samples are in another order")
+    return DataCheck("different", differences)
