@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ingest_s = time.perf_counter() - t0
     questions = list(dataset.questions())
     study = HeldoutStudy(questions, [c.sample_id for c in dataset], args.folds,
-                         run_category_names(cfg))
+                         run_category_names(cfg), answerable=dataset.answerable,
+                         unanswerable=dataset.unanswerable)
 
     t0 = time.perf_counter()
     variants = list(itertools.product(args.k1, args.b))
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             single = SweepMatrix([{}], {k: ref_sweep.recall[k][i:i + 1] for k in KS},
                                  ref_sweep.c_ret[i:i + 1])
             rows[name] = summary_table(study.scheme(single, r.folds).per_q[scored],
-                                       study.names)[0]
+                                       study.names, *study.categories)[0]
         for signal in tuned:  # held-out ablation: the search without this signal
             abl = study.scheme(ablation_sweep(signal), r.folds)
             rows[f"fused without {signal} (held out)"] = abl.table

@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ingest_s = time.perf_counter() - t0
     questions = list(dataset.questions())
     study = HeldoutStudy(questions, [c.sample_id for c in dataset], args.folds,
-                         run_category_names(cfg), args.target_fr)
+                         run_category_names(cfg), args.target_fr,
+                         answerable=dataset.answerable, unanswerable=dataset.unanswerable)
 
     cands = candidates(args.combinations, args.per_combination, args.seed)
     t0 = time.perf_counter()

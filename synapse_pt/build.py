@@ -37,7 +37,9 @@ from synapse_pt.data import (
     resolve_dataset_path,
 )
 from synapse_pt.data.audit import AUDIT_FILENAME, AUDIT_SHA256, GoldAudit, load_audit
+from synapse_pt.data.beam import load_beam
 from synapse_pt.data.integrity import check_upstream, upstream_manifest
+from synapse_pt.data.realtalk import load_realtalk
 from synapse_pt.data.source import sample_path, sha256_file
 from synapse_pt.eval.outputs import config_hash
 from synapse_pt.eval.pipeline import GOLDS
@@ -89,6 +91,13 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     ``refuse_fallback`` names a context in which falling back to the shipped sample is an error
     (``"a multirun"``, ``"a sweep"``): only a single run may fall back, with a warning, and only
     when the sample was not asked for explicitly."""
+    fmt = cfg.get("format", "locomo")
+    if fmt in FOLDER_FORMATS:
+        dataset = _folder_dataset(cfg, fmt)
+        return _subset(dataset, cfg, smoke)
+    if fmt != "locomo":
+        raise ValueError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
+                         f"{fmt!r}")
     path = cfg.get("path")
     if path == "sample":
         path = str(sample_path())
@@ -113,6 +122,38 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         if refuse_fallback:
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
+    return _subset(dataset, cfg, smoke)
+
+
+#: the datasets read from a folder of files, and their loaders
+FOLDER_FORMATS = {"realtalk": load_realtalk, "beam": load_beam}
+
+
+def _folder_dataset(cfg: Mapping[str, Any], fmt: str) -> Dataset:
+    """REALTALK or BEAM: the folder found as LoCoMo's file is (an explicit path, its environment
+    variable, beside the checkout, the cache), loaded, and checked file by file against the
+    upstream sha256 list shipped in the package (a difference is warned about and named)."""
+    name = str(cfg.get("name"))
+    source = resolve_dataset_path(cfg.get("path"), candidates=cfg.get("candidates") or (),
+                                  cache_dir=cfg.get("cache_dir"), url=cfg.get("url"),
+                                  filename=str(cfg.get("folder_name") or name),
+                                  env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"),
+                                  key="dataset.path", folder=True)
+    kwargs: dict[str, Any] = {"name": name}
+    if fmt == "beam":
+        kwargs["turn_offset_seconds"] = float(cfg.get("turn_offset_seconds", 60))
+    dataset = FOLDER_FORMATS[fmt](source.path, **kwargs)
+    check = check_upstream(dataset, upstream_manifest(name))
+    dataset.upstream = check.status
+    if check.status == "different":
+        dataset.notes.append(f"{source.path}: {check.describe()}")
+        log.warning("%s: %s", source.path, check.describe())
+    return dataset
+
+
+def _subset(dataset: Dataset, cfg: Mapping[str, Any], smoke: bool) -> Dataset:
+    """The subset of ``dataset`` the config asks for (``sample_ids``, ``max_conversations``,
+    ``max_questions``, ``question_categories``; ``smoke``: one conversation, a few questions)."""
     max_conv = cfg.get("max_conversations")
     max_q = cfg.get("max_questions")
     categories = cfg.get("question_categories")
@@ -136,6 +177,9 @@ def build_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit | None:
         raise ValueError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold == "official":
         return None
+    if cfg.get("format", "locomo") != "locomo":
+        raise ValueError(f"dataset.gold={gold}: only LoCoMo-10 has an audited gold; "
+                         f"{cfg.get('name')} takes dataset.gold=official")
     if dataset.upstream not in ("identical", "same_content"):
         raise ValueError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
                          f"release, and {dataset.path} is not it (upstream check: "

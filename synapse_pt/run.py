@@ -178,7 +178,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         }
         metrics = run_metrics(df, summary, identity, settings=settings, names=names,
                               context_tokenizer=counter.name, llm=llm, prices=prices,
-                              smoke=bool(cfg.smoke))
+                              smoke=bool(cfg.smoke), answerable=dataset.answerable,
+                              unanswerable=dataset.unanswerable)
         write_predictions(output_dir / "predictions.parquet", df)
         write_json(output_dir / "metrics.json", metrics)
         write_json(output_dir / "timing.json", timings)

@@ -27,7 +27,15 @@ OFFICIAL: dict[int, str] = {
     5: "adversarial",
 }
 
-PRESETS: dict[str, dict[int, str]] = {"official": OFFICIAL}
+#: REALTALK numbers its categories as LoCoMo does (its authors' scorer routes them alike); no 4, 5
+REALTALK = {1: "multi-hop", 2: "temporal", 3: "open-domain"}
+#: BEAM's ten memory abilities, numbered in the order of its probing-question files
+BEAM = {1: "abstention", 2: "contradiction_resolution", 3: "event_ordering",
+        4: "information_extraction", 5: "instruction_following", 6: "knowledge_update",
+        7: "multi_session_reasoning", 8: "preference_following", 9: "summarization",
+        10: "temporal_reasoning"}
+
+PRESETS: dict[str, dict[int, str]] = {"official": OFFICIAL, "realtalk": REALTALK, "beam": BEAM}
 
 _REMOVED = {
     "amem": "the 'amem' preset was removed: A-Mem's code routes raw category 2 as temporal (its "

@@ -2,7 +2,8 @@
 
 A dataset file is compared with the manifest of its upstream release shipped in the package
 (``manifests/<name>.json``: the file's sha256, the content sha256 of the parsed data as canonical
-JSON, and the content sha256 of every top-level field of every sample). Three outcomes:
+JSON, and the content sha256 of every top-level field of every sample; for a dataset of several
+files, each file's sha256, as the data folder's ``SHA256SUMS`` lists them). Three outcomes:
 
 * ``identical``: the upstream file byte for byte;
 * ``same_content``: another serialisation of the same data (an earlier shared copy of LoCoMo-10,
@@ -60,6 +61,13 @@ def check_upstream(dataset: Dataset, manifest: dict[str, Any] | None) -> DataChe
     """Compare ``dataset`` (as loaded, before any subset) with an upstream ``manifest``."""
     if manifest is None:
         return DataCheck("no_manifest")
+    if "files" in manifest:  # a dataset of several files: each against its upstream sha256
+        ours, theirs = dataset.file_sha256, manifest["files"]
+        differences = [f"{f} missing" for f in theirs if f not in ours]
+        differences += [f"{f} not upstream" for f in ours if f not in theirs]
+        differences += [f"{f} differs (sha256 {ours[f][:12]}...)" for f in theirs
+                        if f in ours and ours[f] != theirs[f]]
+        return DataCheck("different", differences) if differences else DataCheck("identical")
     if dataset.sha256 == manifest["sha256"]:
         return DataCheck("identical")
     if dataset.content_sha256 == manifest["content_sha256"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,6 +61,9 @@ class Question:
     evidence_raw: tuple[str, ...]
     evidence_unresolved: tuple[str, ...] = ()
     adversarial_answer: str | None = None
+    #: the benchmark's own grading criteria where it has them (BEAM: one item per criterion the
+    #: answer should meet), read only by a rubric judge
+    rubric: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -123,6 +127,20 @@ class Dataset:
     #: how the file compares with its upstream release (:class:`~synapse_pt.data.integrity.
     #: DataCheck` status: identical, same_content, different, no_manifest); ``None``: not checked
     upstream: str | None = None
+    #: the categories whose questions have an answer (what the summary means over "1-4" cover:
+    #: LoCoMo's 1-4, REALTALK's 1-3, BEAM's abilities but abstention) and the one whose right
+    #: answer is a refusal (LoCoMo's adversarial 5, BEAM's abstention; ``None``: none)
+    answerable: tuple[int, ...] = (1, 2, 3, 4)
+    unanswerable: int | None = 5
+    #: how the official token-F1 scorer treats each category, where the benchmark's numbers are
+    #: not LoCoMo's (``{category: "multi" | "plain" | "cut" | "refusal"}``; empty: LoCoMo's)
+    f1_rules: dict[int, str] = field(default_factory=dict)
+    #: the turn-id convention: ``"locomo"`` (``D<session>:<turn>``, what the peers' session
+    #: rules read) or ``"messages"`` (ids that name no session)
+    id_convention: str = "locomo"
+    #: a dataset read from several files: each file's sha256, by its path below :attr:`path`
+    #: (``sha256`` is then the sha256 of this listing)
+    file_sha256: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.conversations)
@@ -171,10 +189,11 @@ class Dataset:
             convs = convs[:max_conversations]
         if question_categories is not None:
             wanted = {int(c) for c in question_categories}
-            unknown = sorted(wanted - {1, 2, 3, 4, 5})
+            known = {*self.answerable, *([self.unanswerable] if self.unanswerable else [])}
+            unknown = sorted(wanted - known)
             if unknown:
-                raise ValueError(f"dataset.question_categories: {unknown} are not LoCoMo "
-                                 "categories (1-5)")
+                raise ValueError(f"dataset.question_categories: {unknown} are not categories of "
+                                 f"{self.name} ({sorted(known)})")
             convs = [Conversation(c.sample_id, c.speaker_a, c.speaker_b, c.sessions,
                                   [q for q in c.questions if q.category in wanted])
                      for c in convs]
@@ -184,6 +203,4 @@ class Dataset:
                              c.questions[:max_questions])
                 for c in convs
             ]
-        return Dataset(list(convs), self.path, self.name, self.sha256, list(self.notes),
-                       self.content_sha256, self.field_sha256, list(self.source_order),
-                       dict(self.source_questions), self.upstream)
+        return dataclasses.replace(self, conversations=list(convs), notes=list(self.notes))

@@ -103,29 +103,40 @@ def resolve_dataset_path(path: str | os.PathLike | None = None, *,
                          expected_sha256: str | None = LOCOMO_SHA256,
                          allow_download: bool = True,
                          allow_sample: bool = False, env_var: str = ENV_VAR,
-                         key: str = "dataset.path") -> ResolvedSource:
+                         key: str = "dataset.path", folder: bool = False) -> ResolvedSource:
     """Find the dataset file (see the module docstring for the order). ``env_var`` and ``key``
     name the environment variable and the config key of this file (another file than LoCoMo's,
-    e.g. the audit's, has its own)."""
+    e.g. the audit's, has its own); ``folder``: the dataset is a folder of files (REALTALK,
+    BEAM), found the same way but never downloaded."""
+    kind = "folder" if folder else "file"
+
+    def exists(p: Path) -> bool:
+        return p.is_dir() if folder else p.is_file()
+
     if path is not None and str(path) != "":
         p = Path(path).expanduser()
-        if not p.is_file():
-            raise DatasetNotFoundError(f"{key}={str(path)!r}: no such file")
+        if not exists(p):
+            raise DatasetNotFoundError(f"{key}={str(path)!r}: no such {kind}")
         return ResolvedSource(p, "path")
     env = os.environ.get(env_var)
     if env:
         p = Path(env).expanduser()
-        if not p.is_file():
-            raise DatasetNotFoundError(f"{env_var}={env!r}: no such file")
+        if not exists(p):
+            raise DatasetNotFoundError(f"{env_var}={env!r}: no such {kind}")
         return ResolvedSource(p, "env")
     for cand in candidates:
         p = Path(cand).expanduser()
-        if p.is_file():
+        if exists(p):
             return ResolvedSource(p, "candidate")
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE_DIR
     cached = cache / filename
-    if cached.is_file():
+    if exists(cached):
         return ResolvedSource(cached, "cache")
+    if folder:
+        raise DatasetNotFoundError(
+            f"No {filename} folder found. Provide it in one of these ways: pass {key}=/path/to/"
+            f"{filename}; set {env_var}=/path/to/{filename}; or copy it to {cached}"
+            + (f" (upstream: {url})." if url else "."))
     problem = "downloads are disabled (dataset.allow_download=false)"
     if allow_download and url:
         try:

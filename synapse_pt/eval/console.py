@@ -19,10 +19,12 @@ from .aggregate import MACRO, MICRO, OVERALL
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
-GATE_FIGURES = (("false_rejection_rate", "false rejection (cat. 1-4)"),
-                ("true_rejection_rate", "true rejection (cat. 5)"),
-                ("c_ret_auc_adversarial", "C_ret ROC AUC, cat. 5 vs rest"),
-                ("gate_score_auc_adversarial", "gate signal ROC AUC, cat. 5 vs rest"))
+GATE_FIGURES = (("false_rejection_rate", "false rejection (answerable)"),
+                ("true_rejection_rate", "true rejection (unanswerable)"),
+                ("c_ret_auc_adversarial", "C_ret ROC AUC, unanswerable vs rest"),
+                ("gate_score_auc_adversarial", "gate signal ROC AUC, unanswerable vs rest"))
+#: more categories than this (BEAM's ten abilities) turn the table: categories as rows
+WIDE = 6
 SAMPLE_WARNING = "SAMPLE DATA: the shipped smoke-test conversation, not LoCoMo-10"
 
 
@@ -60,13 +62,20 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
         headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
     table = Table()
     columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO, OVERALL]
+    entries = {m: metrics.get(section, {}).get(m) for m in headline}
+    entries = {m: e for m, e in entries.items() if e is not None}
+    if len(names) > WIDE:  # many categories: one row each, the metrics as columns
+        table.add_column("category")
+        for metric in entries:
+            table.add_column(f"{metric} (%)", justify="right")
+        for column in columns:
+            table.add_row(column, *(_fmt(e.get(column)) for e in entries.values()))
+        return table
     table.add_column("metric (%)")
     for column in columns:
         table.add_column(column, justify="right")
-    for metric in headline:
-        entry = metrics.get(section, {}).get(metric)
-        if entry is not None:
-            table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
+    for metric, entry in entries.items():
+        table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
     return table
 
 

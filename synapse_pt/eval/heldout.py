@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Question
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
@@ -142,12 +143,13 @@ def calibrate_tau(c_ret: torch.Tensor, target_fr: float) -> float:
 
 
 def heldout(sweep: SweepMatrix, questions: Sequence[Question], folds: Sequence[Sequence[str]],
-            names: Mapping[int, str], target_fr: float = 0.025
-            ) -> tuple[pd.DataFrame, list[dict]]:
-    """Per-question held-out results and one record per fold (chosen config, tau, train score)."""
+            names: Mapping[int, str], target_fr: float = 0.025,
+            answerable: Sequence[int] = ANSWERABLE) -> tuple[pd.DataFrame, list[dict]]:
+    """Per-question held-out results and one record per fold (chosen config, tau, train score);
+    ``answerable``: the categories chosen on and calibrated on (the dataset's)."""
     sample = np.array([q.sample_id for q in questions])
     category = torch.tensor([q.category for q in questions])
-    answerable = category < 5
+    answerable = torch.isin(category, torch.tensor(list(answerable)))
     per_q = pd.DataFrame({"sample_id": sample, "category": category.numpy()})
     for k in KS:
         per_q[f"recall@{k}"] = np.nan
@@ -173,20 +175,21 @@ def heldout(sweep: SweepMatrix, questions: Sequence[Question], folds: Sequence[S
     return per_q, records
 
 
-def summary_table(per_q: pd.DataFrame, names: Mapping[int, str]
+def summary_table(per_q: pd.DataFrame, names: Mapping[int, str],
+                  answerable: Sequence[int] = ANSWERABLE, unanswerable: int | None = ADVERSARIAL
                   ) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Rows recall@5/10/30 (per category and over categories 1-4's questions) and gate figures,
-    from the scored questions of ``per_q`` (those in some test fold)."""
+    """Rows recall@5/10/30 (per answerable category and over their questions, ``mean_q_1_4``)
+    and gate figures, from the scored questions of ``per_q`` (those in some test fold)."""
     scored = per_q.dropna(subset=["c_ret"])
-    ans = scored[scored["category"] < 5]
+    ans = scored[scored["category"].isin(list(answerable))]
     rows = {}
     for k in KS:
         col = f"recall@{k}"
-        row = {names[c]: ans.loc[ans["category"] == c, col].mean() for c in (1, 2, 3, 4)}
+        row = {names[c]: ans.loc[ans["category"] == c, col].mean() for c in answerable}
         row["mean_q_1_4"] = ans[col].mean()
         rows[col] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
-    adv = scored["category"] == 5
+    adv = scored["category"] == (-1 if unanswerable is None else unanswerable)
     gate = {"false_rejection (1-4)": float(ans["gated"].mean()),
             "true_rejection (5)": float(scored.loc[adv, "gated"].mean()) if adv.any()
             else float("nan"),
@@ -256,10 +259,13 @@ class HeldoutStudy:
         specs: fold schemes (:func:`fold_schemes`).
         names: category names.
         target_fr: false rejection the gate's threshold is calibrated for.
+        answerable, unanswerable: the dataset's categories (``Dataset.answerable``,
+            ``Dataset.unanswerable``; LoCoMo's 1-4 and 5 by default).
     """
 
     def __init__(self, questions: Sequence[Question], sample_ids: Sequence[str],
-                 specs: Sequence[str], names: Mapping[int, str], target_fr: float = 0.025
+                 specs: Sequence[str], names: Mapping[int, str], target_fr: float = 0.025,
+                 answerable: Sequence[int] = ANSWERABLE, unanswerable: int | None = ADVERSARIAL
                  ) -> None:
         if not 0.0 <= target_fr < 1.0:
             raise ValueError(f"target false rejection must lie in [0, 1), got {target_fr}")
@@ -267,7 +273,8 @@ class HeldoutStudy:
         self.names = dict(names)
         self.target_fr = float(target_fr)
         self.folds = fold_schemes(specs, sample_ids)
-        self.answerable = torch.tensor([q.category < 5 for q in self.questions])
+        self.categories = (tuple(answerable), unanswerable)
+        self.answerable = torch.tensor([q.category in answerable for q in self.questions])
 
     def chosen_on_all(self, sweep: SweepMatrix) -> tuple[int, float, float]:
         """``(candidate, tau_gate, in-sample recall@10)`` chosen on every conversation."""
@@ -284,8 +291,9 @@ class HeldoutStudy:
     def scheme(self, sweep: SweepMatrix, folds: Sequence[Sequence[str]], label: str = ""
                ) -> SchemeResult:
         """``sweep`` read held out under one fold scheme."""
-        per_q, records = heldout(sweep, self.questions, folds, self.names, self.target_fr)
-        table, gate = summary_table(per_q, self.names)
+        per_q, records = heldout(sweep, self.questions, folds, self.names, self.target_fr,
+                                 self.categories[0])
+        table, gate = summary_table(per_q, self.names, *self.categories)
         return SchemeResult(label, [list(f) for f in folds], per_q, records, table, gate)
 
     def schemes(self, sweep: SweepMatrix) -> list[SchemeResult]:

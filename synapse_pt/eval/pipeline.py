@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 TEMPORAL = 2  # raw LoCoMo category of temporal questions (the date instruction's target)
 #: per-question columns of the peers' retrieval rules (``peer_session_hit@5``, ...)
 PEER_PREFIX = "peer_"
+#: how the token-F1 scorers treat a category of another benchmark (``Dataset.f1_rules``): as the
+#: LoCoMo category they score alike (multi-answer 1, the ';' cut 3, plain 4, refusal 5)
+F1_RULES = {"multi": 1, "cut": 3, "plain": 4, "refusal": 5}
 #: which gold a run scores against (``dataset.gold``): the release's, the audit's, or both
 GOLDS = ("official", "audited", "both")
 #: in a ``both`` run, the audited gold's columns carry this prefix (``audited_recall@10``)
@@ -157,7 +160,8 @@ class EvalSettings:
 def blind(question: Question) -> Question:
     """The question as a memory system may see it: sample id, index and text only."""
     return dataclasses.replace(question, answer=None, category=BLIND_CATEGORY, evidence=(),
-                               evidence_raw=(), evidence_unresolved=(), adversarial_answer=None)
+                               evidence_raw=(), evidence_unresolved=(), adversarial_answer=None,
+                               rubric=())
 
 
 def wants_date_instruction(question: Question, settings: EvalSettings) -> bool:
@@ -292,7 +296,9 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
                      context_tokens: list[int], responses: list[ChatResponse | None] | None,
                      settings: EvalSettings, judge: JudgeResult | None = None,
-                     unit_tokens: list[list[int]] | None = None) -> pd.DataFrame:
+                     unit_tokens: list[list[int]] | None = None,
+                     f1_rules: Mapping[int, str] | None = None,
+                     peer_rules: bool = True) -> pd.DataFrame:
     """One row per question with the retrieval output, the answer and every metric.
 
     ``retrieved`` lists the items' ids in rank order, ``retrieved_turns`` the LoCoMo turns their
@@ -301,7 +307,10 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
 
     Only what the config and data determine goes in (no cache flags, no wall-clock stamps beyond
     the LLM's reported latency, which the response cache replays), so a resumed run writes the
-    same rows. ``prediction`` is ``None`` in retrieval mode.
+    same rows. ``prediction`` is ``None`` in retrieval mode. ``f1_rules``: how the token-F1
+    scorers treat a benchmark's categories where its numbers are not LoCoMo's
+    (:data:`F1_RULES`); ``peer_rules``: add the peers' LoCoMo retrieval rules (their session
+    rules read LoCoMo's ``D<session>:<turn>`` ids).
     """
     ids = result.node_ids()
     units = result.units()
@@ -313,7 +322,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         recall.update({f"{int(t)}tok": v for t, v in budget.items()})
     covered = result.covered_turns()
     peers = peer_metrics(covered, [q.evidence_raw for q in questions],
-                         [q.evidence for q in questions], settings.peer_ks)
+                         [q.evidence for q in questions], settings.peer_ks) if peer_rules else {}
     gated = result.gated.tolist()
     qa = settings.mode == "qa"
     if qa and responses is None:
@@ -343,10 +352,11 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             "latency_s": float(resp.latency_s) if resp is not None else 0.0,
         }
         if qa:
-            row["f1_official"] = score_official(predictions[i], q.answer, q.category)
-            row.update(score_amem(predictions[i], q.answer, q.category))
+            scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
+            row["f1_official"] = score_official(predictions[i], q.answer, scored_as)
+            row.update(score_amem(predictions[i], q.answer, scored_as))
             # Membox's protocol: its tokeniser, category 5 not scored (None)
-            row["f1_membox"] = score_membox(predictions[i], q.answer, q.category)
+            row["f1_membox"] = score_membox(predictions[i], q.answer, scored_as)
         if judge is not None:
             row["judge"] = _nan_to_none(judge.mean[i])
             row["judge_std"] = _nan_to_none(judge.std[i])
@@ -373,19 +383,23 @@ def _nan_to_none(x: float | torch.Tensor | np.floating) -> float | None:
     return None if math.isnan(v) else v
 
 
-def retrieval_summary(df: pd.DataFrame) -> dict[str, float]:
+def retrieval_summary(df: pd.DataFrame, answerable: Sequence[int] = ANSWERABLE,
+                      unanswerable: int | None = ADVERSARIAL) -> dict[str, float]:
     """Rejection rates and the ROC AUC of C_ret and of the gate's score (the signal it
-    thresholds) for separating category 5 from the rest."""
+    thresholds) for separating the unanswerable category (LoCoMo's 5; BEAM's abstention) from
+    the rest; a benchmark without one (REALTALK) gets false rejection only, AUCs NaN."""
     gated = torch.tensor(df["gated"].to_numpy(dtype=bool))
     category = torch.tensor(df["category"].to_numpy(dtype="int64"))
-    out = {k: float(v) for k, v in rejection_metrics(gated, category).items()}
+    adversarial = -1 if unanswerable is None else unanswerable  # -1: no question is
+    out = {k: float(v) for k, v in rejection_metrics(gated, category, adversarial=adversarial,
+                                                     answerable=answerable).items()}
     c_ret = torch.tensor(df["c_ret"].to_numpy(dtype="float64"))
-    out["c_ret_auc_adversarial"] = rejection_auc(c_ret, category, adversarial=ADVERSARIAL)
+    out["c_ret_auc_adversarial"] = rejection_auc(c_ret, category, adversarial=adversarial)
     if "gate_score" in df:
         score = torch.tensor(df["gate_score"].to_numpy(dtype="float64"))
         out["gate_score_auc_adversarial"] = rejection_auc(score, category,
-                                                          adversarial=ADVERSARIAL)
-    answerable = df["category"].isin(ANSWERABLE)
+                                                          adversarial=adversarial)
+    answerable = df["category"].isin(list(answerable))
     out["context_tokens_mean"] = float(df["context_tokens"].mean())
     out["context_tokens_mean_answerable"] = float(df.loc[answerable, "context_tokens"].mean())
     return out
@@ -502,9 +516,11 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
     elif settings.judge_runs > 0:
         log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",
                     settings.judge_runs)
+    frame_args = {"unit_tokens": unit_tokens, "f1_rules": dataset.f1_rules,
+                  "peer_rules": dataset.id_convention == "locomo"}
     df = prediction_frame(questions, result, context_tokens, responses, settings, judge,
-                          unit_tokens=unit_tokens)
-    summary = retrieval_summary(df)
+                          **frame_args)
+    summary = retrieval_summary(df, dataset.answerable, dataset.unanswerable)
     if audit is not None and gold != "official":
         audited = audit.questions(questions)
         judge_audited = None
@@ -513,7 +529,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                 judge_llm or llm, audited, predictions_text(questions, result, responses,
                                                             settings), settings)
         scored = prediction_frame(audited, result, context_tokens, responses, settings,
-                                  judge_audited, unit_tokens=unit_tokens)
+                                  judge_audited, **frame_args)
         status = [audit.status(q) for q in questions]
         left_out = np.array([st == UNANSWERABLE for st in status])
         metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]

@@ -7,7 +7,7 @@ and a sweeper read; :func:`build_tables` the run's own ``tables/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,14 +29,17 @@ RUN_STATE_USAGE = ("n_cached", "cost_usd_spent")
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
                 settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
-                llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False
+                llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
+                answerable: Sequence[int] = (1, 2, 3, 4), unanswerable: int | None = 5
                 ) -> dict[str, Any]:
     """``metrics.json`` of a run: ``identity`` (what the caller knows of the run: commit, config
     hash, dataset, memory, models) completed with the evaluation's protocol, ``metrics`` (per
     category and both means of every per-question metric column of ``df``), ``peer_rules`` (the
     retrieval rules peers publish, :mod:`~synapse_pt.eval.scorers.peer_rules`), in a run scored
     under both golds ``metrics_audited`` and ``peer_rules_audited`` (the ``audited_`` columns),
-    ``retrieval``, and where present ``judge`` and ``usage`` (what the method's answers cost)."""
+    ``retrieval``, and where present ``judge`` and ``usage`` (what the method's answers cost).
+    ``answerable``: the categories the summary means cover, ``unanswerable`` the one whose
+    right answer is a refusal (the dataset's)."""
     metric_cols = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
     qa = settings.mode == "qa"
     metrics: dict[str, Any] = {
@@ -53,13 +56,15 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "prompts": prompt_hashes(),
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},
+            "answerable_categories": list(answerable),
+            "unanswerable_category": unanswerable,
             "smoke": smoke,
         },
-        "metrics": summarize(df, metric_cols, names),
-        "peer_rules": _summarize_prefixed(df, PEER_PREFIX, names),
+        "metrics": summarize(df, metric_cols, names, answerable=answerable),
+        "peer_rules": _summarize_prefixed(df, PEER_PREFIX, names, answerable),
         "retrieval": {k: v for k, v in summary.items() if not k.startswith("judge")},
     }
-    audited = _summarize_prefixed(df, AUDITED_PREFIX, names)
+    audited = _summarize_prefixed(df, AUDITED_PREFIX, names, answerable)
     if audited:
         metrics["metrics_audited"] = {k: v for k, v in audited.items()
                                       if k.startswith(METRIC_PREFIXES)}
@@ -75,8 +80,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
     return metrics
 
 
-def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str]
-                        ) -> dict[str, Any]:
+def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str],
+                        answerable: Sequence[int] = (1, 2, 3, 4)) -> dict[str, Any]:
     """:func:`~synapse_pt.eval.aggregate.summarize` of the numeric columns named ``prefix...``,
     keyed by the name without the prefix (empty where there are none)."""
     cols = [c for c in df.columns if c.startswith(prefix)
@@ -84,7 +89,8 @@ def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str]
     if not cols:
         return {}
     renamed = df[["category", *cols]].rename(columns={c: c.removeprefix(prefix) for c in cols})
-    return summarize(renamed, [c.removeprefix(prefix) for c in cols], names)
+    return summarize(renamed, [c.removeprefix(prefix) for c in cols], names,
+                     answerable=answerable)
 
 
 def method_usage(answered: pd.DataFrame, prices: Mapping[str, Any], *, model: str,

@@ -28,12 +28,19 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
     results = {label: m["metrics"] for label, m in runs.items()}
     common = set.intersection(*(set(r) for r in results.values())) if results else set()
     tables: dict[str, pd.DataFrame] = {}
+    # the categories of the runs' dataset (identity; LoCoMo's where an older run has none)
+    first = next(iter(runs.values()), {}).get("identity", {})
+    answerable = tuple(first.get("answerable_categories", (1, 2, 3, 4)))
+    unanswerable = first.get("unanswerable_category", 5)
+    locomo = answerable == (1, 2, 3, 4) and unanswerable == 5
     for metric in TABLE_METRICS:
         if metric not in common:
             continue
-        paper = metric == "f1_official"  # the paper's numbers are F1 under the official protocol
-        tables[f"main_{metric}"] = main_table(results, names, include_paper=paper, metric=metric)
-        if ablation_baseline in results:
+        # the paper's numbers are LoCoMo F1 under the official protocol
+        paper = metric == "f1_official" and locomo
+        tables[f"main_{metric}"] = main_table(results, names, include_paper=paper, metric=metric,
+                                              answerable=answerable, adversarial=unanswerable)
+        if ablation_baseline in results and locomo:
             tables[f"ablation_{metric}"] = ablation_table(
                 results, names, include_paper=paper, metric=metric, baseline=ablation_baseline)
     efficiency = {label: _efficiency_row(m) for label, m in runs.items() if "usage" in m}

@@ -48,24 +48,25 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
 
 
 def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 10, 30),
-                categories: Sequence[int] = (1, 2, 3, 4)) -> pd.DataFrame:
+                categories: Sequence[int] | None = None) -> pd.DataFrame:
     """One row per run: recall@k per category and ``mean_q_1_4``, recall within each context-token
     budget (``recall@<T>tok``, per category and ``mean_q_1_4``), context tokens, gate figures and
     the build (ingest) seconds where the run built its memory (NaN where it reused one)."""
     rows = {}
     for label, m in runs.items():
         names = {int(k): v for k, v in m["identity"]["category_names"].items()}
+        cats = categories or m["identity"].get("answerable_categories", (1, 2, 3, 4))
         row: dict[str, float | None] = {}
         for k in ks:
             rec = m["metrics"].get(f"recall@{k}", {})
-            for c in categories:
+            for c in cats:
                 row[f"R@{k} {names[c]}"] = rec.get(names[c])
             row[f"R@{k} (1-4)"] = rec.get("mean_q_1_4")
         budgets = sorted((int(key[7:-3]), key) for key in m["metrics"]
                          if key.startswith("recall@") and key.endswith("tok"))
         for t, key in budgets:
             rec = m["metrics"][key]
-            for c in categories:
+            for c in cats:
                 row[f"R@{t}tok {names[c]}"] = rec.get(names[c])
             row[f"R@{t}tok (1-4)"] = rec.get("mean_q_1_4")
         ret = m.get("retrieval", {})

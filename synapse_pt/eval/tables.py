@@ -35,9 +35,10 @@ PAPER_AVERAGE = "paper_average"
 EFFICIENCY_COLUMNS = ("tokens/query", "latency s/query", "$ per 1,000 queries", "F1", "F1 per $")
 
 
-def _columns(names: Mapping[int, str], answerable: Sequence[int], adversarial: int) -> list[str]:
-    return [names[c] for c in answerable] + [names[adversarial], MACRO, MICRO, OVERALL,
-                                              PAPER_AVERAGE]
+def _columns(names: Mapping[int, str], answerable: Sequence[int], adversarial: int | None
+             ) -> list[str]:
+    extra = [] if adversarial is None else [names[adversarial]]
+    return [names[c] for c in answerable] + [*extra, MACRO, MICRO, OVERALL, PAPER_AVERAGE]
 
 
 def _our_row(entry: Mapping[str, Any], columns: Sequence[str], scale: float) -> dict[str, float]:
@@ -73,7 +74,7 @@ def main_table(
     metric: str = "f1_official",
     scale: float = 100.0,
     answerable: Sequence[int] = (1, 2, 3, 4),
-    adversarial: int = 5,
+    adversarial: int | None = 5,
 ) -> pd.DataFrame:
     """Main results table.
 

@@ -25,6 +25,7 @@ from .locate import bundled_minilm_path
 log = logging.getLogger(__name__)
 
 BUNDLED_EMBEDDERS = {"bundled:all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", bundled_minilm_path)}
+LONG_TEXT = ("truncate", "windows")
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
@@ -105,6 +106,11 @@ class HFEmbedder:
         dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
         cache_dir: folder of the on-disk :class:`EmbeddingCache` (``embeddings.sqlite``); ``None``
             disables the disk cache.
+        long_text: a text longer than ``max_length`` tokens: ``"truncate"`` (its first
+            ``max_length`` tokens, sentence-transformers' behaviour; the default) or
+            ``"windows"`` (split into consecutive windows of ``max_length`` tokens, each encoded,
+            the token states of all windows mean-pooled together: a long assistant message or a
+            code block is indexed whole; BEAM).
 
     Attributes:
         name: stable model identity, ``<label>@<fingerprint of config and weights>``.
@@ -114,11 +120,15 @@ class HFEmbedder:
 
     def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
                  batch_size: int = 64, max_length: int = 256, dtype: str = "float32",
-                 cache_dir: str | None = None) -> None:
+                 cache_dir: str | None = None, long_text: str = "truncate") -> None:
         if batch_size < 1:
             raise ValueError(f"HFEmbedder: batch_size must be >= 1, got {batch_size}")
         if max_length < 2:
             raise ValueError(f"HFEmbedder: max_length must be >= 2, got {max_length}")
+        if long_text not in LONG_TEXT:
+            raise ValueError(f"HFEmbedder: long_text must be one of {list(LONG_TEXT)}, got "
+                             f"{long_text!r}")
+        self.long_text = long_text
         check_device(device)
         self.device = device
         self.batch_size = batch_size
@@ -132,7 +142,8 @@ class HFEmbedder:
 
         self.dim: int = self._hidden_size()
         self.name: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
-        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}"
+        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}" + (
+            "" if long_text == "truncate" else f"|{long_text}")
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
 
     def _hidden_size(self) -> int:
@@ -185,12 +196,35 @@ class HFEmbedder:
         for start in tqdm(starts, desc=f"embed {len(texts)} texts", unit="batch",
                           disable=len(starts) < 8):
             idx = order[start:start + self.batch_size]
-            enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                  max_length=self.max_length, return_tensors="pt").to(self.device)
-            hidden = self._model(**enc).last_hidden_state
-            pooled = mean_pool(hidden.float(), enc["attention_mask"])
+            if self.long_text == "windows":
+                pooled = self._windows([texts[i] for i in idx])
+            else:
+                enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                      max_length=self.max_length,
+                                      return_tensors="pt").to(self.device)
+                hidden = self._model(**enc).last_hidden_state
+                pooled = mean_pool(hidden.float(), enc["attention_mask"])
             out[idx] = torch.nn.functional.normalize(pooled, dim=1).cpu()
         return out
+
+    def _windows(self, texts: list[str]) -> torch.Tensor:
+        r"""``[len(texts), dim]`` mean token states of each text over all its windows of
+        ``max_length`` tokens (the tokenizer's overflow windows, no overlap):
+        :math:`e = \sum_w \sum_{t \in w} h_t / \sum_w |w|`, ``|w|`` counting real tokens."""
+        assert self._model is not None and self._tokenizer is not None
+        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                              return_overflowing_tokens=True, return_tensors="pt")
+        owner = enc.pop("overflow_to_sample_mapping").to(self.device)
+        enc = enc.to(self.device)
+        sums = torch.zeros(len(texts), self.dim, device=self.device)
+        counts = torch.zeros(len(texts), device=self.device)
+        for w0 in range(0, owner.numel(), self.batch_size):  # windows in batches
+            part = {k: v[w0:w0 + self.batch_size] for k, v in enc.items()}
+            hidden = self._model(**part).last_hidden_state.float()
+            m = part["attention_mask"].unsqueeze(-1).float()
+            sums.index_add_(0, owner[w0:w0 + self.batch_size], (hidden * m).sum(dim=1))
+            counts.index_add_(0, owner[w0:w0 + self.batch_size], m.sum(dim=(1, 2)))
+        return sums / counts.clamp(min=1e-9)[:, None]
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
         """Embeddings of ``texts``: float32 ``[len(texts), dim]`` on the CPU, rows of unit L2 norm.

@@ -28,8 +28,8 @@ def test_retrieval_summary_shows_recall_in_percent_and_the_gate() -> None:
     row = next(line for line in text.splitlines() if "recall@10" in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells == ["recall@10", "25.0", "50.0", "-", "12.5", "-", "30.0", "20.0", "20.0"]
-    assert ("gate: false rejection (cat. 1-4) 2.5%; true rejection (cat. 5) 50.0%; "
-            "C_ret ROC AUC, cat. 5 vs rest 0.612") in text
+    assert ("gate: false rejection (answerable) 2.5%; true rejection (unanswerable) 50.0%; "
+            "C_ret ROC AUC, unanswerable vs rest 0.612") in text
     assert "/runs/x/metrics.json" in text
     assert SAMPLE_WARNING not in text
 

@@ -116,3 +116,37 @@ def test_width_read_from_the_folder_equals_transformers_config(embedder):
     from transformers import AutoConfig
 
     assert embedder.dim == AutoConfig.from_pretrained(str(bundled_minilm_path())).hidden_size == 384
+
+
+@pytest.mark.slow
+def test_long_texts_as_windows_equal_the_mean_over_all_their_tokens(tmp_path):
+    """``long_text="windows"``: a text past ``max_length`` is encoded window by window and its
+    token states mean-pooled together; short texts are unchanged. The reference is written
+    directly with transformers."""
+    import transformers
+
+    from synapse_pt.models.locate import bundled_minilm_path
+
+    windows = HFEmbedder(long_text="windows", max_length=16)
+    truncate = HFEmbedder(max_length=16)
+    short = ["a short text", "another one here"]
+    torch.testing.assert_close(windows.encode(short), truncate.encode(short), atol=1e-6, rtol=0)
+    assert windows.identity != truncate.identity  # different cache keys
+    long = ["word " * 40 + "end", "two " * 25]
+    path = str(bundled_minilm_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    for text, got in zip(long, windows.encode(long), strict=True):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        step = 16 - 2  # [CLS] + 14 tokens + [SEP] per window
+        states, count = torch.zeros(windows.dim), 0
+        for w in range(0, len(ids), step):
+            window = [tokenizer.cls_token_id, *ids[w:w + step], tokenizer.sep_token_id]
+            with torch.no_grad():
+                hidden = model(input_ids=torch.tensor([window])).last_hidden_state[0]
+            states += hidden.sum(dim=0)
+            count += len(window)
+        want = torch.nn.functional.normalize(states / count, dim=0)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="long_text"):
+        HFEmbedder(long_text="chunks")
