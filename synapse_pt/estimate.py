@@ -14,7 +14,8 @@ What is exact and what is a bound:
   prompt is rendered exactly for each question around a context bound: the memory's ``k`` items
   at the dataset's mean tokens per rendered turn (GAAMA: its ``max_words`` pack; full context:
   the whole conversation; Membox: ``k`` boxes at the mean tokens of a session).
-* Judge: ``eval.judge_runs`` calls per category 1-4 question; the answer in the prompt is bounded
+* Judge: ``eval.judge_runs`` calls per judged question (BEAM's rubric judge: per rubric item; the
+  dataset's unanswerable category left out but under the rubric judge); the answer is bounded
   by ``eval.max_answer_tokens``.
 * GAAMA's and Membox's LLM builds: their extraction depends on the model's replies (the facts
   GAAMA's reflections group, the boxes Membox's Topic Loom closes); they are not estimated, and a
@@ -34,10 +35,9 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.data.categories import ANSWERABLE
 from synapse_pt.data.records import Dataset
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import EvalSettings
+from synapse_pt.eval.pipeline import EvalSettings, judge_skip_categories
 from synapse_pt.eval.prompts import answer_messages
 from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
@@ -128,15 +128,20 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                  f"upper bound: every question (the gate skips some); context {basis}")]
     runs = int(ev.judge_runs)
     if runs > 0:
-        judged = [q for q in questions if q.category in ANSWERABLE]
+        protocol = str(ev.judge_protocol)
+        skip = judge_skip_categories(dataset.unanswerable, protocol)
+        judged = [q for q in questions if q.category not in skip]
         bound = " ".join(["answer"] * int(ev.max_answer_tokens))
         judge = build_judge_requests([q.question for q in judged],
                                      [str(q.answer) for q in judged], [bound] * len(judged),
-                                     max_tokens=int(ev.judge_max_tokens),
-                                     protocol=str(ev.judge_protocol))
+                                     max_tokens=int(ev.judge_max_tokens), protocol=protocol,
+                                     rubrics=([q.rubric for q in judged]
+                                              if protocol == "beam_rubric" else None))
+        per = "one call per rubric item" if protocol == "beam_rubric" else "one call per question"
+        left = f", category {skip[0]} left out" if skip else ""
         rows.append(_row("judge", runs * len(judge), runs * _prompt_tokens(judge, counter),
                          runs * sum(r.max_tokens for r in judge),
-                         f"{runs} runs over the category 1-4 questions"))
+                         f"{runs} runs of the {protocol} judge, {per}{left}"))
     return rows
 
 

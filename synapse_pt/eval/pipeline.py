@@ -92,8 +92,10 @@ class EvalSettings:
         seed: seed of the answer requests (judge runs use ``seed + r``).
         judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
         judge_max_tokens: generation budget of a judge reply (it explains, then labels).
-        judge_protocol: ``"mem0"`` (CORRECT/WRONG, the default) or ``"gaama"`` (GAAMA's
-            fraction of the reference's key facts covered, categories 1-4).
+        judge_protocol: ``"mem0"`` (CORRECT/WRONG, the default), ``"gaama"`` (GAAMA's
+            fraction of the reference's key facts covered, categories 1-4), ``"realtalk"``
+            (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"`` (BEAM: the share of
+            the question's rubric items satisfied).
         peer_ks: cut-offs of the retrieval rules peers publish
             (:mod:`~synapse_pt.eval.scorers.peer_rules`).
     """
@@ -111,7 +113,7 @@ class EvalSettings:
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
-    judge_protocol: str = "mem0"  # "mem0" (CORRECT/WRONG) | "gaama" (key-fact coverage)
+    judge_protocol: str = "mem0"  # mem0 | gaama | realtalk | beam_rubric (scorers/judge.py)
     judge_max_tokens: int = 128
     peer_ks: tuple[int, ...] = (1, 5, 10)
     extra: dict = field(default_factory=dict)
@@ -281,16 +283,30 @@ def predictions_text(questions: Sequence[Question], result: RetrievalResult,
     return out
 
 
+def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int, ...]:
+    """The categories the judge leaves out: the dataset's unanswerable one (scored by its refusal
+    phrase rule, as mem0 does for LoCoMo's category 5), except under BEAM's rubric judge, whose
+    rubric says what an abstention must say."""
+    if protocol == "beam_rubric" or unanswerable is None:
+        return ()
+    return (int(unanswerable),)
+
+
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
-                      settings: EvalSettings) -> JudgeResult:
-    """The LLM judge of ``settings.judge_protocol`` (mem0's CORRECT/WRONG or GAAMA's key-fact
-    coverage) over ``settings.judge_runs`` runs (category 5 skipped: it is scored by the official
-    phrase rule). Gated questions are judged too: their answer is the no-record reply."""
+                      settings: EvalSettings, unanswerable: int | None = 5) -> JudgeResult:
+    """The LLM judge of ``settings.judge_protocol`` (:mod:`~synapse_pt.eval.scorers.judge`) over
+    ``settings.judge_runs`` runs, the ``unanswerable`` category skipped
+    (:func:`judge_skip_categories`). Gated questions are judged too: their answer is the
+    no-record reply."""
     return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
                          list(predictions), categories=[q.category for q in questions],
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
-                         protocol=settings.judge_protocol)
+                         protocol=settings.judge_protocol,
+                         skip_categories=judge_skip_categories(unanswerable,
+                                                               settings.judge_protocol),
+                         rubrics=([q.rubric for q in questions]
+                                  if settings.judge_protocol == "beam_rubric" else None))
 
 
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
@@ -508,7 +524,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         if settings.judge_runs > 0:
             judge = judge_predictions(judge_llm or llm, questions,
                                       predictions_text(questions, result, responses, settings),
-                                      settings)
+                                      settings, dataset.unanswerable)
             if judge.total_failures:
                 log.warning("LLM judge: %d of %d replies unreadable (left out, not WRONG)",
                             judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs)
@@ -527,7 +543,8 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         if judge is not None:  # unchanged questions ask the judge the same: cache hits
             judge_audited = judge_predictions(
                 judge_llm or llm, audited, predictions_text(questions, result, responses,
-                                                            settings), settings)
+                                                            settings), settings,
+                dataset.unanswerable)
         scored = prediction_frame(audited, result, context_tokens, responses, settings,
                                   judge_audited, **frame_args)
         status = [audit.status(q) for q in questions]

@@ -189,3 +189,91 @@ def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> Non
     assert COVERAGE_PROMPT.split("\n")[0] in llm.prompts[0]
     with pytest.raises(ValueError, match="judge protocol"):
         judge_answers(llm, ["Q1"], ["a"], ["a"], categories=[1], protocol="vibes")
+
+
+class ByPrompt:
+    """Answers each request with ``reply(prompt, seed)``; records the prompts."""
+
+    backend, model = "scripted", "by-prompt"
+
+    def __init__(self, reply) -> None:
+        self.reply = reply
+        self.prompts: list[str] = []
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            prompt = r.messages[-1][1]
+            self.prompts.append(prompt)
+            out.append(ChatResponse(self.reply(prompt, r.seed), 1, 1, 0.0, model=self.model))
+        return out
+
+
+def test_parse_rubric_verdict_accepts_only_zero_or_one() -> None:
+    from synapse_pt.eval.scorers.judge import parse_rubric_verdict
+
+    assert parse_rubric_verdict('{"score": 1}') == 1.0
+    assert parse_rubric_verdict('reasons... ```json\n{"score": 0}\n```') == 0.0
+    assert parse_rubric_verdict('{"score": 0.5}') is None  # a half mark is not a verdict
+    assert parse_rubric_verdict("satisfied") is None
+
+
+def test_realtalk_protocol_scores_in_unit_interval_and_counts_failures() -> None:
+    from synapse_pt.eval.scorers.judge import SCORE_PROMPT
+
+    def reply(prompt: str, seed: int) -> str:
+        if "Question: Q2" in prompt:
+            return "no idea"
+        return '{"score": 0.7}' if "Question: Q1" in prompt else '{"score": 0}'
+
+    llm = ByPrompt(reply)
+    res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a", "b", "c"], ["a", "b", "z"],
+                        categories=[1, 2, 3], n_runs=2, protocol="realtalk")
+    assert res.mean.tolist()[0] == pytest.approx(0.7) and res.std[0] == 0.0
+    assert math.isnan(res.mean[1]) and res.n_failures[1] == 2
+    assert res.mean[2] == 0.0 and res.n_failures[2] == 0
+    assert len(llm.prompts) == 6 and SCORE_PROMPT.split("\n")[0] in llm.prompts[0]
+    assert "Ground truth: a" in llm.prompts[0]
+
+
+def test_beam_rubric_protocol_share_of_items_by_hand() -> None:
+    from synapse_pt.eval.scorers.judge import RUBRIC_PROMPT
+
+    # Q1: 3 items, 2 satisfied -> 2/3; Q2: 2 items, one reply a half mark -> unreadable run;
+    # Q3 (abstention category) is judged under the rubric protocol when not skipped: 1 of 1.
+    verdicts = {"names the city": '{"score": 1}', "gives the year": '{"score": 0}',
+                "mentions the dog": 'yes. {"score": 1}', "says 42": '{"score": 1}',
+                "says 43": '{"score": 0.5}', "declines to answer": '{"score": 1}'}
+
+    def reply(prompt: str, seed: int) -> str:
+        item = prompt.split("Criterion: ")[1].split("\n")[0]
+        return verdicts[item]
+
+    llm = ByPrompt(reply)
+    rubrics = [["names the city", "gives the year", "mentions the dog"], ["says 42", "says 43"],
+               ["declines to answer"]]
+    res = judge_answers(llm, ["Q1", "Q2", "Q3"], [None, None, None], ["p1", "p2", "p3"],
+                        categories=[1, 2, 5], skip_categories=(), n_runs=2,
+                        protocol="beam_rubric", rubrics=rubrics)
+    assert res.mean[0] == pytest.approx(2 / 3)
+    assert math.isnan(res.mean[1]) and res.n_failures[1] == 2  # never a silent 0 or 1
+    assert res.mean[2] == 1.0
+    assert len(llm.prompts) == 2 * 6  # one request per rubric item per run
+    assert RUBRIC_PROMPT.split("\n")[0] in llm.prompts[0]
+    assert res.replies[0][0].count("---") == 2  # the item replies are kept, in order
+
+    with pytest.raises(ValueError, match="rubric"):
+        judge_answers(llm, ["Q1"], [None], ["p"], categories=[1], protocol="beam_rubric")
+    with pytest.raises(ValueError, match="no rubric items"):
+        judge_answers(llm, ["Q1"], [None], ["p"], categories=[1], protocol="beam_rubric",
+                      rubrics=[[]])
+
+
+def test_judge_skip_categories_per_protocol() -> None:
+    from synapse_pt.eval.pipeline import judge_skip_categories
+
+    assert tuple(judge_skip_categories(5, "mem0")) == (5,)
+    assert tuple(judge_skip_categories(5, "realtalk")) == (5,)
+    assert tuple(judge_skip_categories(None, "gaama")) == ()
+    # BEAM's abstention questions carry a rubric ("declines...") and are judged like the rest
+    assert tuple(judge_skip_categories(3, "beam_rubric")) == ()

@@ -1,4 +1,4 @@
-"""Optional LLM judge: the mem0-style CORRECT/WRONG grading (SPEC §3).
+r"""Optional LLM judge: the mem0-style CORRECT/WRONG grading (SPEC §3).
 
 The prompt is mem0's ``ACCURACY_PROMPT`` (mem0ai/mem0 ``evaluation/metrics/llm_judge.py``), with
 its typographic quotes written as ASCII. mem0 asks once per question at temperature 0 with
@@ -22,6 +22,23 @@ description): the judge lists the reference answer's key facts and scores the fr
 covers, 0-1, extra information not penalised (:data:`COVERAGE_PROMPT`,
 :func:`parse_coverage_score`); the per-question value is that fraction, averaged over runs.
 GAAMA reports it over categories 1-4 only, which the default ``skip_categories`` already gives.
+
+``protocol="realtalk"`` is the LLM score REALTALK's authors report beside LoCoMo's official F1
+(danny911kr/REALTALK ``eval_memory/qa_tool.py``, ``gpt_score``): the judge gives the prediction a
+correctness score in [0, 1] as JSON ``{"score": ...}`` (:data:`SCORE_PROMPT`, our wording of that
+instruction; :func:`parse_coverage_score` reads it). Their code raises on an unreadable reply; here
+it is a counted failure.
+
+``protocol="beam_rubric"`` is BEAM's rubric judge (mohammadtavakoli78/BEAM
+``src/evaluation/compute_metrics.py``): every item of the question's rubric is judged on its own
+(one request per item), and the question's score is the share of items satisfied,
+
+.. math::
+    s_q = \frac{1}{|R_q|} \sum_{r \in R_q} \mathbb{1}[\text{judge}(q, r, \hat a) = 1].
+
+Upstream's prompt offers 0, 0.5 and 1 per item and then casts with ``int()``, so a half mark counts
+as not satisfied; ours (:data:`RUBRIC_PROMPT`, our wording) asks for the binary verdict directly.
+An unreadable item makes that question's run a failure (NaN, counted), never a silent 0 or 1.
 """
 
 from __future__ import annotations
@@ -36,10 +53,11 @@ import numpy as np
 
 from synapse_pt.models.llm.base import LLM, ChatRequest
 
-__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JudgeResult",
-           "build_judge_requests", "judge_answers", "parse_coverage_score", "parse_judge_label"]
+__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "RUBRIC_PROMPT",
+           "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
+           "parse_coverage_score", "parse_judge_label", "parse_rubric_verdict"]
 
-JUDGE_PROTOCOLS = ("mem0", "gaama")
+JUDGE_PROTOCOLS = ("mem0", "gaama", "realtalk", "beam_rubric")
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -80,6 +98,29 @@ List the key facts of the reference answer, then decide for each whether the gen
 states it (a date may be written differently; extra information in the generated answer is not
 penalised). The score is the fraction of the key facts covered, a number from 0 to 1.
 Finish with a JSON object with the key "score", for example {{"score": 0.5}}."""
+
+SCORE_PROMPT = """Judge how correct a model's prediction is, given the question and its ground-truth
+answer.
+
+Question: {question}
+Ground truth: {gold_answer}
+Prediction: {generated_answer}
+
+Give a score from 0 to 1: 0 means the prediction is entirely wrong, 1 means it is entirely correct.
+Reply with a JSON object only, for example {{"score": 0.7}}."""
+
+RUBRIC_PROMPT = """You check one criterion of a grading rubric against a response to a user's
+question.
+
+Question: {question}
+Criterion: {rubric_item}
+Response: {generated_answer}
+
+The criterion is satisfied when the response addresses the question and meets the criterion in
+meaning (paraphrases, synonyms and equivalent numbers or dates count; tone and length do not). A
+criterion that forbids something is satisfied only when the response addresses the question and
+does not contain it. Reply with a JSON object only: {{"score": 1}} if the criterion is satisfied,
+{{"score": 0}} if it is not."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
@@ -130,6 +171,13 @@ def parse_coverage_score(text: str) -> float | None:
     return None
 
 
+def parse_rubric_verdict(text: str) -> float | None:
+    """A rubric item's verdict: 1.0 or 0.0 from the last JSON object with a ``score`` of exactly
+    0 or 1 (``None``: unreadable, or another value such as a half mark)."""
+    score = parse_coverage_score(text)
+    return score if score in (0.0, 1.0) else None
+
+
 def build_judge_requests(
     questions: Sequence[str],
     golds: Sequence[str | int],
@@ -140,20 +188,29 @@ def build_judge_requests(
     temperature: float = 0.0,
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
+    rubrics: Sequence[Sequence[str]] | None = None,
 ) -> list[ChatRequest]:
-    """One single-message (user) request per question with the protocol's prompt filled in
-    (:data:`ACCURACY_PROMPT` for ``"mem0"``, :data:`COVERAGE_PROMPT` for ``"gaama"``)."""
+    """Single-message (user) requests with the protocol's prompt filled in: one per question
+    (:data:`ACCURACY_PROMPT` for ``"mem0"``, :data:`COVERAGE_PROMPT` for ``"gaama"``,
+    :data:`SCORE_PROMPT` for ``"realtalk"``), or for ``"beam_rubric"`` one per rubric item
+    (:data:`RUBRIC_PROMPT`), question by question in rubric order (``rubrics`` needed)."""
     if protocol not in JUDGE_PROTOCOLS:
         raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {protocol!r}")
-    prompt = ACCURACY_PROMPT if protocol == "mem0" else COVERAGE_PROMPT
-    return [
-        ChatRequest.from_messages(
-            [{"role": "user", "content": prompt.format(
-                question=q, gold_answer=str(g), generated_answer=p)}],
-            max_tokens=max_tokens, temperature=temperature, seed=seed, extra=dict(extra or {}),
-        )
-        for q, g, p in zip(questions, golds, predictions, strict=True)
-    ]
+
+    def request(content: str) -> ChatRequest:
+        return ChatRequest.from_messages([{"role": "user", "content": content}],
+                                         max_tokens=max_tokens, temperature=temperature,
+                                         seed=seed, extra=dict(extra or {}))
+
+    if protocol == "beam_rubric":
+        if rubrics is None or len(rubrics) != len(questions):
+            raise ValueError("judge protocol 'beam_rubric' needs one rubric per question")
+        return [request(RUBRIC_PROMPT.format(question=q, rubric_item=item, generated_answer=p))
+                for q, p, rubric in zip(questions, predictions, rubrics, strict=True)
+                for item in rubric]
+    prompt = {"mem0": ACCURACY_PROMPT, "gaama": COVERAGE_PROMPT, "realtalk": SCORE_PROMPT}[protocol]
+    return [request(prompt.format(question=q, gold_answer=str(g), generated_answer=p))
+            for q, g, p in zip(questions, golds, predictions, strict=True)]
 
 
 @dataclass
@@ -208,6 +265,7 @@ def judge_answers(
     skip_categories: Sequence[int] = (5,),
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
+    rubrics: Sequence[Sequence[str]] | None = None,
 ) -> JudgeResult:
     """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
 
@@ -218,10 +276,14 @@ def judge_answers(
             when ``skip_categories`` is non-empty).
         n_runs: judge runs; the spread over runs is the judge's own noise.
         extra: backend parameters passed through (e.g. a JSON response format).
-        protocol: ``"mem0"`` (CORRECT/WRONG, 1/0) or ``"gaama"`` (fraction of key facts covered).
+        protocol: ``"mem0"`` (CORRECT/WRONG, 1/0), ``"gaama"`` (fraction of key facts covered),
+            ``"realtalk"`` (a correctness score in [0, 1]) or ``"beam_rubric"`` (share of the
+            rubric's items satisfied).
+        rubrics: per question, its rubric items (``"beam_rubric"`` only).
 
     Raises:
-        ValueError: on misaligned inputs or a judged question whose gold is ``None``.
+        ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
+            ``"beam_rubric"``, one without rubric items.
     """
     n = len(questions)
     if not (len(golds) == len(predictions) == n):
@@ -238,9 +300,18 @@ def judge_answers(
                         for c in (categories if categories is not None else [None] * n)],
                        dtype=bool)
     todo = [i for i in range(n) if not skipped[i]]
+    rubric = protocol == "beam_rubric"
+    if rubric and (rubrics is None or len(rubrics) != n):
+        raise ValueError(f"judge_answers: protocol 'beam_rubric' needs {n} rubrics, got "
+                         f"{None if rubrics is None else len(rubrics)}")
     for i in todo:
-        if golds[i] is None:
+        if rubric and not rubrics[i]:  # type: ignore[index]
+            raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no rubric items "
+                             "for judge protocol 'beam_rubric'")
+        if not rubric and golds[i] is None:
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer")
+    # the request of each rubric item belongs to question owner[j]
+    owner = ([i for i in todo for _ in rubrics[i]] if rubric else todo)  # type: ignore[index]
 
     labels = np.full((n_runs, n), np.nan)
     replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
@@ -250,14 +321,26 @@ def judge_answers(
             [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
             [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
             temperature=temperature, extra=extra, protocol=protocol,
+            rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
         )
         responses = llm.generate(requests) if requests else []
         if len(responses) != len(requests):
             raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
                              f"{len(requests)} requests (run {r}, seed {seed})")
-        for i, resp in zip(todo, responses, strict=True):
+        if rubric:
+            verdicts: dict[int, list[float | None]] = {}
+            texts: dict[int, list[str]] = {}
+            for i, resp in zip(owner, responses, strict=True):
+                verdicts.setdefault(i, []).append(parse_rubric_verdict(resp.text))
+                texts.setdefault(i, []).append(resp.text)
+            for i, items in verdicts.items():
+                replies[r][i] = "\n---\n".join(texts[i])
+                if all(v is not None for v in items):
+                    labels[r, i] = float(np.mean(items))
+            continue
+        for i, resp in zip(owner, responses, strict=True):
             replies[r][i] = resp.text
-            if protocol == "gaama":
+            if protocol in ("gaama", "realtalk"):
                 score = parse_coverage_score(resp.text)
                 if score is not None:
                     labels[r, i] = score
