@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
@@ -46,6 +47,7 @@ from synapse_pt.eval.pipeline import GOLDS
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.models.accounting import price_for, price_table
+from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
@@ -226,8 +228,15 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
 
 
 def build_encoder(cfg: Mapping[str, Any]) -> TextEncoder:
-    """The text encoder of the ``embedder`` group (with its embedding cache)."""
-    return hydra.utils.instantiate(cfg, _convert_="all")
+    """The text encoder of the ``embedder`` group (with its embedding cache). An opt-in model that
+    is not assembled (``embedder=mpnet``) raises :class:`ModelNotAssembled` itself, naming the
+    set-up command, not hydra's wrapper."""
+    try:
+        return hydra.utils.instantiate(cfg, _convert_="all")
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ModelNotAssembled):
+            raise err.__cause__ from None
+        raise
 
 
 def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | None
