@@ -34,6 +34,8 @@ from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
     git_commit,
+    result_neutral_changes,
+    without_result_neutral,
     write_json,
     write_predictions,
     write_tables,
@@ -91,20 +93,35 @@ class OutputDirInUse(RuntimeError):
     """A run folder already holds the outputs of another configuration."""
 
 
+#: the files whose presence makes a folder hold a configuration's outputs (a run that failed
+#: before writing any of them left only its ``config.yaml``)
+RUN_OUTPUTS = ("metrics.json", "predictions.parquet")
+
+
 def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
-    """Refuse to write into a folder whose ``config.yaml`` is another configuration's.
+    """Refuse to write into a folder whose outputs are another configuration's.
 
     The same resolved configuration resumes (its cached answers make the rerun cheap and its
-    outputs identical); ``overwrite=true`` replaces the other configuration's outputs."""
+    outputs identical). Settings that cannot change results
+    (:data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts, retries,
+    the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
+    folder holding only a failed start's ``config.yaml`` (no :data:`RUN_OUTPUTS`) accepts any
+    configuration; ``overwrite=true`` replaces another configuration's outputs."""
     saved = output_dir / "config.yaml"
     if overwrite or not saved.is_file():
         return
     before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
     after = OmegaConf.to_container(OmegaConf.create(config_text))
-    for conf in (before, after):
-        conf.pop("overwrite", None)  # how a run was asked to write is not what it computes
+    for key, (old, new) in result_neutral_changes(before, after).items():
+        log.info("%s: result-neutral setting %s changed %r -> %r (recorded, not compared)",
+                 output_dir, key, old, new)
+    before, after = without_result_neutral(before), without_result_neutral(after)
     differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     if not differ:
+        return
+    if not any((output_dir / name).exists() for name in RUN_OUTPUTS):
+        log.info("%s holds only the config.yaml of a run that wrote no outputs; replacing it "
+                 "(differs in %s)", output_dir, differ)
         return
     raise OutputDirInUse(
         f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
@@ -164,7 +181,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         prices = resolved["llm"].get("prices") or {}
         identity = {
             "git_commit": git_commit(Path(__file__).resolve().parent),
-            "config_hash": config_hash(resolved),
+            "config_hash": config_hash(without_result_neutral(resolved)),
             "task_name": cfg.task_name,
             "experiment": cfg.get("experiment_name"),
             "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
