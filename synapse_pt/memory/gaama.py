@@ -55,7 +55,7 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
-from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
+from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
@@ -164,6 +164,11 @@ class GAAMAMemory(MemorySystem):
     retrieval_fields = ("seeds", "depth", "alpha", "hub_dampening", "cosine_weight",
                         "ppr_weight", "graph_only_cosine", "max_facts", "max_reflections",
                         "max_episodes", "max_words", "tau_gate")
+    # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
+    int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
+                    "max_reflections": 0, "max_episodes": 0, "max_words": 1,
+                    "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
+                    "reflections_per_group": 1, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
@@ -184,10 +189,14 @@ class GAAMAMemory(MemorySystem):
         if graph_only_cosine not in ("real", "zero"):
             raise ValueError(f"memory.graph_only_cosine must be 'real' or 'zero', got "
                              f"{graph_only_cosine!r}")
-        for key, value in (("seeds", seeds), ("max_words", max_words),
-                           ("concepts_per_episode", concepts_per_episode)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"memory.{key} must be an integer >= 1, got {value!r}")
+        given = {"seeds": seeds, "depth": depth, "max_iter": max_iter, "hub_degree": hub_degree,
+                 "max_facts": max_facts, "max_reflections": max_reflections,
+                 "max_episodes": max_episodes, "max_words": max_words,
+                 "concepts_per_episode": concepts_per_episode, "chunk_tokens": chunk_tokens,
+                 "reflection_group": reflection_group,
+                 "reflections_per_group": reflections_per_group, "max_tokens": max_tokens}
+        for key, value in given.items():
+            require_int(key, value, self.int_minimums[key])
         self.encoder, self.extractor = encoder, extractor
         self.seeds, self.depth, self.alpha = seeds, int(depth), float(alpha)
         self.max_iter, self.tol = int(max_iter), float(tol)

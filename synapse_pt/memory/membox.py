@@ -44,7 +44,7 @@ from synapse_pt.models.structured import generate_structured
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from .base import MemorySystem, RetrievalResult, RetrievedItem
+from .base import MemorySystem, RetrievalResult, RetrievedItem, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
@@ -127,6 +127,7 @@ class MemboxMemory(MemorySystem):
 
     name = "membox"
     retrieval_fields = ("mode", "k", "tau_gate")
+    int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
@@ -138,8 +139,9 @@ class MemboxMemory(MemorySystem):
         self.llm = extractor_llm(extractor, "membox")
         if mode not in MODES:
             raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"memory.k must be an integer >= 1, got {k!r}")
+        for key, value in (("k", k), ("min_event_words", min_event_words),
+                           ("max_tokens", max_tokens)):
+            require_int(key, value, self.int_minimums[key])
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{min_keywords}, {max_keywords}")
