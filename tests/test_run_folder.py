@@ -84,3 +84,46 @@ def test_a_failed_start_folder_accepts_the_corrected_command(tmp_path: Path) -> 
                      output_dir=str(tmp_path / "run"))
     with pytest.raises(OutputDirInUse, match=r"differs in \['memory'\]"):
         run(other)
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_an_unwritable_run_folder_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Issue 31, defect 4: a run folder that cannot be made (here under a regular file; a
+    read-only folder fails the same way for a non-root user) ends in one line naming the folder
+    and its config key, exit status 2, no traceback; a writable one runs."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    base = [sys.executable, "-m", "synapse_pt.run", *FAST, "memory=bm25",
+            f"paths.cache_dir={tmp_path / 'cache'}"]
+    proc = subprocess.run([*base, f"hydra.run.dir={blocker / 'run'}"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip() == (
+        f"[synapse_pt] error: hydra.run.dir={blocker / 'run'}: the run's folder cannot be "
+        "written (NotADirectoryError: Not a directory); choose a writable folder with "
+        "hydra.run.dir=...")
+    ok = subprocess.run([*base, f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert not list((tmp_path / "run").glob(".synapse_pt-write-probe-*"))  # the probe is removed
+
+
+def test_a_read_only_folder_is_named_with_the_cause(tmp_path: Path, monkeypatch) -> None:
+    """The permission case, which root (these tests' user in CI containers) cannot reproduce with
+    chmod: the probe write fails as it would on a read-only folder."""
+    from synapse_pt.cli import OutputDirNotWritable, ensure_writable
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    with pytest.raises(OutputDirNotWritable) as err:
+        ensure_writable(tmp_path / "ro", "hydra.run.dir")
+    assert str(err.value) == (f"hydra.run.dir={tmp_path / 'ro'}: the run's folder cannot be "
+                              "written (PermissionError: Permission denied); choose a writable "
+                              "folder with hydra.run.dir=...")
