@@ -212,6 +212,7 @@ class GAAMAMemory(MemorySystem):
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
         self.failures: list[GAAMAFailure] = []
+        self.extraction_attempts = 0  # extraction requests (facts, reflections) sent
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -227,6 +228,7 @@ class GAAMAMemory(MemorySystem):
         llm_free = self.llm is None
         return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
+                "extraction_attempts": self.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
@@ -320,6 +322,7 @@ class GAAMAMemory(MemorySystem):
             ids = [[t.dia_id for t in chunk] for chunk in contexts]
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
             results = generate_structured(self.llm, requests, parse=parse_facts)
+            self.extraction_attempts += len(requests)
             for i, chunk_ids, res in zip(todo, ids, results, strict=True):
                 self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
         self._reflections(dialogues, [b[0] for b in built])
@@ -367,6 +370,7 @@ class GAAMAMemory(MemorySystem):
                                                    self.reflections_per_group, self.max_tokens))
                 groups.append((d, g, group))
         results = generate_structured(self.llm, requests, parse=parse_reflections)
+        self.extraction_attempts += len(requests)
         for (d, g, group), res in zip(groups, results, strict=True):
             where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
             parsed = None
