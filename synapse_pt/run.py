@@ -9,6 +9,7 @@ call :func:`run` directly; the hydra entry point returns the configured ``object
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import time
@@ -30,6 +31,7 @@ from synapse_pt.build import (
     text_cache,
 )
 from synapse_pt.cli import quiet_third_party_logs
+from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
@@ -43,7 +45,9 @@ from synapse_pt.eval.outputs import (
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.record import build_tables, flatten_metrics, run_metrics, run_spend
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
+from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import make_tracker
 
@@ -51,6 +55,7 @@ log = logging.getLogger("synapse_pt.run")
 register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
+ERROR_EXIT_CODE = 1  # a run ended by one of USER_FACING_ERRORS
 
 
 def in_multirun() -> bool:
@@ -127,6 +132,18 @@ def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False
         f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
         "choose another hydra.run.dir, rerun the same configuration to resume, or pass "
         "overwrite=true to replace them")
+
+
+#: errors whose message says all a user needs (what failed, which file, record, key or server, and
+#: what to do): the CLI prints them as one line instead of a traceback (an LLM server's timeout,
+#: connection error or unknown model ends deep in asyncio otherwise)
+USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
+    LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse)
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line (a multi-line message's lines joined by ``; ``)."""
+    return "; ".join(part.strip() for part in str(err).splitlines() if part.strip())
 
 
 def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
@@ -230,6 +247,13 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", err)
         print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
         sys.exit(BUDGET_EXIT_CODE)
+    except USER_FACING_ERRORS as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise  # the whole traceback, as Hydra gives it for any other error
+        log.error("%s: %s", type(err).__name__, err)
+        print(f"[synapse_pt] error: {one_line(err)} (HYDRA_FULL_ERROR=1 shows the traceback)",
+              file=sys.stderr)
+        sys.exit(ERROR_EXIT_CODE)
     print(render_summary(metrics, run_category_names(cfg),
                          label=cfg.get("experiment_name") or cfg.task_name,
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
