@@ -26,9 +26,10 @@ What is exact and what is a bound:
 Tokens are counted with the bundled MiniLM WordPiece tokenizer (``eval.context_tokenizer``;
 offline), plus :data:`~synapse_pt.models.llm.base.MESSAGE_OVERHEAD_TOKENS` per message. The bound
 is a bound in these tokens: a provider counts with its own tokenizer and chat template, and the
-two can differ by some tens of per cent (issue 31 saw SmolLM2 served by ``transformers serve``
-count about 875 prompt tokens per answer request where this counter gives 804: 9 % more);
-:data:`TOKENIZER_NOTE` says so under every estimate.
+two can differ by some tens of per cent (SmolLM2 served by ``transformers serve`` counted 14,367
+prompt tokens for the sample's 14 answer requests with ``memory=bm25``, where this counter gives
+11,484: 25 % more; ``tests/test_real_server.py``); :data:`TOKENIZER_NOTE` says so under every
+estimate.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
 #: printed under every estimate: what the token counts are, and how far a provider's may be
 TOKENIZER_NOTE = ("a provider counts with its own tokenizer and chat template: expect its prompt "
-                  "tokens to differ by some tens of per cent (about 9 % more for SmolLM2's; "
-                  "see synapse_pt/estimate.py)")
+                  "tokens to differ by some tens of per cent (SmolLM2's server counted 25 % "
+                  "more on the sample; see synapse_pt/estimate.py)")
 
 __all__ = ["answer_prompt_bounds", "estimate", "format_estimate"]
 
