@@ -39,6 +39,7 @@ from synapse_pt.data import (
 )
 from synapse_pt.data.audit import AUDIT_FILENAME, AUDIT_SHA256, GoldAudit, load_audit
 from synapse_pt.data.beam import load_beam
+from synapse_pt.data.category_check import check_categories
 from synapse_pt.data.integrity import check_upstream, upstream_manifest
 from synapse_pt.data.realtalk import load_realtalk
 from synapse_pt.data.source import sample_path, sha256_file
@@ -86,6 +87,16 @@ def run_category_names(cfg: DictConfig) -> dict[int, str]:
                           else OmegaConf.to_container(categories))
 
 
+def _category_names(cfg: Mapping[str, Any]) -> dict[int, str]:
+    """``dataset.categories`` (a preset name or a mapping) as ``{number: name}``; absent, the
+    preset of ``dataset.format`` (as ``configs/dataset/`` sets it)."""
+    fmt = str(cfg.get("format", "locomo"))
+    categories = cfg.get("categories") or {"locomo": "official"}.get(fmt, fmt)
+    if isinstance(categories, DictConfig):
+        categories = OmegaConf.to_container(categories)
+    return category_names(categories)
+
+
 def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
                   refuse_fallback: str | None = None) -> Dataset:
     """Resolve and load the dataset named by the ``dataset`` config group, then subset it.
@@ -96,6 +107,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     fmt = cfg.get("format", "locomo")
     if fmt in FOLDER_FORMATS:
         dataset = _folder_dataset(cfg, fmt)
+        check_categories(dataset, _category_names(cfg))
         return _subset(dataset, cfg, smoke)
     if fmt != "locomo":
         raise ValueError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
@@ -124,6 +136,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         if refuse_fallback:
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
+    check_categories(dataset, _category_names(cfg))
     return _subset(dataset, cfg, smoke)
 
 

@@ -55,7 +55,7 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
-from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
+from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
@@ -164,6 +164,11 @@ class GAAMAMemory(MemorySystem):
     retrieval_fields = ("seeds", "depth", "alpha", "hub_dampening", "cosine_weight",
                         "ppr_weight", "graph_only_cosine", "max_facts", "max_reflections",
                         "max_episodes", "max_words", "tau_gate")
+    # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
+    int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
+                    "max_reflections": 0, "max_episodes": 0, "max_words": 1,
+                    "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
+                    "reflections_per_group": 1, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
@@ -184,10 +189,14 @@ class GAAMAMemory(MemorySystem):
         if graph_only_cosine not in ("real", "zero"):
             raise ValueError(f"memory.graph_only_cosine must be 'real' or 'zero', got "
                              f"{graph_only_cosine!r}")
-        for key, value in (("seeds", seeds), ("max_words", max_words),
-                           ("concepts_per_episode", concepts_per_episode)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"memory.{key} must be an integer >= 1, got {value!r}")
+        given = {"seeds": seeds, "depth": depth, "max_iter": max_iter, "hub_degree": hub_degree,
+                 "max_facts": max_facts, "max_reflections": max_reflections,
+                 "max_episodes": max_episodes, "max_words": max_words,
+                 "concepts_per_episode": concepts_per_episode, "chunk_tokens": chunk_tokens,
+                 "reflection_group": reflection_group,
+                 "reflections_per_group": reflections_per_group, "max_tokens": max_tokens}
+        for key, value in given.items():
+            require_int(key, value, self.int_minimums[key])
         self.encoder, self.extractor = encoder, extractor
         self.seeds, self.depth, self.alpha = seeds, int(depth), float(alpha)
         self.max_iter, self.tol = int(max_iter), float(tol)
@@ -203,6 +212,7 @@ class GAAMAMemory(MemorySystem):
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
         self.failures: list[GAAMAFailure] = []
+        self.extraction_attempts = 0  # extraction requests (facts, reflections) sent
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -218,6 +228,7 @@ class GAAMAMemory(MemorySystem):
         llm_free = self.llm is None
         return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
+                "extraction_attempts": self.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
@@ -311,6 +322,7 @@ class GAAMAMemory(MemorySystem):
             ids = [[t.dia_id for t in chunk] for chunk in contexts]
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
             results = generate_structured(self.llm, requests, parse=parse_facts)
+            self.extraction_attempts += len(requests)
             for i, chunk_ids, res in zip(todo, ids, results, strict=True):
                 self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
         self._reflections(dialogues, [b[0] for b in built])
@@ -358,6 +370,7 @@ class GAAMAMemory(MemorySystem):
                                                    self.reflections_per_group, self.max_tokens))
                 groups.append((d, g, group))
         results = generate_structured(self.llm, requests, parse=parse_reflections)
+        self.extraction_attempts += len(requests)
         for (d, g, group), res in zip(groups, results, strict=True):
             where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
             parsed = None

@@ -208,7 +208,7 @@ class HFEmbedder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first
         starts = range(0, len(order), self.batch_size)
         for start in tqdm(starts, desc=f"embed {len(texts)} texts", unit="batch",
-                          disable=len(starts) < 8):
+                          disable=(len(starts) < 8) or None):  # None: off when not a TTY
             idx = order[start:start + self.batch_size]
             if self.long_text == "windows":
                 pooled = self._windows([texts[i] for i in idx])
