@@ -41,7 +41,7 @@ from .prompts import (
     resolve_option_reply,
 )
 from .scorers.amem import score_amem
-from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
+from .scorers.judge import JUDGE_PROTOCOLS, JUDGE_UNREADABLE, JudgeResult, judge_answers
 from .scorers.membox import score_membox
 from .scorers.official import score_official
 from .scorers.peer_rules import peer_metrics
@@ -96,6 +96,10 @@ class EvalSettings:
             fraction of the reference's key facts covered, categories 1-4), ``"realtalk"``
             (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"`` (BEAM: the share of
             the question's rubric items satisfied).
+        judge_unreadable: what an unreadable judge reply counts as
+            (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
+            ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
+            ``"drop"`` (left out: our earlier reading of ``gaama``). Counted under every choice.
         peer_ks: cut-offs of the retrieval rules peers publish
             (:mod:`~synapse_pt.eval.scorers.peer_rules`).
     """
@@ -115,6 +119,7 @@ class EvalSettings:
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
     judge_protocol: str = "mem0"  # mem0 | gaama | realtalk | beam_rubric (scorers/judge.py)
     judge_max_tokens: int = 128
+    judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
     peer_ks: tuple[int, ...] = (1, 5, 10)
     extra: dict = field(default_factory=dict)
 
@@ -149,6 +154,9 @@ class EvalSettings:
         if self.judge_protocol not in JUDGE_PROTOCOLS:
             raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
                              f"{self.judge_protocol!r}")
+        if self.judge_unreadable not in JUDGE_UNREADABLE:
+            raise ValueError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
+                             f"got {self.judge_unreadable!r}")
         if not self.recall_ks or min(self.recall_ks) < 1:
             raise ValueError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
         for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
@@ -303,6 +311,7 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
                          protocol=settings.judge_protocol,
+                         unreadable=settings.judge_unreadable,
                          skip_categories=judge_skip_categories(unanswerable,
                                                                settings.judge_protocol),
                          rubrics=([q.rubric for q in questions]
@@ -448,7 +457,9 @@ def audit_summary(df: pd.DataFrame, audit: GoldAudit, questions: Sequence[Questi
 
 def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
                   ) -> dict[str, float]:
-    """Judge figures for the run summary: runs, failures (never counted as WRONG), the accuracy of
+    """Judge figures for the run summary: runs, unreadable replies (``judge_failures``, under every
+    protocol; ``judge_unreadable_scored_zero`` 1 where they scored 0, GAAMA's rule, else they are
+    left out and never counted as WRONG), the accuracy of
     each run and its spread over runs (the spread mem0 reports), overall and, given the questions'
     ``categories``, per category (``judge_accuracy_mean_cat<k>`` / ``..._std_over_runs_cat<k>``:
     mean and standard deviation over runs of the run's accuracy on category k)."""
@@ -458,6 +469,7 @@ def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
            "judge_failures": float(judge.total_failures),
            "judge_failure_rate": (judge.total_failures / (judged * len(judge.seeds))
                                   if judged else float("nan")),
+           "judge_unreadable_scored_zero": float(judge.unreadable_scored_zero),
            "judge_questions_unjudged": float(int(np.sum(~judge.skipped & np.isnan(judge.mean)))),
            "judge_accuracy_std_over_runs": float(np.nanstd(acc)) if judged else float("nan")}
     for r, a in enumerate(acc):
@@ -526,8 +538,9 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                                       predictions_text(questions, result, responses, settings),
                                       settings, dataset.unanswerable)
             if judge.total_failures:
-                log.warning("LLM judge: %d of %d replies unreadable (left out, not WRONG)",
-                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs)
+                log.warning("LLM judge: %d of %d replies unreadable (%s)",
+                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
+                            "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
         answer_s = time.perf_counter() - start
     elif settings.judge_runs > 0:
         log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",

@@ -49,6 +49,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "scoring_protocols": ["official", "amem", "membox"] if qa else [],
             "judge_protocol": (settings.judge_protocol if qa and settings.judge_runs > 0
                                else None),
+            "judge_unreadable": (settings.judge_unreadable if qa and settings.judge_runs > 0
+                                 else None),
             "category_date_instruction": settings.category_date_instruction,
             "category5_options": settings.category5_options,
             "strict": is_strict(settings),
