@@ -26,10 +26,9 @@ GAAMA reports it over categories 1-4 only, which the default ``skip_categories``
 An unreadable reply under ``"gaama"`` scores **0** by default, as GAAMA's code does
 (gaama ``evals/locomo/locomo_eval.py``, ``_compute_hypothesis_reward``: after its retries fail it
 returns ``reward 0.0``, which enters the mean); ``unreadable="drop"`` keeps our earlier reading
-(NaN,
-left out of the mean). Either way the reply is counted in ``n_failures``. Two differences from that
-code remain and are stated here: it retries a reply that is not JSON up to three times (we ask once)
-and it clips a reward outside [0, 1] (we count such a reply as unreadable).
+(NaN, left out of the mean). Either way the reply is counted in ``n_failures``. Two differences
+from that code remain and are stated here: it retries a reply that is not JSON up to three times
+(we ask once) and it clips a reward outside [0, 1] (we count such a reply as unreadable).
 
 ``protocol="realtalk"`` is the LLM score REALTALK's authors report beside LoCoMo's official F1
 (danny911kr/REALTALK ``eval_memory/qa_tool.py``, ``gpt_score``): the judge gives the prediction a
