@@ -43,7 +43,6 @@ from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.gaama_llm import TOKENS_PER_WORD
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
@@ -78,6 +77,11 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     return [_row("extraction", len(requests), _prompt_tokens(requests, counter),
                  sum(r.max_tokens for r in requests),
                  f"exact: one request per window of {size} turns (repairs not counted)")]
+
+
+#: tokens per English word for bounding GAAMA's word-trimmed pack in the estimate: a rule of thumb
+#: of ours (GAAMA's code counts words, one token each, when it chunks; it never converts)
+TOKENS_PER_WORD = 4 / 3
 
 
 def _context_bound(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter

@@ -105,3 +105,43 @@ def test_box_replies_of_placeholders_are_unreadable() -> None:
         parse_box('{"keywords": ["..."], "topic": "...", "events": ["..."]}')
     with pytest.raises(StructuredOutputError, match="'keywords'"):
         parse_box('{"keywords": [], "topic": "pets"}')
+
+
+def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
+    """The code's context threshold 0.75 reads (1 + cos) / 2, i.e. cos >= 0.5, and the facts
+    already derived from the older messages join the context (its ``existing_facts``). With
+    context_cosine=0 on the code scale every older message with cos >= -1 qualifies (all): the
+    prompts show earlier messages and their facts; context_facts=false leaves the facts out."""
+    llm = ScriptedLLM()
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0)
+    memory.ingest([conv])
+    prompts = [r.messages[1][1] for r in llm.requests
+               if "Write the atomic facts" in r.messages[1][1]]
+    assert any("Facts already known from those messages" in p for p in prompts)
+    assert memory._context_sim(0.5) == 0.75 and memory._context_sim(-1.0) == 0.0
+    plain = ScriptedLLM()
+    ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
+                       similarity="cosine", context_facts=False)
+    ours.ingest([conv])
+    assert ours._context_sim(0.5) == 0.5
+    assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
+
+
+def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
+    """The code counts len((speaker + " " + text).split()) tokens per message; 4/3 per word of
+    the text was ours. By hand on three messages of 3, 5 and 2 words from "Ann" (4, 6, 3 tokens
+    under the code's rule): chunks of at most 10 tokens are [m1, m2], [m3]; under 4/3
+    (4, 6.67, 2.67) [m1], [m2, m3]."""
+    from datetime import datetime
+
+    from synapse_pt.data.records import Turn
+    from synapse_pt.memory.gaama_llm import chunk_turns
+
+    turns = [Turn("s", f"D1:{i}", "Ann", text, 1, i, datetime(2023, 5, 8))
+             for i, text in enumerate(["one two three", "a b c d e", "x y"], start=1)]
+    assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10)] == [["D1:1", "D1:2"],
+                                                                       ["D1:3"]]
+    assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10, "four_thirds")] == [
+        ["D1:1"], ["D1:2", "D1:3"]]
+    with pytest.raises(ValueError, match="chunk_token_rule"):
+        chunk_turns(turns, 10, "chars")
