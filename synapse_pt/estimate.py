@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.data.records import Dataset
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import EvalSettings, judge_skip_categories
+from synapse_pt.eval.pipeline import EvalSettings, answer_limits, judge_skip_categories
 from synapse_pt.eval.prompts import answer_messages
 from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
@@ -126,7 +126,7 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     requests = [ChatRequest.from_messages(
         answer_messages(q.question, [], speakers[q.sample_id],
                         strict_evidence=bool(ev.strict_evidence), style=str(ev.answer_style)),
-        max_tokens=int(ev.max_answer_tokens)) for q in questions]
+        max_tokens=answer_limits(ev)[0]) for q in questions]
     prompt = _prompt_tokens(requests, counter) + sum(context[q.sample_id] for q in questions)
     rows = [_row("answers", len(requests), prompt, sum(r.max_tokens for r in requests),
                  f"upper bound: every question (the gate skips some); context {basis}")]
@@ -135,7 +135,7 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
         protocol = str(ev.judge_protocol)
         skip = judge_skip_categories(dataset.unanswerable, protocol)
         judged = [q for q in questions if q.category not in skip]
-        bound = " ".join(["answer"] * int(ev.max_answer_tokens))
+        bound = " ".join(["answer"] * answer_limits(ev)[0])
         judge = build_judge_requests([q.question for q in judged],
                                      [str(q.answer) for q in judged], [bound] * len(judged),
                                      max_tokens=int(ev.judge_max_tokens), protocol=protocol,

@@ -35,6 +35,7 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from .prompts import (
     ANSWER_STYLES,
     NO_RECORD_REPLY,
+    STYLE_BUDGETS,
     answer_messages,
     category5_options,
     format_context,
@@ -77,14 +78,19 @@ class EvalSettings:
             (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
-        answer_style: the answer instruction: ``"shared"`` (every system on equal terms) or the
-            one GAAMA's or Membox's code gives (``"gaama"``, ``"membox"``).
+        answer_style: the answer step: ``"shared"`` (every system on equal terms), ``"gaama"`` /
+            ``"membox"`` (our wording of the rules, sections and budget of their code's answer
+            prompts) or ``"gaama_line"`` / ``"membox_line"`` (our one-line instructions from
+            before issue 30, not the code's prompts).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
         category5_options: the official generation's category-5 prompt (choose between the
             distractor and "Not mentioned in the conversation"); reads the category and the
             distractor, so off in the strict setting.
         max_answer_tokens: generation budget of an answer.
+        answer_budget: ``"style"``: an answer style with a budget of its own
+            (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`: ``gaama``, 512 tokens and no stop, as
+            GAAMA's code) uses it; ``"config"``: always ``max_answer_tokens`` / ``answer_stop``.
         answer_stop: stop sequences of an answer (answers are short phrases; small models keep
             writing new "Question:" lines otherwise).
         answer_batch_size: answer requests per ``llm.generate`` call.
@@ -108,11 +114,12 @@ class EvalSettings:
     recall_ks: tuple[int, ...] = (5, 10, 30)
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
-    answer_style: str = "shared"  # "shared" | "gaama" | "membox" (prompts.ANSWER_STYLES)
+    answer_style: str = "shared"  # shared | gaama | membox | gaama_line | membox_line
     category_date_instruction: bool = False  # a label-reading exception; off when strict
     category5_options: bool = False  # the other one (official cat-5 two-option prompt)
     max_answer_tokens: int = 32
     answer_stop: tuple[str, ...] = ("\n",)
+    answer_budget: str = "style"  # style: a style's own budget where it has one | config
     answer_batch_size: int = 64
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
@@ -154,6 +161,9 @@ class EvalSettings:
         if self.judge_protocol not in JUDGE_PROTOCOLS:
             raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
                              f"{self.judge_protocol!r}")
+        if self.answer_budget not in ("style", "config"):
+            raise ValueError(f"eval.answer_budget must be 'style' or 'config', got "
+                             f"{self.answer_budget!r}")
         if self.judge_unreadable not in JUDGE_UNREADABLE:
             raise ValueError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
                              f"got {self.judge_unreadable!r}")
@@ -239,9 +249,9 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
                                    date_instruction=wants_date_instruction(q, settings),
                                    style=settings.answer_style,
                                    options=answer_options(q, settings))
-        requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
-                                                temperature=0.0, seed=settings.seed,
-                                                stop=tuple(settings.answer_stop))
+        max_tokens, stop = answer_limits(settings)
+        requests[i] = ChatRequest.from_messages(messages, max_tokens=max_tokens,
+                                                temperature=0.0, seed=settings.seed, stop=stop)
     return requests
 
 
@@ -298,6 +308,15 @@ def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int,
     if protocol == "beam_rubric" or unanswerable is None:
         return ()
     return (int(unanswerable),)
+
+
+def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
+    """``(max tokens, stop sequences)`` of an answer request under ``settings``: the answer
+    style's own budget where it has one and ``answer_budget`` is ``"style"``, else the
+    configured ``max_answer_tokens`` / ``answer_stop``."""
+    if settings.answer_budget == "style" and settings.answer_style in STYLE_BUDGETS:
+        return STYLE_BUDGETS[settings.answer_style]
+    return int(settings.max_answer_tokens), tuple(settings.answer_stop)
 
 
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
