@@ -145,3 +145,63 @@ def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
         ["D1:1"], ["D1:2", "D1:3"]]
     with pytest.raises(ValueError, match="chunk_token_rule"):
         chunk_turns(turns, 10, "chars")
+
+
+def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(conv) -> None:
+    """The code's weave with a scripted model: one verification call per candidate trace with all
+    the box's events (the script relates event 0 only), one grouping call per box with two or
+    more unmatched events (the script chains events 0 and 1, the rest isolated)."""
+    llm = ScriptedLLM()
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory.ingest([conv])
+    prompts = [r.messages[1][1] for r in llm.requests]
+    verify = [p for p in prompts if "Which new events continue this storyline" in p]
+    chains = [p for p in prompts if "Group them into storylines" in p]
+    assert verify and chains and memory.describe()["extraction_failures"] == 0
+    first = memory.boxes[0]
+    if len(first.events) >= 2:  # the first box has no trace to join: its events are grouped
+        assert memory.traces[0][:2] == [(0, 0), (0, 1)]
+    # every verification shows all of its box's events, numbered
+    for p in verify:
+        listed = p.split("New events, numbered:\n")[1].split("\n\n")[0].splitlines()
+        assert [line.split(". ", 1)[0] for line in listed] == [str(i) for i in range(len(listed))]
+    # with every trace a candidate (threshold -1) and event 0 related to each, event 0 of a later
+    # box joins several traces when there are several
+    assert any(len(ts) > 1 for ts in memory.event_traces.values())
+
+
+def test_membox_garbled_verification_joins_all_events_and_is_counted(conv) -> None:
+    clean = ScriptedLLM()
+    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0).ingest([conv])
+    asked = next(r.messages[1][1] for r in clean.requests
+                 if "Which new events continue this storyline" in r.messages[1][1])
+    marker = asked.split("New events, numbered:\n")[1].split("\n")[0]
+    llm = ScriptedLLM(garble=marker)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory.ingest([conv])
+    failed = [f for f in memory.failures if f.stage == "verify"]
+    assert failed and all("repair reply" in f.error for f in failed)
+    assert memory.describe()["extraction_failures"] == len(memory.failures)
+    # a failed verification joins every event of its box to that trace (the code's rule)
+    b = next(i for i, box in enumerate(memory.boxes)
+             if any(marker.split(". ", 1)[1] == e for e, _, _ in box.events))
+    trace = int(failed[0].where.rsplit(" ", 1)[1])
+    assert all((b, ei) in memory.traces[trace] for ei in range(len(memory.boxes[b].events)))
+
+
+def test_membox_verify_and_chain_replies_parsed_by_hand() -> None:
+    from synapse_pt.memory.membox_llm import parse_chains, parse_verify
+    from synapse_pt.models.structured import StructuredOutputError
+
+    assert parse_verify('{"related": [2, 0], "unrelated": [1]}', 3) == [2, 0]
+    assert parse_verify('{"related": [], "unrelated": []}', 3) == [0, 1, 2]  # the code: all
+    assert parse_verify('{"related": [], "unrelated": [0, 1, 2]}', 3) == []
+    with pytest.raises(StructuredOutputError, match="names events"):
+        parse_verify('{"related": [5]}', 3)
+    with pytest.raises(StructuredOutputError):
+        parse_verify("no json", 3)
+    # chains first, then isolated events no chain used, then events the reply left out
+    assert parse_chains('{"chains": [[0, 2], []], "isolated": [1, 2]}', 4) == [[0, 2], [1], [3]]
+    assert parse_chains('{"chains": [], "isolated": [1, 0]}', 2) == [[1, 0]]
+    with pytest.raises(StructuredOutputError, match="groups no event"):
+        parse_chains('{"chains": [], "isolated": []}', 2)
