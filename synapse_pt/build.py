@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,6 +39,7 @@ from synapse_pt.data import (
 )
 from synapse_pt.data.audit import AUDIT_FILENAME, AUDIT_SHA256, GoldAudit, load_audit
 from synapse_pt.data.beam import load_beam
+from synapse_pt.data.category_check import check_categories
 from synapse_pt.data.integrity import check_upstream, upstream_manifest
 from synapse_pt.data.realtalk import load_realtalk
 from synapse_pt.data.source import sample_path, sha256_file
@@ -46,6 +48,7 @@ from synapse_pt.eval.pipeline import GOLDS
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.models.accounting import price_for, price_table
+from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
@@ -84,6 +87,16 @@ def run_category_names(cfg: DictConfig) -> dict[int, str]:
                           else OmegaConf.to_container(categories))
 
 
+def _category_names(cfg: Mapping[str, Any]) -> dict[int, str]:
+    """``dataset.categories`` (a preset name or a mapping) as ``{number: name}``; absent, the
+    preset of ``dataset.format`` (as ``configs/dataset/`` sets it)."""
+    fmt = str(cfg.get("format", "locomo"))
+    categories = cfg.get("categories") or {"locomo": "official"}.get(fmt, fmt)
+    if isinstance(categories, DictConfig):
+        categories = OmegaConf.to_container(categories)
+    return category_names(categories)
+
+
 def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
                   refuse_fallback: str | None = None) -> Dataset:
     """Resolve and load the dataset named by the ``dataset`` config group, then subset it.
@@ -94,6 +107,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     fmt = cfg.get("format", "locomo")
     if fmt in FOLDER_FORMATS:
         dataset = _folder_dataset(cfg, fmt)
+        check_categories(dataset, _category_names(cfg))
         return _subset(dataset, cfg, smoke)
     if fmt != "locomo":
         raise ValueError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
@@ -122,6 +136,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         if refuse_fallback:
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
+    check_categories(dataset, _category_names(cfg))
     return _subset(dataset, cfg, smoke)
 
 
@@ -226,8 +241,15 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
 
 
 def build_encoder(cfg: Mapping[str, Any]) -> TextEncoder:
-    """The text encoder of the ``embedder`` group (with its embedding cache)."""
-    return hydra.utils.instantiate(cfg, _convert_="all")
+    """The text encoder of the ``embedder`` group (with its embedding cache). An opt-in model that
+    is not assembled (``embedder=mpnet``) raises :class:`ModelNotAssembled` itself, naming the
+    set-up command, not hydra's wrapper."""
+    try:
+        return hydra.utils.instantiate(cfg, _convert_="all")
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ModelNotAssembled):
+            raise err.__cause__ from None
+        raise
 
 
 def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | None

@@ -1,8 +1,11 @@
-"""What the Hydra entry points share: the SQLite-storage callback and quiet third-party logs."""
+"""What the Hydra entry points share: the SQLite-storage and writable-folder callbacks, and quiet
+third-party logs."""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +36,48 @@ class SqliteStorageDir(Callback):
         if isinstance(storage, str) and storage.startswith("sqlite:///"):
             path = Path(storage.removeprefix("sqlite:///"))
             path.parent.mkdir(parents=True, exist_ok=True)
+
+
+class OutputDirNotWritable(OSError):
+    """A run's (or a multirun's) folder cannot be created or written."""
+
+
+def ensure_writable(folder: str | Path, key: str) -> Path:
+    """Create ``folder`` and write (then remove) a probe file in it; an
+    :class:`OutputDirNotWritable` naming the folder, its config key and the cause otherwise."""
+    path = Path(folder)
+    probe = path / f".synapse_pt-write-probe-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise OutputDirNotWritable(
+            f"{key}={path}: the run's folder cannot be written "
+            f"({type(err).__name__}: {err.strerror or err}); choose a writable folder with "
+            f"{key}=...") from err
+    return path
+
+
+class WritableRunDir(Callback):
+    """Hydra callback: check that the run's folder (``hydra.run.dir``; a multirun's
+    ``hydra.sweep.dir``) can be written before Hydra opens its log file there, which otherwise
+    fails as "Unable to configure handler 'file'" with the cause buried in a traceback. Exits with
+    one line naming the folder (status 2). Used by ``configs/hydra/default.yaml``."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config, "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config, "hydra.sweep.dir")
+
+    @staticmethod
+    def _check(config: DictConfig, key: str) -> None:
+        folder = OmegaConf.select(config, key)
+        if folder is None:
+            return
+        try:
+            ensure_writable(str(folder), key)
+        except OutputDirNotWritable as err:
+            print(f"[synapse_pt] error: {err}", file=sys.stderr)
+            raise SystemExit(2) from err

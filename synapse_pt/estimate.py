@@ -10,19 +10,27 @@ What is exact and what is a bound:
 * SYNAPSE's LLM concept extraction (``extractor=llm``): exact. The windows are cut as the graph
   builder cuts them and every request is rendered as the extractor renders it. A garbled reply's
   repair round (at most one more call per window) is not counted: it is a failure case.
-* Answers: one call per question, an upper bound (questions the gate rejects cost none). The
-  prompt is rendered exactly for each question around a context bound: the memory's ``k`` items
-  at the dataset's mean tokens per rendered turn (GAAMA: its ``max_words`` pack; full context:
-  the whole conversation; Membox: ``k`` boxes at the mean tokens of a session).
+* Answers: one call per question, an upper bound (questions the gate rejects cost none). Each
+  question's request is rendered exactly as the run renders it (instruction, date instruction,
+  category-5 options) around the largest context the memory can retrieve: the conversation's
+  ``k`` longest turns as context lines (full context: every turn). GAAMA and Membox: an
+  estimate, not a bound (their units exist only once built): GAAMA's ``max_words`` pack, ``k``
+  Membox boxes at the mean tokens of a session; the basis column says which.
 * Judge: ``eval.judge_runs`` calls per judged question (BEAM's rubric judge: per rubric item; the
   dataset's unanswerable category left out but under the rubric judge); the answer is bounded
-  by ``eval.max_answer_tokens``.
+  by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
+  under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.pipeline.answer_limits`).
 * GAAMA's and Membox's LLM builds: their extraction depends on the model's replies (the facts
   GAAMA's reflections group, the boxes Membox's Topic Loom closes); they are not estimated, and a
   row says so.
 
-Tokens are counted with the bundled MiniLM WordPiece tokenizer (offline; close to, not equal to,
-OpenAI's BPE on English text) unless the run's LLM is a local model with its own tokenizer.
+Tokens are counted with the bundled MiniLM WordPiece tokenizer (``eval.context_tokenizer``;
+offline), plus :data:`~synapse_pt.models.llm.base.MESSAGE_OVERHEAD_TOKENS` per message. The bound
+is a bound in these tokens: a provider counts with its own tokenizer and chat template, and the
+two can differ by some tens of per cent (SmolLM2 served by ``transformers serve`` counted 14,367
+prompt tokens for the sample's 14 answer requests with ``memory=bm25``, where this counter gives
+11,484: 25 % more; ``tests/test_real_server.py``); :data:`TOKENIZER_NOTE` says so under every
+estimate.
 """
 
 from __future__ import annotations
@@ -35,18 +43,30 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.data.records import Dataset
+from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import EvalSettings, answer_limits, judge_skip_categories
-from synapse_pt.eval.prompts import answer_messages
+from synapse_pt.eval.pipeline import (
+    EvalSettings,
+    answer_limits,
+    answer_options,
+    judge_skip_categories,
+    wants_date_instruction,
+)
+from synapse_pt.eval.prompts import answer_messages, format_item
 from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
+from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
-__all__ = ["estimate", "format_estimate"]
+#: printed under every estimate: what the token counts are, and how far a provider's may be
+TOKENIZER_NOTE = ("a provider counts with its own tokenizer and chat template: expect its prompt "
+                  "tokens to differ by some tens of per cent (SmolLM2's server counted 25 % "
+                  "more on the sample; see synapse_pt/estimate.py)")
+
+__all__ = ["answer_prompt_bounds", "estimate", "format_estimate"]
 
 
 
@@ -79,57 +99,105 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                  f"exact: one request per window of {size} turns (repairs not counted)")]
 
 
-#: tokens per English word for bounding GAAMA's word-trimmed pack in the estimate: a rule of thumb
-#: of ours (GAAMA's code counts words, one token each, when it chunks; it never converts)
+#: tokens per English word for estimating GAAMA's word-trimmed pack: a rule of thumb of ours
+#: (GAAMA's code counts words, one token each, when it chunks; it never converts)
 TOKENS_PER_WORD = 4 / 3
 
 
-def _context_bound(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
-                   ) -> tuple[dict[str, int], str]:
-    """Context tokens of one answer prompt per conversation, and how they were bounded."""
+#: the memories whose answer context is ``k`` rendered turns (concept labels for SYNAPSE's
+#: semantic nodes), bounded exactly by the ``k`` longest
+TURN_MEMORIES = ("SynapseMemory", "BM25Memory", "VectorRAG", "HybridRRF", "FusedMemory")
+
+
+def _turn_items(conv: Conversation, renderer: TurnRenderer) -> list[RetrievedItem]:
+    """Every turn of ``conv`` as the memories hand it to the answer prompt."""
+    return [RetrievedItem(t.dia_id, renderer(t), EPISODIC, 0.0, t.timestamp, t.speaker,
+                          dated=renderer.dated) for t in conv.turns()]
+
+
+def _longest(items: list[RetrievedItem], k: int, counter: HFTokenCounter) -> list[RetrievedItem]:
+    """The ``k`` items whose context lines (:func:`~synapse_pt.eval.prompts.format_item`) have
+    the most tokens: the largest context any ``k`` of them can make."""
+    tokens = counter.count_many([format_item(it) for it in items])
+    order = sorted(range(len(items)), key=lambda i: -tokens[i])
+    return [items[i] for i in order[:k]]
+
+
+def _context_items(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
+                   ) -> tuple[dict[str, list[RetrievedItem]] | None, str]:
+    """Per conversation, the items of the largest answer context the memory can retrieve, and
+    how it was chosen; ``None`` where the memory's units are not turns (GAAMA, Membox)."""
     memory = cfg.memory
     target = str(memory.get("_target_", "")).rsplit(".", 1)[-1]
     renderer = TurnRenderer(str(cfg.turn_template))
+    if target == "FullContext":
+        return {c.sample_id: _turn_items(c, renderer) for c in dataset}, "the whole conversation"
+    if target not in TURN_MEMORIES:
+        return None, target
+    k = int(memory.params.k) if "params" in memory else int(memory.k)
+    items = {c.sample_id: _longest(_turn_items(c, renderer), k, counter) for c in dataset}
+    basis = f"the k={k} longest turns of the conversation"
+    if target == "SynapseMemory":
+        basis += " (a concept node's line assumed no longer than the longest turn's)"
+    return items, basis
+
+
+def _unit_estimate(cfg: DictConfig, conv: Conversation, counter: HFTokenCounter) -> int:
+    """GAAMA's and Membox's context tokens, estimated (their units exist only once built)."""
+    memory = cfg.memory
+    tokens = counter.count_many(TurnRenderer(str(cfg.turn_template)).render(conv.turns()))
+    if str(memory.get("_target_", "")).endswith("GAAMAMemory"):
+        return math.ceil(int(memory.max_words) * TOKENS_PER_WORD)
+    per_session = sum(tokens) / max(1, len(conv.sessions))
+    return math.ceil(int(memory.k) * per_session)
+
+
+def _eval_settings(cfg: DictConfig) -> EvalSettings:
+    """The ``eval`` group as the run reads it."""
+    resolved = OmegaConf.to_container(cfg.eval, resolve=True)
+    return EvalSettings(**{k: v for k, v in resolved.items()
+                           if k in EvalSettings.__dataclass_fields__})
+
+
+def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter,
+                         ev: EvalSettings) -> tuple[dict[str, int], str]:
+    """``{question key: prompt tokens}`` of each question's answer request, and the basis.
+
+    For the turn memories (and full context) a bound: the request is rendered exactly as the run
+    renders it (:func:`~synapse_pt.eval.pipeline.answer_requests`: instruction, date instruction,
+    category-5 options) around the largest context the memory can retrieve, its ``k`` longest
+    turns. For GAAMA and Membox an estimate, not a bound: the instruction exact, the context at
+    GAAMA's ``max_words`` pack (:data:`TOKENS_PER_WORD`, ours) or ``k``
+    boxes at a session's mean tokens."""
+    items, basis = _context_items(cfg, dataset, counter)
+    speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
+    extra = {} if items is not None else {c.sample_id: _unit_estimate(cfg, c, counter)
+                                          for c in dataset}
     out: dict[str, int] = {}
-    for conv in dataset:
-        turns = list(conv.turns())
-        tokens = counter.count_many(renderer.render(turns))
-        mean = sum(tokens) / max(1, len(tokens))
-        if target == "FullContextMemory":
-            out[conv.sample_id], basis = sum(tokens), "the whole conversation"
-        elif target == "GAAMAMemory":
-            words = int(memory.max_words)
-            out[conv.sample_id] = math.ceil(words * TOKENS_PER_WORD)
-            basis = f"GAAMA's {words}-word pack"
-        elif target == "MemboxMemory":
-            k = int(memory.k)
-            per_session = sum(tokens) / max(1, len(conv.sessions))
-            out[conv.sample_id] = math.ceil(k * per_session)
-            basis = f"k={k} boxes at a session's mean tokens"
-        else:
-            k = int(memory.params.k) if "params" in memory else int(memory.k)
-            out[conv.sample_id] = math.ceil(k * mean)
-            basis = f"k={k} items at the mean tokens of a turn"
-    return out, basis
+    for q in dataset.questions():
+        context = items[q.sample_id] if items is not None else []
+        request = ChatRequest.from_messages(
+            answer_messages(q.question, context, speakers[q.sample_id],
+                            strict_evidence=ev.strict_evidence,
+                            date_instruction=wants_date_instruction(q, ev),
+                            style=ev.answer_style, options=answer_options(q, ev)),
+            max_tokens=answer_limits(ev)[0])
+        out[q.key] = _prompt_tokens([request], counter) + extra.get(q.sample_id, 0)
+    if items is None:
+        memory = "GAAMA's max_words pack" if basis == "GAAMAMemory" else "k boxes"
+        return out, f"estimate, not a bound: context {memory} at mean tokens"
+    return out, f"upper bound: every question (the gate skips some); context {basis}"
 
 
 def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                  ) -> list[dict[str, Any]]:
-    resolved = OmegaConf.to_container(cfg.eval, resolve=True)
-    ev = EvalSettings(**{k: v for k, v in resolved.items()
-                         if k in EvalSettings.__dataclass_fields__})  # as the run reads them
+    ev = _eval_settings(cfg)
     if ev.mode != "qa":
         return [_row("answers", 0, 0, 0, "eval.mode=retrieval: no answers")]
-    context, basis = _context_bound(cfg, dataset, counter)
-    speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
+    bounds, basis = answer_prompt_bounds(cfg, dataset, counter, ev)
     questions = list(dataset.questions())
-    requests = [ChatRequest.from_messages(
-        answer_messages(q.question, [], speakers[q.sample_id],
-                        strict_evidence=bool(ev.strict_evidence), style=str(ev.answer_style)),
-        max_tokens=answer_limits(ev)[0]) for q in questions]
-    prompt = _prompt_tokens(requests, counter) + sum(context[q.sample_id] for q in questions)
-    rows = [_row("answers", len(requests), prompt, sum(r.max_tokens for r in requests),
-                 f"upper bound: every question (the gate skips some); context {basis}")]
+    rows = [_row("answers", len(questions), sum(bounds.values()),
+                 len(questions) * answer_limits(ev)[0], basis)]
     runs = int(ev.judge_runs)
     if runs > 0:
         protocol = str(ev.judge_protocol)
@@ -205,6 +273,7 @@ def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
                      f"(USD {p['prompt']:g} / {p['completion']:g} per 1M prompt / completion "
                      "tokens, completions at their max_tokens)")
     lines.append(f"tokens counted with {facts['tokenizer']} (offline); no model was called")
+    lines.append(TOKENIZER_NOTE)
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ call :func:`run` directly; the hydra entry point returns the configured ``object
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import time
@@ -30,10 +31,13 @@ from synapse_pt.build import (
     text_cache,
 )
 from synapse_pt.cli import quiet_third_party_logs
+from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
     git_commit,
+    result_neutral_changes,
+    without_result_neutral,
     write_json,
     write_predictions,
     write_tables,
@@ -47,7 +51,9 @@ from synapse_pt.eval.record import (
     run_spend,
 )
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
+from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import make_tracker
 
@@ -55,6 +61,7 @@ log = logging.getLogger("synapse_pt.run")
 register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
+ERROR_EXIT_CODE = 1  # a run ended by one of USER_FACING_ERRORS
 
 
 def in_multirun() -> bool:
@@ -97,25 +104,52 @@ class OutputDirInUse(RuntimeError):
     """A run folder already holds the outputs of another configuration."""
 
 
+#: the files whose presence makes a folder hold a configuration's outputs (a run that failed
+#: before writing any of them left only its ``config.yaml``)
+RUN_OUTPUTS = ("metrics.json", "predictions.parquet")
+
+
 def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
-    """Refuse to write into a folder whose ``config.yaml`` is another configuration's.
+    """Refuse to write into a folder whose outputs are another configuration's.
 
     The same resolved configuration resumes (its cached answers make the rerun cheap and its
-    outputs identical); ``overwrite=true`` replaces the other configuration's outputs."""
+    outputs identical). Settings that cannot change results
+    (:data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts, retries,
+    the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
+    folder holding only a failed start's ``config.yaml`` (no :data:`RUN_OUTPUTS`) accepts any
+    configuration; ``overwrite=true`` replaces another configuration's outputs."""
     saved = output_dir / "config.yaml"
     if overwrite or not saved.is_file():
         return
     before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
     after = OmegaConf.to_container(OmegaConf.create(config_text))
-    for conf in (before, after):
-        conf.pop("overwrite", None)  # how a run was asked to write is not what it computes
+    for key, (old, new) in result_neutral_changes(before, after).items():
+        log.info("%s: result-neutral setting %s changed %r -> %r (recorded, not compared)",
+                 output_dir, key, old, new)
+    before, after = without_result_neutral(before), without_result_neutral(after)
     differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     if not differ:
+        return
+    if not any((output_dir / name).exists() for name in RUN_OUTPUTS):
+        log.info("%s holds only the config.yaml of a run that wrote no outputs; replacing it "
+                 "(differs in %s)", output_dir, differ)
         return
     raise OutputDirInUse(
         f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
         "choose another hydra.run.dir, rerun the same configuration to resume, or pass "
         "overwrite=true to replace them")
+
+
+#: errors whose message says all a user needs (what failed, which file, record, key or server, and
+#: what to do): the CLI prints them as one line instead of a traceback (an LLM server's timeout,
+#: connection error or unknown model ends deep in asyncio otherwise)
+USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
+    LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse)
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line (a multi-line message's lines joined by ``; ``)."""
+    return "; ".join(part.strip() for part in str(err).splitlines() if part.strip())
 
 
 def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
@@ -170,7 +204,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         prices = resolved["llm"].get("prices") or {}
         identity = {
             "git_commit": git_commit(Path(__file__).resolve().parent),
-            "config_hash": config_hash(resolved),
+            "config_hash": config_hash(without_result_neutral(resolved)),
             "task_name": cfg.task_name,
             "experiment": cfg.get("experiment_name"),
             "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
@@ -223,6 +257,13 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", err)
         print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
         sys.exit(BUDGET_EXIT_CODE)
+    except USER_FACING_ERRORS as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise  # the whole traceback, as Hydra gives it for any other error
+        log.error("%s: %s", type(err).__name__, err)
+        print(f"[synapse_pt] error: {one_line(err)} (HYDRA_FULL_ERROR=1 shows the traceback)",
+              file=sys.stderr)
+        sys.exit(ERROR_EXIT_CODE)
     print(render_summary(metrics, run_category_names(cfg),
                          label=build_label(cfg.get("experiment_name") or cfg.task_name,
                                            metrics["identity"].get("memory")),

@@ -167,6 +167,26 @@ def test_instantiate_embedders(option, tmp_path):
         assert encoder.dim == 384 and encoder._model is None
 
 
+def test_mpnet_embedder_loads_by_path_from_the_cache_or_names_the_setup(tmp_path):
+    """embedder=mpnet: the assembled folder under paths.cache_dir/models, the model's name in the
+    embedding cache key; absent, a clear error with the set-up command (nothing downloads)."""
+    from synapse_pt.build import build_encoder
+    from synapse_pt.models.assemble import ModelNotAssembled
+
+    cfg = make_cfg("embedder=mpnet", f"paths.cache_dir={tmp_path}")
+    assert cfg.embedder.model == f"{tmp_path}/models/all-mpnet-base-v2"
+    assert cfg.embedder.cache_dir == f"{tmp_path}/embeddings"
+    with pytest.raises(ModelNotAssembled, match="not assembled.*`make mpnet`"):
+        build_encoder(cfg.embedder)
+    folder = tmp_path / "models" / "all-mpnet-base-v2"  # a stand-in folder: config only
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden_size": 768}')
+    encoder = build_encoder(cfg.embedder)
+    assert encoder.dim == 768 and encoder._model is None
+    assert encoder.identity.startswith("all-mpnet-base-v2@")
+    assert "max_length=384" in encoder.identity
+
+
 @pytest.mark.parametrize("option", ["none", "smollm2", "openai", "vllm"])
 def test_instantiate_llm_backends(option, tmp_path, monkeypatch):
     """Backends construct offline: weights load on first use, no request is sent."""

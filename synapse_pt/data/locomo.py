@@ -132,6 +132,7 @@ def _parse_sample(path: str, index: int, sample: Any, offset: timedelta) -> Conv
     if not session_numbers:
         raise DataFormatError(path, record, "conversation", "no session_<n> lists")
     sessions: list[Session] = []
+    seen: dict[str, str] = {}  # dia_id -> where it first appeared
     for n in session_numbers:
         dt_key = f"session_{n}_date_time"
         dt_raw = _require(path, record, conv, dt_key, str, "conversation.")
@@ -147,6 +148,10 @@ def _parse_sample(path: str, index: int, sample: Any, offset: timedelta) -> Conv
             prefix = f"conversation.session_{n}[{j}]."
             speaker = _require(path, record, t, "speaker", str, prefix)
             dia_id = _require(path, record, t, "dia_id", str, prefix)
+            if dia_id in seen:  # evidence and retrieved ids name turns by dia_id: it must be unique
+                raise DataFormatError(path, record, prefix + "dia_id",
+                                      f"repeated dia_id {dia_id!r} (first at {seen[dia_id]})")
+            seen[dia_id] = prefix.rstrip(".")
             text = _require(path, record, t, "text", str, prefix)
             caption = t.get("blip_caption")
             if caption is not None and not isinstance(caption, str):

@@ -82,7 +82,8 @@ def download(url: str, dest: Path, *, timeout_s: float = 60.0,
     with urllib.request.urlopen(url, timeout=timeout_s) as response:
         total = int(response.headers.get("Content-Length") or 0) or None
         with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True,
-                                          desc=f"download {dest.name}") as bar:
+                                          desc=f"download {dest.name}",
+                                          disable=None) as bar:  # off when not a TTY
             for chunk in iter(lambda: response.read(1 << 16), b""):
                 out.write(chunk)
                 bar.update(len(chunk))

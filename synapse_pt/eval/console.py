@@ -98,6 +98,16 @@ def gate_lines(metrics: Mapping[str, Any]) -> list[str]:
     return ["gate: " + "; ".join(parts)] if parts else []
 
 
+def extraction_warning(extraction: Mapping[str, Any]) -> str:
+    """The end-of-run flag of LLM extraction failures (``metrics.json`` ``extraction``)."""
+    share = extraction["failure_share"]
+    worst = " (every one)" if extraction["failures"] == extraction["attempts"] else ""
+    return (f"EXTRACTION FAILURES: {extraction['failures']} of {extraction['attempts']} LLM "
+            f"extraction requests ({100 * share:.1f}%){worst} gave no usable reply after the "
+            "repair round; their windows added nothing to the memory, so these numbers do not "
+            "measure the configured build (each is named in the log; metrics.json: extraction)")
+
+
 def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: str,
                    output_dir: str, width: int = 120) -> str:
     """The whole end-of-run text: table, gate line, where the outputs went."""
@@ -119,6 +129,9 @@ def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: 
         console.print(headline_table(metrics, names, section="metrics_audited"))
     for line in gate_lines(metrics):
         console.print(line)
+    extraction = metrics.get("extraction")
+    if extraction and extraction["failures"]:
+        console.print(extraction_warning(extraction), soft_wrap=True)
     if is_sample(metrics.get("identity", {})):
         console.print(f"{SAMPLE_WARNING}: these numbers say nothing about the method; provide "
                       "LoCoMo-10 (dataset.path=..., SYNAPSE_DATA=...)", soft_wrap=True)

@@ -108,7 +108,7 @@ def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
     configs: list[dict] = []
     fixed = {k: v for k, v in vars(base).items() if k not in CONTINUOUS and k not in DISCRETE}
     fixed["tau_gate"] = 0.0  # the gate is calibrated afterwards, from c_ret
-    for discrete, values in tqdm(cands, desc="sweep", unit="combination"):
+    for discrete, values in tqdm(cands, desc="sweep", unit="combination", disable=None):
         n = next(iter(values.values())).numel()
         for c0 in range(0, n, chunk):
             part = {k: v[c0:c0 + chunk].to(memory.device) for k, v in values.items()}

@@ -110,6 +110,49 @@ def config_hash(resolved: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+#: Dotted config keys that cannot change what a run computes: how it is asked to write, spending
+#: caps, request concurrency, timeouts and retries, the experiment tracker and its tags. A run
+#: folder records them (``config.yaml``) but does not compare them, so a run stopped by
+#: ``llm.max_cost_usd`` resumes with a higher cap into the same folder.
+RESULT_NEUTRAL_KEYS: tuple[str, ...] = (
+    "overwrite", "tags", "logger",
+    "llm.max_cost_usd",
+    "llm.backend.max_concurrency", "llm.backend.timeout_s", "llm.backend.max_retries",
+    "llm.backend.backoff_s",
+)
+
+
+def without_result_neutral(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of the resolved config without :data:`RESULT_NEUTRAL_KEYS` (absent keys are
+    skipped): what two runs must share to write the same outputs."""
+    out: dict[str, Any] = json.loads(json.dumps(resolved, default=str))
+    for dotted in RESULT_NEUTRAL_KEYS:
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
+
+
+def result_neutral_changes(before: Mapping[str, Any],
+                           after: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{dotted key: (before, after)}`` for the :data:`RESULT_NEUTRAL_KEYS` whose values differ."""
+    missing = object()
+    changes: dict[str, tuple[Any, Any]] = {}
+    for dotted in RESULT_NEUTRAL_KEYS:
+        values = []
+        for conf in (before, after):
+            node: Any = conf
+            for part in dotted.split("."):
+                node = node.get(part, missing) if isinstance(node, Mapping) else missing
+            values.append(None if node is missing else node)
+        if values[0] != values[1]:
+            changes[dotted] = (values[0], values[1])
+    return changes
+
+
 def _clean(obj: Any) -> Any:
     """NaN -> ``None`` (``json`` would write the invalid token NaN), tuples -> lists."""
     if isinstance(obj, float):

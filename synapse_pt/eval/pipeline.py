@@ -221,7 +221,8 @@ def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
         result = memory.retrieve(queries)
     else:
         parts = [memory.retrieve(queries[i:i + batch_size])
-                 for i in tqdm(range(0, len(queries), batch_size), desc="retrieve")]
+                 for i in tqdm(range(0, len(queries), batch_size), desc="retrieve",
+                               disable=None)]  # None: off when not a TTY
         result = RetrievalResult([row for p in parts for row in p.items],
                                  torch.cat([p.c_ret for p in parts]),
                                  torch.cat([p.gated for p in parts]),
@@ -269,7 +270,8 @@ def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
     responses: list[ChatResponse | None] = [None] * len(questions)
     bs = max(1, settings.answer_batch_size)
     n_cached = 0
-    for start in tqdm(range(0, len(todo), bs), desc="answer", disable=len(todo) <= bs):
+    for start in tqdm(range(0, len(todo), bs), desc="answer",
+                      disable=(len(todo) <= bs) or None):
         chunk = todo[start:start + bs]
         batch = llm.generate([requests[i] for i in chunk])
         if len(batch) != len(chunk):

@@ -94,7 +94,24 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
     if llm is not None and qa:
         answered = df[~df["gated"]]
         metrics["usage"] = method_usage(answered, prices, model=llm.model, num_queries=len(df))
+    extraction = extraction_summary(identity.get("memory") or {})
+    if extraction is not None:
+        metrics["extraction"] = extraction
     return metrics
+
+
+def extraction_summary(memory: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"failures", "attempts", "failure_share"}`` of a memory built by an LLM (its
+    ``describe()``: extraction requests whose reply stayed unusable after the repair round, of
+    all sent); ``None`` for a memory that sent none (an LLM-free build)."""
+    failures = int(memory.get("extraction_failures") or 0)
+    attempts = int(memory.get("extraction_attempts") or 0)
+    if attempts == 0 and failures == 0:
+        return None
+    if failures > attempts:
+        raise ValueError(f"memory describe(): {failures} extraction failures of {attempts} "
+                         "attempts: the memory does not count its requests")
+    return {"failures": failures, "attempts": attempts, "failure_share": failures / attempts}
 
 
 def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str],

@@ -208,7 +208,7 @@ class GraphBuilder:
         graphs: list[MemoryGraph] = []
         turn_pos = window_pos = 0
         bar = tqdm(total=len(flat), desc="consolidate windows", unit="window",
-                   disable=len(flat) < 50)
+                   disable=(len(flat) < 50) or None)  # None: off when not a TTY
         for conv, turns, conv_windows in zip(conversations, turn_lists, windows, strict=True):
             graph = self.new_graph(conv.sample_id, num_turns=len(turns))
             for k, win in enumerate(conv_windows):

@@ -162,6 +162,7 @@ class LLMConceptExtractor(ConceptExtractor):
         self.on_failure = on_failure
         self.include_speakers = include_speakers
         self.failures: list[ExtractionFailure] = []
+        self.num_windows = 0  # windows asked for, failed ones included (the failures' share)
         self.name = f"llm:{getattr(llm, 'model', '') or getattr(llm, 'backend', 'llm')}"
 
     @property
@@ -180,6 +181,7 @@ class LLMConceptExtractor(ConceptExtractor):
             return []
         results = generate_structured(self.llm, [self.request(w) for w in windows],
                                       parse=parse_string_list)
+        self.num_windows += len(windows)
         if len(results) != len(windows):
             raise ConceptExtractionError(f"{self.name}: generate_structured returned "
                                          f"{len(results)} results for {len(windows)} windows")

@@ -6,8 +6,9 @@ evaluation harness only talks to this interface, so every system is scored on eq
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -111,6 +112,14 @@ def as_dialogue(item: Dialogue, index: int = 0) -> Dialogue:
                     "Conversation or Dialogue")
 
 
+def require_int(key: str, value: object, minimum: int) -> int:
+    """``value`` as an ``int``; a ``ValueError`` naming the config key ``memory.<key>`` when it is
+    not an integer (``bool`` included) or lies below ``minimum`` (a negative budget, say)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"memory.{key} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 class MemorySystem(ABC):
     """A conversational memory: ``ingest`` conversations, then ``retrieve`` for many questions.
 
@@ -123,6 +132,9 @@ class MemorySystem(ABC):
     # constructor arguments that only affect retrieval: a sweep may change them on an ingested
     # memory (see configure_retrieval) instead of rebuilding it
     retrieval_fields: tuple[str, ...] = ()
+    # integer settings (counts, budgets) and their least allowed value, checked on construction
+    # (:func:`require_int`) and again when a sweep changes them (configure_retrieval)
+    int_minimums: Mapping[str, int] = {}
 
     def configure_retrieval(self, **settings: object) -> None:
         """Change retrieval-only settings (``retrieval_fields``) of an ingested memory."""
@@ -130,6 +142,9 @@ class MemorySystem(ABC):
         if unknown:
             raise ValueError(f"{type(self).__name__}: {unknown} are not retrieval settings "
                              f"(those are {list(self.retrieval_fields)})")
+        for key, value in settings.items():
+            if key in self.int_minimums:
+                settings[key] = require_int(key, value, self.int_minimums[key])
         for key, value in settings.items():
             setattr(self, key, value)
 

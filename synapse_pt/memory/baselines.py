@@ -22,7 +22,7 @@ from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.tokenize import tokenize
 
-from .base import MemorySystem, RetrievalResult, padded_rows
+from .base import MemorySystem, RetrievalResult, padded_rows, require_int
 from .episodic import TurnRegistry
 from .gate import build_gate
 
@@ -46,6 +46,7 @@ class TurnMemory(MemorySystem):
 
     name = "turns"
     retrieval_fields = ("k", "tau_gate")
+    int_minimums = {"k": 1}
     needs_embeddings = True
     needs_bm25 = True
 
@@ -171,10 +172,11 @@ class HybridRRF(TurnMemory):
 
     name = "hybrid"
     retrieval_fields = ("k", "tau_gate", "k_rrf")
+    int_minimums = {"k": 1, "k_rrf": 0}  # RRF's 1 / (k_rrf + rank), ranks from 1
 
     def __init__(self, encoder: TextEncoder | None = None, *, k_rrf: int = 60, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
-        self.k_rrf = k_rrf
+        self.k_rrf = require_int("k_rrf", k_rrf, self.int_minimums["k_rrf"])
 
     def score(self, questions, mask, query_graph):
         dense_rank = descending_rank(self._dense(questions), mask)

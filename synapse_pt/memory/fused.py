@@ -96,6 +96,7 @@ class FusedMemory(TurnMemory):
 
     name = "fused"
     retrieval_fields = ("k", "tau_gate", "weights", "rho", "sigma")
+    int_minimums = {"k": 1}
     needs_bm25 = False  # its own analyser's indices, built below
 
     def __init__(self, encoder: TextEncoder | None = None, *,

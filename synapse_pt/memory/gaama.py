@@ -71,7 +71,7 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
-from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
+from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
@@ -248,6 +248,11 @@ class GAAMAMemory(MemorySystem):
                         "ppr_weight", "graph_only_cosine", "similarity", "candidates", "knn",
                         "trim", "max_facts", "max_reflections", "max_skills", "max_episodes",
                         "max_words", "tau_gate")
+    # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
+    int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
+                    "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
+                    "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
+                    "reflections_per_group": 1, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
@@ -277,13 +282,16 @@ class GAAMAMemory(MemorySystem):
                                     ("trim", trim, TRIM_RULES)):
             if value not in allowed:
                 raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
-        if knn is not None and (isinstance(knn, bool) or not isinstance(knn, int) or knn < 1):
-            raise ValueError(f"memory.knn must be null (the code's rule) or an integer >= 1, "
-                             f"got {knn!r}")
-        for key, value in (("seeds", seeds), ("max_words", max_words),
-                           ("concepts_per_episode", concepts_per_episode)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"memory.{key} must be an integer >= 1, got {value!r}")
+        if knn is not None:
+            require_int("knn", knn, 1)  # null: the code's rule (twice the pack budgets)
+        given = {"seeds": seeds, "depth": depth, "max_iter": max_iter, "hub_degree": hub_degree,
+                 "max_facts": max_facts, "max_reflections": max_reflections,
+                 "max_skills": max_skills, "max_episodes": max_episodes, "max_words": max_words,
+                 "concepts_per_episode": concepts_per_episode, "chunk_tokens": chunk_tokens,
+                 "reflection_group": reflection_group,
+                 "reflections_per_group": reflections_per_group, "max_tokens": max_tokens}
+        for key, value in given.items():
+            require_int(key, value, self.int_minimums[key])
         self.encoder, self.extractor = encoder, extractor
         self.seeds, self.depth, self.alpha = seeds, int(depth), float(alpha)
         self.max_iter, self.tol = int(max_iter), float(tol)
@@ -294,11 +302,9 @@ class GAAMAMemory(MemorySystem):
         self.similarity, self.candidates, self.trim = similarity, candidates, trim
         self.max_facts, self.max_reflections = int(max_facts), int(max_reflections)
         self.max_skills = int(max_skills)
-        # the code's nearest set: max(2 * total budget, 2 * seeds) nodes (60+20+5+80 -> 330)
-        self.knn = int(knn) if knn is not None else max(
-            2 * (self.max_facts + self.max_reflections + self.max_skills + int(max_episodes)),
-            2 * seeds)
         self.max_episodes, self.max_words = int(max_episodes), int(max_words)
+        self._knn_rule = knn is None  # the code's rule: follows the budgets and seeds
+        self.knn = int(knn) if knn is not None else self._code_knn()
         self.concepts_per_episode = concepts_per_episode
         self.reflection_edge_weight = float(reflection_edge_weight)
         self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
@@ -310,6 +316,7 @@ class GAAMAMemory(MemorySystem):
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
         self.failures: list[GAAMAFailure] = []
+        self.extraction_attempts = 0  # extraction requests (facts, reflections) sent
         self.tau_gate = tau_gate
         self.renderer = TurnRenderer(turn_template)
         self.device = torch.device(device)
@@ -321,10 +328,30 @@ class GAAMAMemory(MemorySystem):
         self.blocks: dict[str, _Block] = {}
         self.ingest_seconds = 0.0
 
+    def _code_knn(self) -> int:
+        """The code's nearest set: max(2 * total pack budget, 2 * seeds) nodes (60+20+5+80 ->
+        330)."""
+        return max(2 * (self.max_facts + self.max_reflections + self.max_skills
+                        + self.max_episodes), 2 * self.seeds)
+
+    def configure_retrieval(self, **settings: object) -> None:
+        """As :meth:`MemorySystem.configure_retrieval`; ``knn=None`` (or a sweep of the budgets or
+        seeds while ``knn`` follows the code's rule) sets the nearest set by the code's rule."""
+        if "knn" in settings:
+            self._knn_rule = settings["knn"] is None
+            if settings["knn"] is None:
+                settings.pop("knn")
+            else:
+                settings["knn"] = require_int("knn", settings["knn"], 1)
+        super().configure_retrieval(**settings)
+        if self._knn_rule:
+            self.knn = self._code_knn()
+
     def describe(self) -> dict[str, object]:
         llm_free = self.llm is None
         return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
+                "extraction_attempts": self.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
@@ -428,6 +455,7 @@ class GAAMAMemory(MemorySystem):
             ids = [[t.dia_id for t in chunk] for chunk in contexts]
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
             results = generate_structured(self.llm, requests, parse=parse_facts)
+            self.extraction_attempts += len(requests)
             for i, chunk_ids, res in zip(todo, ids, results, strict=True):
                 self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
         self._reflections(dialogues, [b[0] for b in built])
@@ -480,6 +508,7 @@ class GAAMAMemory(MemorySystem):
                                                    self.reflections_per_group, self.max_tokens))
                 groups.append((d, g, group))
         results = generate_structured(self.llm, requests, parse=parse_reflections)
+        self.extraction_attempts += len(requests)
         for (d, g, group), res in zip(groups, results, strict=True):
             where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
             parsed = None

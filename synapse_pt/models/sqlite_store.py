@@ -1,14 +1,91 @@
-"""Opening the on-disk caches (SQLite in WAL mode) safely when several processes start at once."""
+"""Opening the on-disk caches (SQLite in WAL mode) safely when several processes start at once,
+and naming a corrupt cache file with the remedy (every cache is content-keyed: deleting it costs
+only the time to rebuild it)."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class CorruptCacheError(sqlite3.DatabaseError):
+    """A cache file SQLite cannot read (truncated, overwritten, not a database)."""
+
+    def __init__(self, path: str | Path, err: sqlite3.DatabaseError) -> None:
+        self.path = str(path)
+        super().__init__(
+            f"{path}: this cache file is corrupt ({err}); delete it or move it aside "
+            f"(mv {path} {path}.corrupt) and rerun: the cache is rebuilt from scratch (only "
+            "the time to recompute it is lost)")
+
+
+def _named(path: str, call: Callable[[], T]) -> T:
+    """``call()``, a SQLite corruption error (a ``DatabaseError`` that is no ``OperationalError``:
+    "database disk image is malformed", "file is not a database") raised as
+    :class:`CorruptCacheError` naming ``path``."""
+    try:
+        return call()
+    except CorruptCacheError:
+        raise
+    except sqlite3.DatabaseError as err:
+        if isinstance(err, sqlite3.OperationalError):
+            raise
+        raise CorruptCacheError(path, err) from err
+
+
+class _NamedCursor(sqlite3.Cursor):
+    """A cursor whose reads and writes name the cache file on corruption."""
+
+    path = ""
+
+    def execute(self, *args: Any) -> _NamedCursor:
+        return _named(self.path, lambda: super(_NamedCursor, self).execute(*args))
+
+    def executemany(self, *args: Any) -> _NamedCursor:
+        return _named(self.path, lambda: super(_NamedCursor, self).executemany(*args))
+
+    def fetchone(self) -> Any:
+        return _named(self.path, super().fetchone)
+
+    def fetchmany(self, *args: Any) -> list[Any]:
+        return _named(self.path, lambda: super(_NamedCursor, self).fetchmany(*args))
+
+    def fetchall(self) -> list[Any]:
+        return _named(self.path, super().fetchall)
+
+    def __next__(self) -> Any:
+        return _named(self.path, super().__next__)
+
+
+class NamedConnection(sqlite3.Connection):
+    """A connection to a cache file whose statements and commits name the file when SQLite finds
+    it corrupt (:class:`CorruptCacheError`), instead of a bare "database disk image is
+    malformed"."""
+
+    path = ""
+
+    def _cursor(self) -> _NamedCursor:
+        cur = self.cursor(_NamedCursor)
+        cur.path = self.path
+        return cur
+
+    def execute(self, *args: Any) -> _NamedCursor:  # type: ignore[override]
+        return self._cursor().execute(*args)
+
+    def executemany(self, *args: Any) -> _NamedCursor:  # type: ignore[override]
+        return self._cursor().executemany(*args)
+
+    def commit(self) -> None:
+        _named(self.path, super().commit)
 
 
 def open_wal(path: str | Path, schema: str, *, timeout_s: float = 60.0,
-             attempt_timeout_s: float = 1.0) -> sqlite3.Connection:
+             attempt_timeout_s: float = 1.0) -> NamedConnection:
     """A connection to ``path`` in WAL mode with ``schema`` applied.
 
     Switching a database file to WAL takes an exclusive lock, and SQLite can answer "database is
@@ -16,14 +93,16 @@ def open_wal(path: str | Path, schema: str, *, timeout_s: float = 60.0,
     together. So the set-up runs in attempts of ``attempt_timeout_s`` each, reconnecting between
     them, until ``timeout_s`` is spent; any other error is raised at once, and the last "locked"
     error (with the file's name) when the time is up. The returned connection waits up to
-    ``timeout_s`` for locks.
+    ``timeout_s`` for locks, and names the file with the remedy when SQLite finds it corrupt
+    (:class:`CorruptCacheError`).
     """
     deadline = time.monotonic() + timeout_s
     delay = 0.01
     while True:
         remaining = max(0.0, deadline - time.monotonic())
         conn = sqlite3.connect(path, timeout=min(attempt_timeout_s, remaining),
-                               check_same_thread=False)
+                               check_same_thread=False, factory=NamedConnection)
+        conn.path = str(path)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -31,6 +110,9 @@ def open_wal(path: str | Path, schema: str, *, timeout_s: float = 60.0,
             conn.commit()
             conn.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
             return conn
+        except CorruptCacheError:
+            conn.close()
+            raise
         except sqlite3.OperationalError as err:
             conn.close()
             if "locked" not in str(err) or time.monotonic() + delay >= deadline:

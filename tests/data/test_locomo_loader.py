@@ -216,6 +216,20 @@ def test_duplicate_sample_id(tmp_path, raw_samples):
         load_locomo(write(tmp_path, samples))
 
 
+def test_repeated_dia_id_names_the_file_conversation_and_turn(tmp_path, raw_samples):
+    """Two turns with the same dia_id (here session_2[3] copies session_1[0]'s id) are refused:
+    evidence and retrieved turns are named by dia_id, so a repeat would make them ambiguous."""
+    samples = copy.deepcopy(raw_samples[:1])
+    conv = samples[0]["conversation"]
+    first = conv["session_1"][0]["dia_id"]
+    conv["session_2"][3]["dia_id"] = first
+    with pytest.raises(DataFormatError) as err:
+        load_locomo(write(tmp_path, samples))
+    assert str(err.value) == (
+        f"{tmp_path / 'broken.json'}: sample 0 (conv-26): conversation.session_2[3].dia_id: "
+        f"repeated dia_id {first!r} (first at conversation.session_1[0])")
+
+
 def test_turn_offset(tmp_path, raw_samples):
     ds = load_locomo(write(tmp_path, raw_samples[:1]), turn_offset_seconds=1.0)
     t = list(ds.conversations[0].turns())

@@ -242,3 +242,26 @@ def test_writers_are_deterministic(tmp_path: Path) -> None:
     write_json(tmp_path / "b.json", {"a": [1, 2], "b": None})
     assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
     assert json.loads((tmp_path / "a.json").read_text()) == {"a": [1, 2], "b": None}
+
+
+def test_paper_rows_only_beside_locomo_runs() -> None:
+    """The paper's Table 1 and efficiency rows are LoCoMo figures: a REALTALK run's tables (its
+    categories 1-3, no unanswerable class) carry none of them."""
+    from synapse_pt.eval.report import run_tables
+
+    def metrics(answerable, unanswerable):
+        f1 = {"multi-hop": 0.5, "temporal": 0.4, "open-domain": 0.3, "single-hop": 0.2,
+              "mean_cat_1_4": 0.35, "mean_q_1_4": 0.35, "overall": 0.35,
+              "n": {"overall": 4, "mean_q_1_4": 4}}
+        return {"identity": {"answerable_categories": list(answerable),
+                             "unanswerable_category": unanswerable},
+                "metrics": {"f1_official": f1},
+                "usage": {"tokens_per_query": 100.0, "latency_s_per_query": 1.0,
+                          "cost_per_1k_queries": 0.0}}
+
+    names = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+    locomo = run_tables({"run": metrics((1, 2, 3, 4), 5)}, names)
+    realtalk = run_tables({"run": metrics((1, 2, 3), None)}, names)
+    assert any(str(i).startswith("paper: ") for i in locomo["efficiency"].index)
+    assert any(str(i).startswith("paper: ") for i in locomo["main_f1_official"].index)
+    assert not any(str(i).startswith("paper: ") for t in realtalk.values() for i in t.index)
