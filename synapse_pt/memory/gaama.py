@@ -337,14 +337,16 @@ class GAAMAMemory(MemorySystem):
     def configure_retrieval(self, **settings: object) -> None:
         """As :meth:`MemorySystem.configure_retrieval`; ``knn=None`` (or a sweep of the budgets or
         seeds while ``knn`` follows the code's rule) sets the nearest set by the code's rule."""
+        rule = self._knn_rule
         if "knn" in settings:
-            self._knn_rule = settings["knn"] is None
-            if settings["knn"] is None:
+            rule = settings["knn"] is None
+            if rule:
                 settings.pop("knn")
             else:
                 settings["knn"] = require_int("knn", settings["knn"], 1)
-        super().configure_retrieval(**settings)
-        if self._knn_rule:
+        super().configure_retrieval(**settings)  # checks every setting before it sets one
+        self._knn_rule = rule
+        if rule:
             self.knn = self._code_knn()
 
     def describe(self) -> dict[str, object]:

@@ -153,6 +153,30 @@ def test_similarity_scaled_score_by_hand() -> None:
     assert GAAMAMemory(ENC, KeywordConceptExtractor()).knn == 330
 
 
+def test_knn_follows_a_sweep_of_the_budgets_under_the_code_rule() -> None:
+    """``knn=null`` is the code's rule, max(2 * pack budgets, 2 * seeds), also when a sweep changes
+    the budgets or seeds on an ingested memory; a given knn stays until set back to null. By
+    hand: max_facts 10 -> 2 * (10 + 20 + 5 + 80) = 230; seeds 200 -> max(230, 400) = 400."""
+    m = GAAMAMemory(ENC, KeywordConceptExtractor())
+    m.configure_retrieval(max_facts=10)
+    assert m.knn == 230
+    m.configure_retrieval(seeds=200)
+    assert m.knn == 400
+    m.configure_retrieval(knn=50)
+    m.configure_retrieval(max_facts=60, seeds=40)
+    assert m.knn == 50
+    m.configure_retrieval(knn=None)
+    assert m.knn == 330
+    with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
+        m.configure_retrieval(knn=0)
+    m.configure_retrieval(max_facts=10)  # the refused knn=0 left the code's rule in place
+    assert m.knn == 230
+    with pytest.raises(ValueError, match=r"memory.max_skills must be an integer >= 0"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), max_skills=-1)
+    with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), knn=-3)
+
+
 def test_graph_only_candidates_get_cosine_zero_as_in_the_code(conv) -> None:
     """The code gives nodes reached only through the graph (outside its nearest set) similarity
     0; the nearest set keeps its similarity."""
