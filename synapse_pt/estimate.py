@@ -18,7 +18,8 @@ What is exact and what is a bound:
   Membox boxes at the mean tokens of a session; the basis column says which.
 * Judge: ``eval.judge_runs`` calls per judged question (BEAM's rubric judge: per rubric item; the
   dataset's unanswerable category left out but under the rubric judge); the answer is bounded
-  by ``eval.max_answer_tokens``.
+  by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
+  under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.pipeline.answer_limits`).
 * GAAMA's and Membox's LLM builds: their extraction depends on the model's replies (the facts
   GAAMA's reflections group, the boxes Membox's Topic Loom closes); they are not estimated, and a
   row says so.
@@ -46,6 +47,7 @@ from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import (
     EvalSettings,
+    answer_limits,
     answer_options,
     judge_skip_categories,
     wants_date_instruction,
@@ -56,7 +58,6 @@ from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
-from synapse_pt.memory.gaama_llm import TOKENS_PER_WORD
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
@@ -96,6 +97,11 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     return [_row("extraction", len(requests), _prompt_tokens(requests, counter),
                  sum(r.max_tokens for r in requests),
                  f"exact: one request per window of {size} turns (repairs not counted)")]
+
+
+#: tokens per English word for estimating GAAMA's word-trimmed pack: a rule of thumb of ours
+#: (GAAMA's code counts words, one token each, when it chunks; it never converts)
+TOKENS_PER_WORD = 4 / 3
 
 
 #: the memories whose answer context is ``k`` rendered turns (concept labels for SYNAPSE's
@@ -161,7 +167,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
     renders it (:func:`~synapse_pt.eval.pipeline.answer_requests`: instruction, date instruction,
     category-5 options) around the largest context the memory can retrieve, its ``k`` longest
     turns. For GAAMA and Membox an estimate, not a bound: the instruction exact, the context at
-    GAAMA's ``max_words`` pack (:data:`~synapse_pt.memory.gaama_llm.TOKENS_PER_WORD`) or ``k``
+    GAAMA's ``max_words`` pack (:data:`TOKENS_PER_WORD`, ours) or ``k``
     boxes at a session's mean tokens."""
     items, basis = _context_items(cfg, dataset, counter)
     speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
@@ -175,7 +181,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
                             strict_evidence=ev.strict_evidence,
                             date_instruction=wants_date_instruction(q, ev),
                             style=ev.answer_style, options=answer_options(q, ev)),
-            max_tokens=ev.max_answer_tokens)
+            max_tokens=answer_limits(ev)[0])
         out[q.key] = _prompt_tokens([request], counter) + extra.get(q.sample_id, 0)
     if items is None:
         memory = "GAAMA's max_words pack" if basis == "GAAMAMemory" else "k boxes"
@@ -191,13 +197,13 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     bounds, basis = answer_prompt_bounds(cfg, dataset, counter, ev)
     questions = list(dataset.questions())
     rows = [_row("answers", len(questions), sum(bounds.values()),
-                 len(questions) * ev.max_answer_tokens, basis)]
+                 len(questions) * answer_limits(ev)[0], basis)]
     runs = int(ev.judge_runs)
     if runs > 0:
         protocol = str(ev.judge_protocol)
         skip = judge_skip_categories(dataset.unanswerable, protocol)
         judged = [q for q in questions if q.category not in skip]
-        bound = " ".join(["answer"] * int(ev.max_answer_tokens))
+        bound = " ".join(["answer"] * answer_limits(ev)[0])
         judge = build_judge_requests([q.question for q in judged],
                                      [str(q.answer) for q in judged], [bound] * len(judged),
                                      max_tokens=int(ev.judge_max_tokens), protocol=protocol,

@@ -43,7 +43,13 @@ from synapse_pt.eval.outputs import (
     write_tables,
 )
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
-from synapse_pt.eval.record import build_tables, flatten_metrics, run_metrics, run_spend
+from synapse_pt.eval.record import (
+    build_label,
+    build_tables,
+    flatten_metrics,
+    run_metrics,
+    run_spend,
+)
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
@@ -214,12 +220,16 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
                               context_tokenizer=counter.name, llm=llm, prices=prices,
                               smoke=bool(cfg.smoke), answerable=dataset.answerable,
                               unanswerable=dataset.unanswerable)
+        # every per-question row names the build it came from (an LLM-free stand-in is named so)
+        df.insert(0, "build", str(identity["memory"].get("build")
+                                  or identity["memory"].get("memory", "")))
         write_predictions(output_dir / "predictions.parquet", df)
         write_json(output_dir / "metrics.json", metrics)
         write_json(output_dir / "timing.json", timings)
         spend = run_spend(llm, prices)
         if spend is not None:
             write_json(output_dir / "spend.json", spend)
+        label = build_label(label, identity["memory"])
         tables = build_tables(metrics, names, run_label=label)
         write_tables(output_dir / "tables", tables)
         flat = flatten_metrics(metrics)
@@ -255,7 +265,8 @@ def main(cfg: DictConfig) -> float:
               file=sys.stderr)
         sys.exit(ERROR_EXIT_CODE)
     print(render_summary(metrics, run_category_names(cfg),
-                         label=cfg.get("experiment_name") or cfg.task_name,
+                         label=build_label(cfg.get("experiment_name") or cfg.task_name,
+                                           metrics["identity"].get("memory")),
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
     value = lookup_metric(metrics, cfg.objective)
     print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")

@@ -34,6 +34,12 @@ def scripted_reply(prompt: str, garble: str | None = None) -> str:
         lines = prompt.split("conversation:\n")[1].split("\n\n")[0].splitlines()
         return json.dumps({"keywords": ["talk", "news", "plans"], "topic": "catching up",
                            "events": [line[:50] for line in lines]})
+    if "Which new events continue this storyline" in prompt:
+        n = len(re.findall(r"^\d+\. ", prompt.split("New events, numbered:")[1], re.MULTILINE))
+        return json.dumps({"related": [0], "unrelated": list(range(1, n))})
+    if "Group them into storylines" in prompt:
+        n = len(re.findall(r"^\d+\. ", prompt, re.MULTILINE))
+        return json.dumps({"chains": [[0, 1]], "isolated": list(range(2, n))})
     if "Which new events continue which trace?" in prompt:
         trace = int(re.search(r"trace (\d+):", prompt).group(1))
         return json.dumps({"links": [{"event": 0, "trace": trace}]})

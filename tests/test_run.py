@@ -62,6 +62,11 @@ def test_experiment_smoke_run(experiment, tmp_path, paper_main_predictions):
     assert 0 < n <= 12
     preds = pd.read_parquet(out / "predictions.parquet")
     assert len(preds) == n and preds["prediction"].isna().all()  # retrieval mode: no answers
+    # every per-question row names its build; GAAMA's and Membox's LLM-free stand-ins as such
+    build = ident["memory"].get("build") or ident["memory"]["memory"]
+    assert (preds["build"] == build).all()
+    if experiment in ("gaama_fused", "membox_fused"):
+        assert build == experiment.split("_")[0] + "-llm-free"
     # metrics.json agrees with recall recomputed by hand from the saved predictions (systems whose
     # units are single turns; GAAMA's facts and Membox's boxes are checked in their own tests)
     related = experiment in ("gaama_fused", "membox_fused")

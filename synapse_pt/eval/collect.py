@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from . import paper_numbers
+from .record import build_label
 from .report import run_tables
 from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
 
@@ -52,7 +53,9 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 def load_runs(folders: Sequence[Path], baseline: str | None = None
               ) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
     """``({label: metrics}, {label: folder})``; labels from ``identity.experiment`` (else
-    ``task_name``), made unique with the folder name; the ``baseline`` row first."""
+    ``task_name``), an LLM-free GAAMA / Membox build named in its label
+    (:func:`~synapse_pt.eval.record.build_label`, e.g. ``gaama_fused (gaama-llm-free)``), made
+    unique with the folder name; the ``baseline`` row first (its label as asked for)."""
     runs: dict[str, dict[str, Any]] = {}
     where: dict[str, Path] = {}
     for folder in folders:
@@ -65,6 +68,8 @@ def load_runs(folders: Sequence[Path], baseline: str | None = None
             raise ValueError(f"make_tables: {path} is not a synapse_pt metrics.json "
                              f"({type(err).__name__}: {err})") from err
         label = identity.get("experiment") or identity.get("task_name") or folder.name
+        if label != baseline:  # an LLM-free GAAMA / Membox build is named so in its label
+            label = build_label(label, identity.get("memory"))
         if label in runs:
             label = f"{label} ({folder.name})"
         runs[label] = metrics
@@ -152,6 +157,7 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "dataset": ident.get("dataset", {}).get("name"),
                        "questions": ident.get("dataset", {}).get("questions"),
                        "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
+                       "build": mem.get("build"), "llm_free": mem.get("llm_free"),
                        "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
                        "llm": ident.get("llm"), "smoke": ident.get("smoke"),
                        "strict": ident.get("strict"), "answer_style": ident.get("answer_style"),

@@ -49,10 +49,15 @@ COUNT_METRICS = {"n_judge_failures": pa.int64()}
 AUDIT_SCHEMA: dict[str, pa.DataType] = {
     "audit_status": pa.string(), "audited_gold": pa.string(),
     "audited_evidence": pa.list_(pa.string())}
+#: what a run writes into every row about itself: ``build``, the memory's build (e.g.
+#: ``gaama-llm-free``), so a row read on its own names an LLM-free stand-in as such
+RUN_SCHEMA: dict[str, pa.DataType] = {"build": pa.string()}
 
 
 def column_type(col: str) -> pa.DataType:
     """The Arrow type of a column past :data:`PREDICTION_COLUMNS` (metrics are float64)."""
+    if col in RUN_SCHEMA:
+        return RUN_SCHEMA[col]
     if col in AUDIT_SCHEMA:
         return AUDIT_SCHEMA[col]
     return COUNT_METRICS.get(col.removeprefix("audited_"), pa.float64())
@@ -167,6 +172,8 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def _metric_key(col: str) -> tuple[int, int, int, str]:
+    if col in RUN_SCHEMA:
+        return (-2, 0, list(RUN_SCHEMA).index(col), col)
     if col in AUDIT_SCHEMA:
         return (-1, 0, list(AUDIT_SCHEMA).index(col), col)
     if col in METRIC_ORDER:

@@ -35,13 +35,14 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from .prompts import (
     ANSWER_STYLES,
     NO_RECORD_REPLY,
+    STYLE_BUDGETS,
     answer_messages,
     category5_options,
     format_context,
     resolve_option_reply,
 )
 from .scorers.amem import score_amem
-from .scorers.judge import JUDGE_PROTOCOLS, JudgeResult, judge_answers
+from .scorers.judge import JUDGE_PROTOCOLS, JUDGE_UNREADABLE, JudgeResult, judge_answers
 from .scorers.membox import score_membox
 from .scorers.official import score_official
 from .scorers.peer_rules import peer_metrics
@@ -77,14 +78,19 @@ class EvalSettings:
             (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
-        answer_style: the answer instruction: ``"shared"`` (every system on equal terms) or the
-            one GAAMA's or Membox's code gives (``"gaama"``, ``"membox"``).
+        answer_style: the answer step: ``"shared"`` (every system on equal terms), ``"gaama"`` /
+            ``"membox"`` (our wording of the rules, sections and budget of their code's answer
+            prompts) or ``"gaama_line"`` / ``"membox_line"`` (our one-line instructions from
+            before issue 30, not the code's prompts).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
         category5_options: the official generation's category-5 prompt (choose between the
             distractor and "Not mentioned in the conversation"); reads the category and the
             distractor, so off in the strict setting.
         max_answer_tokens: generation budget of an answer.
+        answer_budget: ``"style"``: an answer style with a budget of its own
+            (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`: ``gaama``, 512 tokens and no stop, as
+            GAAMA's code) uses it; ``"config"``: always ``max_answer_tokens`` / ``answer_stop``.
         answer_stop: stop sequences of an answer (answers are short phrases; small models keep
             writing new "Question:" lines otherwise).
         answer_batch_size: answer requests per ``llm.generate`` call.
@@ -96,6 +102,10 @@ class EvalSettings:
             fraction of the reference's key facts covered, categories 1-4), ``"realtalk"``
             (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"`` (BEAM: the share of
             the question's rubric items satisfied).
+        judge_unreadable: what an unreadable judge reply counts as
+            (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
+            ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
+            ``"drop"`` (left out: our earlier reading of ``gaama``). Counted under every choice.
         peer_ks: cut-offs of the retrieval rules peers publish
             (:mod:`~synapse_pt.eval.scorers.peer_rules`).
     """
@@ -104,17 +114,19 @@ class EvalSettings:
     recall_ks: tuple[int, ...] = (5, 10, 30)
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
-    answer_style: str = "shared"  # "shared" | "gaama" | "membox" (prompts.ANSWER_STYLES)
+    answer_style: str = "shared"  # shared | gaama | membox | gaama_line | membox_line
     category_date_instruction: bool = False  # a label-reading exception; off when strict
     category5_options: bool = False  # the other one (official cat-5 two-option prompt)
     max_answer_tokens: int = 32
     answer_stop: tuple[str, ...] = ("\n",)
+    answer_budget: str = "style"  # style: a style's own budget where it has one | config
     answer_batch_size: int = 64
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
     judge_protocol: str = "mem0"  # mem0 | gaama | realtalk | beam_rubric (scorers/judge.py)
     judge_max_tokens: int = 128
+    judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
     peer_ks: tuple[int, ...] = (1, 5, 10)
     extra: dict = field(default_factory=dict)
 
@@ -149,6 +161,12 @@ class EvalSettings:
         if self.judge_protocol not in JUDGE_PROTOCOLS:
             raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
                              f"{self.judge_protocol!r}")
+        if self.answer_budget not in ("style", "config"):
+            raise ValueError(f"eval.answer_budget must be 'style' or 'config', got "
+                             f"{self.answer_budget!r}")
+        if self.judge_unreadable not in JUDGE_UNREADABLE:
+            raise ValueError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
+                             f"got {self.judge_unreadable!r}")
         if not self.recall_ks or min(self.recall_ks) < 1:
             raise ValueError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
         for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
@@ -232,9 +250,9 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
                                    date_instruction=wants_date_instruction(q, settings),
                                    style=settings.answer_style,
                                    options=answer_options(q, settings))
-        requests[i] = ChatRequest.from_messages(messages, max_tokens=settings.max_answer_tokens,
-                                                temperature=0.0, seed=settings.seed,
-                                                stop=tuple(settings.answer_stop))
+        max_tokens, stop = answer_limits(settings)
+        requests[i] = ChatRequest.from_messages(messages, max_tokens=max_tokens,
+                                                temperature=0.0, seed=settings.seed, stop=stop)
     return requests
 
 
@@ -294,6 +312,15 @@ def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int,
     return (int(unanswerable),)
 
 
+def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
+    """``(max tokens, stop sequences)`` of an answer request under ``settings``: the answer
+    style's own budget where it has one and ``answer_budget`` is ``"style"``, else the
+    configured ``max_answer_tokens`` / ``answer_stop``."""
+    if settings.answer_budget == "style" and settings.answer_style in STYLE_BUDGETS:
+        return STYLE_BUDGETS[settings.answer_style]
+    return int(settings.max_answer_tokens), tuple(settings.answer_stop)
+
+
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
                       settings: EvalSettings, unanswerable: int | None = 5) -> JudgeResult:
     """The LLM judge of ``settings.judge_protocol`` (:mod:`~synapse_pt.eval.scorers.judge`) over
@@ -305,6 +332,7 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
                          protocol=settings.judge_protocol,
+                         unreadable=settings.judge_unreadable,
                          skip_categories=judge_skip_categories(unanswerable,
                                                                settings.judge_protocol),
                          rubrics=([q.rubric for q in questions]
@@ -450,7 +478,9 @@ def audit_summary(df: pd.DataFrame, audit: GoldAudit, questions: Sequence[Questi
 
 def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
                   ) -> dict[str, float]:
-    """Judge figures for the run summary: runs, failures (never counted as WRONG), the accuracy of
+    """Judge figures for the run summary: runs, unreadable replies (``judge_failures``, under every
+    protocol; ``judge_unreadable_scored_zero`` 1 where they scored 0, GAAMA's rule, else they are
+    left out and never counted as WRONG), the accuracy of
     each run and its spread over runs (the spread mem0 reports), overall and, given the questions'
     ``categories``, per category (``judge_accuracy_mean_cat<k>`` / ``..._std_over_runs_cat<k>``:
     mean and standard deviation over runs of the run's accuracy on category k)."""
@@ -460,6 +490,7 @@ def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
            "judge_failures": float(judge.total_failures),
            "judge_failure_rate": (judge.total_failures / (judged * len(judge.seeds))
                                   if judged else float("nan")),
+           "judge_unreadable_scored_zero": float(judge.unreadable_scored_zero),
            "judge_questions_unjudged": float(int(np.sum(~judge.skipped & np.isnan(judge.mean)))),
            "judge_accuracy_std_over_runs": float(np.nanstd(acc)) if judged else float("nan")}
     for r, a in enumerate(acc):
@@ -528,8 +559,9 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                                       predictions_text(questions, result, responses, settings),
                                       settings, dataset.unanswerable)
             if judge.total_failures:
-                log.warning("LLM judge: %d of %d replies unreadable (left out, not WRONG)",
-                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs)
+                log.warning("LLM judge: %d of %d replies unreadable (%s)",
+                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
+                            "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
         answer_s = time.perf_counter() - start
     elif settings.judge_runs > 0:
         log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",

@@ -34,12 +34,94 @@ Question: {question}
 Answer:"""
 
 # The answer instruction: the harness's shared one (every system on equal terms, the default), or
-# the one each related system's public code gives its answer model (SPEC §2), as a flag.
+# an answer step with the rules of a related system's public code (SPEC §2), as a flag.
+# ``"gaama"`` and ``"membox"`` are whole prompts of our wording (GAAMA_TEMPLATE, MEMBOX_TEMPLATE)
+# with the rules, sections and budget of gaama ``prompts/answer_from_memory.md`` (2d992f7) and
+# Membox ``membox.py`` ``PROMPT_QA_ANSWER`` (3d1fa84); their texts are not copied. The one-line
+# instructions we used before issue 30 stay as ``"gaama_line"`` / ``"membox_line"`` (ours: one
+# line each from SPEC's description, never the code's prompt).
 ANSWER_STYLES = {
     "shared": "Answer with a short phrase taken from the memory.",
-    "gaama": "Answer in one or two short paragraphs; prefer a direct answer.",
-    "membox": "Answer in less than 5-6 words.",
+    "gaama": "Answer in one or two short paragraphs, directly and specifically.",
+    "membox": "Keep the answer under 5-6 words.",
+    "gaama_line": "Answer in one or two short paragraphs; prefer a direct answer.",
+    "membox_line": "Answer in less than 5-6 words.",
 }
+
+#: the answer budget a style brings (``eval.answer_budget=style``): ``(max tokens, stop
+#: sequences)``. GAAMA's code allows 512 completion tokens and its answers run to paragraphs
+#: (``services/answer_from_memory.py``), so no newline stop.
+STYLE_BUDGETS: dict[str, tuple[int, tuple[str, ...]]] = {"gaama": (512, ())}
+
+#: GAAMA's answer step (our wording): the question, the memory in sections by type (facts,
+#: reflections, episodes in time order; the code's MemoryPack.to_text), and its rules: a direct
+#: answer from scattered evidence, counting every distinct occurrence, exhaustive lists, a
+#: best-effort answer over "the memory does not say".
+GAAMA_TEMPLATE = """Question: {question}
+
+Memory of the conversation between {speakers}:
+
+{sections}
+
+How to answer:
+- {style}
+- Put together evidence that is spread over several memory items.
+- For "how many times" questions, go through every item and count each distinct occurrence.
+- For questions asking which things, name every one the memory mentions, across all items.
+- When the memory holds relevant clues, give your best direct answer rather than saying the
+  memory does not specify it.
+- Do not repeat the question and do not mention the section names.
+{strict}{date_instruction}
+Answer:"""
+
+#: Membox's answer step (our wording of its mem0-style prompt): memories with their timestamps,
+#: relative dates turned into dates for every question, the two speakers kept apart from names
+#: in the text, an answer of less than 5-6 words.
+MEMBOX_TEMPLATE = """Memories of a conversation between {speakers}, with their timestamps:
+
+{context}
+
+Question: {question}
+
+How to answer:
+1. Read every memory that bears on the question, with its timestamp.
+2. Look for direct evidence of the event or fact the question asks about.
+3. Turn every relative time ("last year", "two months ago") into a specific date, month or year,
+   counted from the timestamp of the memory that mentions it (a memory of 4 May 2022 saying
+   "last year" means 2021), and answer with that instead of the relative phrase.
+4. Keep to what the two speakers said; a name mentioned in a memory is not one of the speakers.
+5. {style}
+{strict}{date_instruction}
+Answer:"""
+
+_SECTIONS = (("fact", "Facts"), ("reflection", "Reflections"),
+             (EPISODIC, "Episodes (in time order)"))
+
+
+def gaama_sections(items: Sequence[RetrievedItem]) -> str:
+    """The memory in sections by type, as GAAMA's pack is shown: facts and reflections in rank
+    order, episodes in time order, any other kind (another memory under this style) last, in
+    rank order; empty sections left out."""
+    blocks = []
+    for kind, title in _SECTIONS:
+        these = [it for it in items if it.kind == kind]
+        if kind == EPISODIC:
+            these = sorted(these, key=lambda it: (it.timestamp is None,
+                                                  it.timestamp or datetime.min))
+        if these:
+            blocks.append(f"## {title}\n" + "\n".join(format_item(it) for it in these))
+    rest = [it for it in items if it.kind not in {k for k, _ in _SECTIONS}]
+    if rest:
+        blocks.append("## Other memory\n" + "\n".join(format_item(it) for it in rest))
+    return "\n\n".join(blocks) or "(empty)"
+
+
+def rank_order_context(items: Sequence[RetrievedItem]) -> str:
+    """The items in the order the memory returned them (Membox's contexts: each box followed by
+    its trace), separated by blank lines; a trace's events under ``Events:``."""
+    parts = [("Events:\n" + it.text) if it.kind == "trace" else format_item(it) for it in items]
+    return "\n\n".join(parts) or "(empty)"
+
 
 # LoCoMo's own instruction for temporal (category 2) questions; used only when the flag is on.
 DATE_INSTRUCTION = " Use the DATE of the memory entries to answer with an approximate date."
@@ -109,6 +191,16 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
     """
     if style not in ANSWER_STYLES:
         raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
+    fill = {"style": ANSWER_STYLES[style], "speakers": speakers,
+            "question": question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
+            "strict": STRICT_EVIDENCE if strict_evidence else "",
+            "date_instruction": DATE_INSTRUCTION if date_instruction else ""}
+    if style == "gaama":
+        user = GAAMA_TEMPLATE.format(sections=gaama_sections(items), **fill)
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    if style == "membox":
+        user = MEMBOX_TEMPLATE.format(context=rank_order_context(items), **fill)
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
     user = ANSWER_TEMPLATE.format(
         style=ANSWER_STYLES[style],
         speakers=speakers,

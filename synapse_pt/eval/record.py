@@ -27,6 +27,21 @@ METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 RUN_STATE_USAGE = ("n_cached", "cost_usd_spent")
 
 
+def build_label(name: str, memory: Mapping[str, Any] | None) -> str:
+    """A run's label with its build named where the memory reports an LLM-free stand-in for a
+    system whose method uses an LLM (GAAMA, Membox: ``describe()["llm_free"]`` and ``"build"``):
+    ``"gaama_fused"`` becomes ``"gaama_fused (gaama-llm-free)"``, so a row read on its own is
+    never taken for the published system (SPEC §2). Other labels are returned unchanged, as is a
+    label that already names the build."""
+    memory = memory or {}
+    build = memory.get("build")
+    if not memory.get("llm_free") or not build:
+        return name
+    if str(build) in name or "llm_free" in name or "llm-free" in name:
+        return name
+    return f"{name} ({build})"
+
+
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
                 settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
                 llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
@@ -49,6 +64,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "scoring_protocols": ["official", "amem", "membox"] if qa else [],
             "judge_protocol": (settings.judge_protocol if qa and settings.judge_runs > 0
                                else None),
+            "judge_unreadable": (settings.judge_unreadable if qa and settings.judge_runs > 0
+                                 else None),
             "category_date_instruction": settings.category_date_instruction,
             "category5_options": settings.category5_options,
             "strict": is_strict(settings),

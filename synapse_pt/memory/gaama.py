@@ -18,21 +18,37 @@ concepts and reflections instead (:mod:`synapse_pt.memory.gaama_llm`): chunks of
 tokens, each with the known concepts and older messages of cosine >= 0.75 as context; facts cover
 the messages they cite, reflections the facts they cite.
 
-Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation:
+Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation. Each step follows
+the public code (gaama ``2d992f7``) by default, our earlier reading kept as a flag:
 
-1. seeds: the ``seeds`` (40) nodes of any kind with the highest cosine to the question, weights
-   :math:`\cos^+` normalised to sum 1;
-2. candidates: the seeds' neighbourhood to depth 2;
-3. personalised PageRank from the seeds on the candidate subgraph
-   (:func:`~synapse_pt.graph.ppr.personalised_pagerank`, continuation 0.6, 100 iterations, L1
-   tolerance 1e-6), hub dampening as the code (``"code"``, which cancels) or ``"effective"``;
-4. score :math:`1.0 \cdot \cos / \max \cos + 0.1 \cdot \mathrm{PPR} / \max \mathrm{PPR}` over the
-   candidates; the code gives graph-only candidates cosine 0 (``graph_only_cosine="zero"``), the
-   default computes their real cosine (``"real"``);
-5. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
-   ``max_episodes`` (80) episodes (concepts never), facts first and episodes re-sorted by time,
-   trimmed to ``max_words`` (1,000) words. Items are returned in score order, each listing the
-   LoCoMo turns it covers (a fact: its episode).
+1. similarity: the code's vector store returns sqlite-vec's cosine distance turned into
+   :math:`\mathrm{sim} = (1 + \cos) / 2` (``adapters/sqlite_vector.py``); ``similarity="code"``
+   uses it wherever similarity enters (seed weights, the score's similarity term, the LLM
+   build's context threshold), ``"cosine"`` the raw cosine (ours before issue 30). On the code's
+   scale the 0.1 PageRank term weighs about 2-3x more against similarity;
+2. seeds: the ``seeds`` (40) nodes of any kind with the highest similarity, weights normalised
+   to sum 1;
+3. candidates (``services/ltm_retriever.py``): ``candidates="code"``, the nearest ``knn`` nodes
+   (the code's ``max(2 * total budget, 2 * seeds)`` = 330) plus the seeds' neighbourhood to depth
+   2; ``"neighbourhood"``, the neighbourhood alone (ours before);
+4. personalised PageRank from the seeds on the seeds' neighbourhood (the code's expanded edges;
+   0 for nearest-set nodes outside it; :func:`~synapse_pt.graph.ppr.personalised_pagerank`,
+   continuation 0.6, 100 iterations, L1 tolerance 1e-6), hub dampening as the code (``"code"``,
+   which cancels) or ``"effective"``;
+5. score :math:`1.0 \cdot \mathrm{sim} / \max \mathrm{sim} + 0.1 \cdot \mathrm{PPR} / \max
+   \mathrm{PPR}` over the candidates. The code has no similarity for nodes found only through the
+   graph, outside its nearest set (its ``compute_similarity`` does not exist), so they get 0
+   (``graph_only_cosine="zero"``); the default, as SPEC §2 asks, computes their real similarity
+   (``"real"``, ours). Under ``candidates="neighbourhood"`` "graph-only" means every non-seed
+   (our earlier reading);
+6. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
+   ``max_episodes`` (80) episodes (concepts never), episodes re-sorted by time, trimmed to
+   ``max_words`` (1,000) words: ``trim="code"`` cuts each type in proportion to its budget
+   (skills' 5 included in the total), lowest-scored first (``evals/locomo/locomo_eval.py``,
+   :func:`trim_code`); ``"facts_first"`` keeps facts, then reflections, then the earliest
+   episodes that fit (ours before: a 60-fact pack kept 14 of 80 episodes, by time, not score).
+   Items are returned in score order, each listing the LoCoMo turns it covers (a fact: its
+   episode).
 """
 
 from __future__ import annotations
@@ -59,6 +75,7 @@ from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem, requir
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
+    TOKEN_RULES,
     GAAMAFailure,
     chunk_turns,
     fact_request,
@@ -72,6 +89,61 @@ log = logging.getLogger(__name__)
 
 EPISODE, FACT, CONCEPT, REFLECTION = "episode", "fact", "concept", "reflection"
 EDGE_TYPES = ("NEXT", "DERIVED_FROM", "DERIVED_FROM_FACT", "HAS_CONCEPT", "ABOUT_CONCEPT")
+
+#: ``"code"``: the similarity GAAMA's vector store returns, (1 + cos) / 2 (gaama
+#: ``adapters/sqlite_vector.py``: ``1 - distance / 2`` of sqlite-vec's cosine distance);
+#: ``"cosine"``: the raw cosine (our earlier reading).
+SIMILARITY_SCALES = ("code", "cosine")
+#: ``"code"``: the nearest ``knn`` nodes plus the seeds' neighbourhood (gaama
+#: ``services/ltm_retriever.py``, step 1 and 3); ``"neighbourhood"``: the neighbourhood alone
+#: (our earlier reading).
+CANDIDATE_RULES = ("code", "neighbourhood")
+#: ``"code"``: the word trim proportional to the per-type budgets, lowest scores first (gaama
+#: ``evals/locomo/locomo_eval.py``, ``_trim_memory_pack``); ``"facts_first"``: facts, then
+#: reflections, then episodes by time until the words run out (our earlier reading).
+TRIM_RULES = ("code", "facts_first")
+
+
+def code_similarity(cos: torch.Tensor) -> torch.Tensor:
+    """GAAMA's similarity of a cosine: (1 + cos) / 2 in [0, 1] (``adapters/sqlite_vector.py``)."""
+    return (1.0 + cos) / 2.0
+
+
+def trim_code(lists: Mapping[str, Sequence[tuple[int, float]]], words: Mapping[int, int],
+              budgets: Mapping[str, int], max_words: int) -> dict[str, list[tuple[int, float]]]:
+    """GAAMA's word trim (``evals/locomo/locomo_eval.py``, ``_trim_memory_pack``), our code.
+
+    ``lists``: per type (``"facts"``, ``"reflections"``, ``"skills"``, ``"episodes"``, in that
+    order) its items ``(node, score)`` as packed (facts and reflections by score, episodes by
+    time); ``words``: words of each node's text; ``budgets``: the per-type caps. While the items
+    hold more than ``max_words`` words, the non-empty type whose share of the words is largest
+    relative to its share of the budgets (ties: the earlier type) loses one item: an episode the
+    lowest-scored (ties: the earliest), any other type its last (lowest-scored) item.
+    """
+    order = ("facts", "reflections", "skills", "episodes")
+    items = {k: list(lists.get(k, ())) for k in order}
+    total_budget = sum(budgets.get(k, 0) for k in order) or 1
+
+    def count(k: str) -> int:
+        return sum(words[r] for r, _ in items[k])
+
+    while sum(count(k) for k in order) > max_words:
+        non_empty = [k for k in order if items[k]]
+        if not non_empty:
+            break
+        total = sum(count(k) for k in order) or 1
+        worst, worst_ratio = None, -1.0
+        for k in non_empty:
+            target = budgets.get(k, 0) / total_budget
+            ratio = (count(k) / total) / target if target > 0 else float("inf")
+            if ratio > worst_ratio:
+                worst, worst_ratio = k, ratio
+        if worst == "episodes":
+            low = min(range(len(items[worst])), key=lambda i: items[worst][i][1])
+            items[worst].pop(low)
+        else:
+            items[worst].pop()
+    return items
 
 
 def concept_label(text: str) -> str:
@@ -144,12 +216,23 @@ class GAAMAMemory(MemorySystem):
         hub_dampening, hub_degree: ``"code"`` (cancels, as the code), ``"effective"`` or ``"off"``;
             hubs have degree above ``hub_degree`` (code: 50).
         cosine_weight, ppr_weight: the additive score (code: 1.0, 0.1).
-        graph_only_cosine: ``"real"`` (ours) or ``"zero"`` (the code's behaviour).
-        max_facts, max_reflections, max_episodes, max_words: the pack (code: 60, 20, 80, 1000).
+        graph_only_cosine: ``"real"`` (ours, SPEC §2's choice) or ``"zero"`` (the code's
+            behaviour: 0 outside the nearest set).
+        similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
+        candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
+        knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
+        trim: ``"code"`` (proportional to the budgets, lowest scores first) or
+            ``"facts_first"`` (ours before).
+        max_facts, max_reflections, max_skills, max_episodes, max_words: the pack (code: 60, 20,
+            5, 80, 1000; no skills here, but their budget counts in the code's trim and ``knn``).
         concepts_per_episode: concepts kept per episode (GAAMA's prompt: 1-3).
         reflection_edge_weight: weight of ``DERIVED_FROM_FACT`` edges (code: 0.5).
         chunk_tokens, context_cosine: LLM build: chunk size and the context threshold (code:
-            about 500, 0.75).
+            about 500, 0.75 on the ``similarity`` scale).
+        chunk_token_rule: LLM build: ``"code"`` (one token per word of speaker and text, the
+            code's count) or ``"four_thirds"`` (4/3 per word of the text, ours before).
+        context_facts: LLM build: the facts of the older messages in the context join it (the
+            code's ``existing_facts``); ``False``: messages only (ours before).
         reflection_group, reflections_per_group: LLM build: facts per reflection request and
             reflections asked for (ours).
         max_tokens: completion budget of an extraction request (ours).
@@ -162,11 +245,12 @@ class GAAMAMemory(MemorySystem):
 
     name = "gaama"
     retrieval_fields = ("seeds", "depth", "alpha", "hub_dampening", "cosine_weight",
-                        "ppr_weight", "graph_only_cosine", "max_facts", "max_reflections",
-                        "max_episodes", "max_words", "tau_gate")
+                        "ppr_weight", "graph_only_cosine", "similarity", "candidates", "knn",
+                        "trim", "max_facts", "max_reflections", "max_skills", "max_episodes",
+                        "max_words", "tau_gate")
     # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
     int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
-                    "max_reflections": 0, "max_episodes": 0, "max_words": 1,
+                    "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
                     "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
                     "reflections_per_group": 1, "max_tokens": 1}
 
@@ -174,10 +258,14 @@ class GAAMAMemory(MemorySystem):
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
                  edge_weight: float = 0.8, hub_dampening: str = "code", hub_degree: int = 50,
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
-                 graph_only_cosine: str = "real", max_facts: int = 60, max_reflections: int = 20,
+                 graph_only_cosine: str = "real", similarity: str = "code",
+                 candidates: str = "code", knn: int | None = None, trim: str = "code",
+                 max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
-                 context_cosine: float = 0.75, reflection_group: int = 20,
+                 chunk_token_rule: str = "code",
+                 context_cosine: float = 0.75, context_facts: bool = True,
+                 reflection_group: int = 20,
                  reflections_per_group: int = 3, max_tokens: int = 768,
                  fused_seeds: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
@@ -189,9 +277,16 @@ class GAAMAMemory(MemorySystem):
         if graph_only_cosine not in ("real", "zero"):
             raise ValueError(f"memory.graph_only_cosine must be 'real' or 'zero', got "
                              f"{graph_only_cosine!r}")
+        for key, value, allowed in (("similarity", similarity, SIMILARITY_SCALES),
+                                    ("candidates", candidates, CANDIDATE_RULES),
+                                    ("trim", trim, TRIM_RULES)):
+            if value not in allowed:
+                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+        if knn is not None:
+            require_int("knn", knn, 1)  # null: the code's rule (twice the pack budgets)
         given = {"seeds": seeds, "depth": depth, "max_iter": max_iter, "hub_degree": hub_degree,
                  "max_facts": max_facts, "max_reflections": max_reflections,
-                 "max_episodes": max_episodes, "max_words": max_words,
+                 "max_skills": max_skills, "max_episodes": max_episodes, "max_words": max_words,
                  "concepts_per_episode": concepts_per_episode, "chunk_tokens": chunk_tokens,
                  "reflection_group": reflection_group,
                  "reflections_per_group": reflections_per_group, "max_tokens": max_tokens}
@@ -204,11 +299,20 @@ class GAAMAMemory(MemorySystem):
         self.hub_dampening, self.hub_degree = hub_dampening, int(hub_degree)
         self.cosine_weight, self.ppr_weight = float(cosine_weight), float(ppr_weight)
         self.graph_only_cosine = graph_only_cosine
+        self.similarity, self.candidates, self.trim = similarity, candidates, trim
         self.max_facts, self.max_reflections = int(max_facts), int(max_reflections)
+        self.max_skills = int(max_skills)
         self.max_episodes, self.max_words = int(max_episodes), int(max_words)
+        self._knn_rule = knn is None  # the code's rule: follows the budgets and seeds
+        self.knn = int(knn) if knn is not None else self._code_knn()
         self.concepts_per_episode = concepts_per_episode
         self.reflection_edge_weight = float(reflection_edge_weight)
         self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
+        self.context_facts = bool(context_facts)
+        if chunk_token_rule not in TOKEN_RULES:
+            raise ValueError(f"memory.chunk_token_rule must be one of {TOKEN_RULES}, got "
+                             f"{chunk_token_rule!r}")
+        self.chunk_token_rule = chunk_token_rule
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
         self.failures: list[GAAMAFailure] = []
@@ -224,6 +328,27 @@ class GAAMAMemory(MemorySystem):
         self.blocks: dict[str, _Block] = {}
         self.ingest_seconds = 0.0
 
+    def _code_knn(self) -> int:
+        """The code's nearest set: max(2 * total pack budget, 2 * seeds) nodes (60+20+5+80 ->
+        330)."""
+        return max(2 * (self.max_facts + self.max_reflections + self.max_skills
+                        + self.max_episodes), 2 * self.seeds)
+
+    def configure_retrieval(self, **settings: object) -> None:
+        """As :meth:`MemorySystem.configure_retrieval`; ``knn=None`` (or a sweep of the budgets or
+        seeds while ``knn`` follows the code's rule) sets the nearest set by the code's rule."""
+        rule = self._knn_rule
+        if "knn" in settings:
+            rule = settings["knn"] is None
+            if rule:
+                settings.pop("knn")
+            else:
+                settings["knn"] = require_int("knn", settings["knn"], 1)
+        super().configure_retrieval(**settings)  # checks every setting before it sets one
+        self._knn_rule = rule
+        if rule:
+            self.knn = self._code_knn()
+
     def describe(self) -> dict[str, object]:
         llm_free = self.llm is None
         return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
@@ -231,6 +356,8 @@ class GAAMAMemory(MemorySystem):
                 "extraction_attempts": self.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
+                "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
+                "trim": self.trim,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
                 **self.gate.describe()}
 
@@ -299,7 +426,8 @@ class GAAMAMemory(MemorySystem):
         chunk ``r`` of every conversation in one batch, so each chunk sees the concepts the
         earlier chunks of its conversation created."""
         built = [self._episodes(d) for d in dialogues]
-        chunks = [chunk_turns(turns, self.chunk_tokens) for _, turns, _ in built]
+        chunks = [chunk_turns(turns, self.chunk_tokens, self.chunk_token_rule)
+                  for _, turns, _ in built]
         turn_emb = [self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
         for r in range(max((len(c) for c in chunks), default=0)):
             todo = [i for i, c in enumerate(chunks) if r < len(c)]
@@ -309,15 +437,22 @@ class GAAMAMemory(MemorySystem):
                 first = turns.index(chunk[0])
                 chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
                 older = [turns[j] for j in range(first)
-                         if float(turn_emb[i][j] @ chunk_emb) >= self.context_cosine][-5:]
+                         if self._context_sim(float(turn_emb[i][j] @ chunk_emb))
+                         >= self.context_cosine][-5:]
                 known = [g.text[c] for c in g.concepts.values()]
                 if known:
                     cos = self.encoder.encode(known) @ chunk_emb
                     known = [k for k, v in zip(known, cos.tolist(), strict=True)
-                             if v >= self.context_cosine]
+                             if self._context_sim(v) >= self.context_cosine]
+                # the code also shows the facts already derived from those older messages
+                # (services/ltm_creator.py, "existing_facts"); context_facts=false: ours before
+                older_ids = {t.dia_id for t in older}
+                older_facts = ([g.text[f] for f, k in enumerate(g.kind)
+                                if k == FACT and older_ids.intersection(g.covers[f])]
+                               if self.context_facts else [])
                 requests.append(fact_request(chunk, f"{d.speaker_a} and {d.speaker_b}",
                                              [k.replace(" ", "_") for k in known], older,
-                                             self.max_tokens))
+                                             self.max_tokens, older_facts=older_facts))
                 contexts.append(chunk)
             ids = [[t.dia_id for t in chunk] for chunk in contexts]
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
@@ -327,6 +462,11 @@ class GAAMAMemory(MemorySystem):
                 self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
         self._reflections(dialogues, [b[0] for b in built])
         return [b[0] for b in built]
+
+    def _context_sim(self, cos: float) -> float:
+        """A cosine on the ``similarity`` scale the context threshold reads (the code's
+        (1 + cos) / 2: its 0.75 admits cos >= 0.5)."""
+        return (1.0 + cos) / 2.0 if self.similarity == "code" else cos
 
     def _add_facts(self, d: Dialogue, built, chunk_ids: list[str], res, requests, r: int) -> None:
         g, turns, episodes = built
@@ -404,32 +544,42 @@ class GAAMAMemory(MemorySystem):
     def scores(self, block: _Block, query_emb: torch.Tensor,
                similarity: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(score [N, B], candidates [N, B])`` of one conversation's nodes for ``B`` questions
-        (steps 1-4 of the module docstring); ``similarity`` ``[N, B]`` replaces the cosine
-        everywhere it enters (``fused_seeds``)."""
+        (steps 1-4 of the module docstring); ``similarity`` ``[N, B]`` replaces the similarity
+        everywhere it enters (``fused_seeds``: the fused score, used as it is, not rescaled)."""
         n = len(block.kind)
-        cos = (cosine_scores(block.x, query_emb) if similarity is None
-               else similarity).to(torch.float64)  # [N, B]
+        if similarity is None:
+            cos = cosine_scores(block.x, query_emb).to(torch.float64)  # [N, B]
+            sim = code_similarity(cos) if self.similarity == "code" else cos
+        else:
+            sim = similarity.to(torch.float64)
+        order = sim.sort(dim=0, descending=True, stable=True).indices  # ties: lower node
         k = min(self.seeds, n)
-        top = cos.sort(dim=0, descending=True, stable=True).indices[:k]  # ties: lower node
-        seed_mask = torch.zeros_like(cos, dtype=torch.bool).scatter_(0, top, True)
-        seed_weight = torch.where(seed_mask, cos.clamp_min(0.0), torch.zeros_like(cos))
+        seed_mask = torch.zeros_like(sim, dtype=torch.bool).scatter_(0, order[:k], True)
+        seed_weight = torch.where(seed_mask, sim.clamp_min(0.0), torch.zeros_like(sim))
         seed_weight = torch.where(seed_weight.sum(0, keepdim=True) > 0, seed_weight,
-                                  seed_mask.to(cos.dtype))  # all seeds non-positive: uniform
-        cand = neighbourhood(block.edge_index, n, seed_mask, self.depth)
+                                  seed_mask.to(sim.dtype))  # all seeds non-positive: uniform
+        hood = neighbourhood(block.edge_index, n, seed_mask, self.depth)
+        if self.candidates == "code":
+            # the code's candidates: its nearest knn nodes plus the seeds' neighbourhood
+            near = torch.zeros_like(seed_mask).scatter_(0, order[:min(self.knn, n)], True)
+            cand = hood | near
+        else:  # our earlier reading: the neighbourhood alone; "graph-only" = every non-seed
+            near, cand = seed_mask, hood
         per_type = torch.tensor([self.reflection_edge_weight if t == "DERIVED_FROM_FACT"
                                  else self.edge_weight for t in EDGE_TYPES], dtype=torch.float64,
-                                device=cos.device)
+                                device=sim.device)
         weight = per_type[block.edge_type]
-        ppr = personalised_pagerank(block.edge_index, weight, n, seed_weight, cand,
+        # PageRank walks the seeds' neighbourhood (the code's expanded edges); 0 elsewhere
+        ppr = personalised_pagerank(block.edge_index, weight, n, seed_weight, hood,
                                     alpha=self.alpha, max_iter=self.max_iter, tol=self.tol,
                                     hub_dampening=self.hub_dampening,
                                     hub_degree=self.hub_degree)
-        if self.graph_only_cosine == "zero":
-            cos = torch.where(seed_mask, cos, torch.zeros_like(cos))
-        low = torch.finfo(cos.dtype).min
-        max_cos = cos.masked_fill(~cand, low).amax(dim=0, keepdim=True)
+        if self.graph_only_cosine == "zero":  # the code: no similarity outside its nearest set
+            sim = torch.where(near, sim, torch.zeros_like(sim))
+        low = torch.finfo(sim.dtype).min
+        max_sim = sim.masked_fill(~cand, low).amax(dim=0, keepdim=True)
         max_ppr = ppr.masked_fill(~cand, low).amax(dim=0, keepdim=True)
-        score = (self.cosine_weight * cos / max_cos.where(max_cos > 0, torch.ones_like(max_cos))
+        score = (self.cosine_weight * sim / max_sim.where(max_sim > 0, torch.ones_like(max_sim))
                  + self.ppr_weight * ppr / max_ppr.where(max_ppr > 0, torch.ones_like(max_ppr)))
         return score.masked_fill(~cand, float("-inf")), cand
 
@@ -472,8 +622,8 @@ class GAAMAMemory(MemorySystem):
         return torch.where((rows >= 0).any(dim=1)[:, None], taken, cos)
 
     def _pack(self, block: _Block, ranked: list[tuple[int, float]]) -> list[RetrievedItem]:
-        """Step 5: the per-type budgets, facts then episodes by time, trimmed to ``max_words``;
-        returned in score order."""
+        """Step 5: the per-type budgets, episodes by time, trimmed to ``max_words`` (``trim``:
+        the code's proportional trim, or facts first); returned in score order."""
         budget = {FACT: self.max_facts, REFLECTION: self.max_reflections,
                   EPISODE: self.max_episodes, CONCEPT: 0}
         taken: dict[str, list[tuple[int, float]]] = {FACT: [], REFLECTION: [], EPISODE: []}
@@ -481,15 +631,24 @@ class GAAMAMemory(MemorySystem):
             k = block.kind[r]
             if budget[k] > len(taken.get(k, [])) and k in taken:
                 taken[k].append((r, s))
-        pack = taken[FACT] + taken[REFLECTION] + sorted(taken[EPISODE],
-                                                        key=lambda rs: block.timestamp[rs[0]])
-        kept, words = [], 0
-        for r, s in pack:
-            n = len(block.text[r].split())
-            if words + n > self.max_words:
-                break
-            words += n
-            kept.append((r, s))
+        by_time = sorted(taken[EPISODE], key=lambda rs: block.timestamp[rs[0]])
+        kept: list[tuple[int, float]] = []
+        if self.trim == "code":
+            lists = {"facts": taken[FACT], "reflections": taken[REFLECTION],
+                     "episodes": by_time}
+            words = {r: len(block.text[r].split()) for kind in lists.values() for r, _ in kind}
+            budgets = {"facts": self.max_facts, "reflections": self.max_reflections,
+                       "skills": self.max_skills, "episodes": self.max_episodes}
+            for part in trim_code(lists, words, budgets, self.max_words).values():
+                kept.extend(part)
+        else:  # our earlier reading: facts first, then whatever episodes fit
+            words_used = 0
+            for r, s in taken[FACT] + taken[REFLECTION] + by_time:
+                n = len(block.text[r].split())
+                if words_used + n > self.max_words:
+                    break
+                words_used += n
+                kept.append((r, s))
         kept.sort(key=lambda rs: (-rs[1], rs[0]))
         out = []
         for r, s in kept:

@@ -7,8 +7,9 @@ generate_structured` (one repair round per garbled reply).
 * :func:`chunk_turns`: a conversation's turns in chunks of about ``chunk_tokens`` tokens.
 * :func:`fact_requests` / :func:`parse_facts`: per chunk, atomic standalone facts (people named,
   relative dates resolved), each with its source message ids and 1-3 snake_case concepts, and
-  1-3 concepts per message. The context holds the concepts already known with cosine >= 0.75 to
-  the chunk (so labels are reused) and the older messages that similar.
+  1-3 concepts per message. The context holds the concepts already known with similarity >= 0.75
+  to the chunk (so labels are reused), the older messages that similar and the facts already
+  derived from them (the code's (1 + cos) / 2 scale by default: cos >= 0.5).
 * :func:`reflection_requests` / :func:`parse_reflections`: higher-level reflections over groups
   of facts, each citing the facts it follows from.
 
@@ -71,16 +72,26 @@ class ExtractedFact:
     concepts: tuple[str, ...]
 
 
-#: GAAMA's code budgets text in words at 4/3 tokens per word.
-TOKENS_PER_WORD = 4 / 3
+#: GAAMA's code counts one token per word of an event's speaker and text (gaama
+#: ``services/orchestrator.py``, ``_estimate_event_tokens``:
+#: ``len((actor + " " + content).split())``); the 4/3 tokens per word we used before is a rule
+#: of thumb of ours, not the code's.
+TOKEN_RULES = ("code", "four_thirds")
 
 
-def chunk_turns(turns: Sequence[Turn], chunk_tokens: int = 500) -> list[list[Turn]]:
-    """Consecutive turns in chunks of about ``chunk_tokens`` tokens (:data:`TOKENS_PER_WORD`)."""
+def chunk_turns(turns: Sequence[Turn], chunk_tokens: int = 500,
+                token_rule: str = "code") -> list[list[Turn]]:
+    """Consecutive turns in chunks of at most ``chunk_tokens`` tokens (a turn is never split;
+    a chunk holds at least one). ``token_rule``: ``"code"`` counts the words of speaker and text,
+    as GAAMA's code does; ``"four_thirds"`` 4/3 tokens per word of the text (ours before)."""
+    if token_rule not in TOKEN_RULES:
+        raise ValueError(f"memory.chunk_token_rule must be one of {TOKEN_RULES}, got "
+                         f"{token_rule!r}")
     chunks: list[list[Turn]] = []
     size = 0.0
     for t in turns:
-        n = len(t.content.split()) * TOKENS_PER_WORD
+        n = (max(1, len(f"{t.speaker} {t.content}".split())) if token_rule == "code"
+             else len(t.content.split()) * 4 / 3)
         if not chunks or size + n > chunk_tokens:
             chunks.append([])
             size = 0.0
@@ -94,10 +105,17 @@ def _messages(chunk: Sequence[Turn]) -> str:
 
 
 def fact_request(chunk: Sequence[Turn], speakers: str, known_concepts: Sequence[str],
-                 older: Sequence[Turn], max_tokens: int) -> ChatRequest:
+                 older: Sequence[Turn], max_tokens: int,
+                 older_facts: Sequence[str] = ()) -> ChatRequest:
+    """The fact request of one chunk: its messages, and as context the older messages similar
+    to it, the facts already derived from them (``older_facts``, as the code's
+    ``existing_facts``) and the known concepts."""
     context = ""
     if older:
         context += "\nEarlier messages, for reference only:\n" + _messages(older) + "\n"
+    if older_facts:
+        context += ("\nFacts already known from those messages (do not repeat them):\n"
+                    + "\n".join(f"- {f}" for f in older_facts) + "\n")
     if known_concepts:
         context += "\nKnown concepts: " + ", ".join(known_concepts) + "\n"
     user = FACT_PROMPT.format(speakers=speakers, messages=_messages(chunk), context=context)

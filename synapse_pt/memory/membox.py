@@ -11,18 +11,30 @@ r"""Membox (public code nnnoidea/Membox, ``membox.py``) in the same harness: ``m
   first keyword) and its events: LLM-free, the box's sentences of at least ``min_event_words``
   content words (greetings and thanks are not events) with first and second person replaced by
   the speakers' names.
-* **Trace Weaver** links events across boxes: each event of a new box goes to the trace holding
-  its most similar stored event when that cosine is at least ``trace_threshold`` (0.5; the code
-  then asks an LLM, LLM-free accepts all), otherwise it starts a trace.
-* **Retrieval**: the cosine of the question with each box's embedding (content + events +
-  keywords), the top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the boxes;
-  ``mode="trace"`` (Membox-Trace, the code's default) follows each box with the timestamped events
-  of the first trace holding one of its events. Every item lists the LoCoMo turns it covers.
+* **Trace Weaver** (``weave="code"``, ``membox.py`` ``TraceLinker.run``) links events across
+  boxes: each event of a new box names as candidate the trace holding its most similar stored
+  event, when that cosine is at least ``trace_threshold`` (0.5); each candidate trace is then
+  verified against *all* of the box's events (the code: one LLM call per candidate trace, a
+  failed call joining them all; LLM-free, the stated rule "an event joins when its best cosine to
+  that trace is >= trace_threshold"), so an event may join several traces. The events that join
+  none become new traces: the code groups them into chains by an LLM call; LLM-free, a box's
+  unmatched events form one chain (``unmatched="chain"``). ``weave="per_event"`` /
+  ``unmatched="single"`` keep our earlier reading (each event to at most its best candidate, one
+  new trace per unmatched event).
+* **Retrieval**: the cosine of the question with each box's embedding (content + events + topic
+  phrase + keywords, the code's ``content_event_topic_kw``; ``index_topic=False``: without the
+  topic, ours before), the top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the
+  boxes; ``mode="trace"`` (Membox-Trace, the code's default) follows each box, in rank order,
+  with the timestamped events of the first trace holding one of its events, and as the code's
+  ``_build_trace_contexts`` leaves out a box whose trace was already shown or that has none
+  (``trace_context="every_box"``: every box, traces repeated, ours before). Every item lists the
+  LoCoMo turns it covers.
 
 With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``membox-llm``) asks the model
 instead (:mod:`synapse_pt.memory.membox_llm`): the Topic Loom decision for every turn the rule
 does not decide, the keywords, topic and events of each box (an event then covers its box's
-turns), and which candidate events join which trace.
+turns), the verification of each candidate trace and the grouping of unmatched events into
+chains.
 """
 
 from __future__ import annotations
@@ -40,7 +52,7 @@ from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
-from synapse_pt.models.structured import generate_structured
+from synapse_pt.models.structured import StructuredOutputError, generate_structured
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
@@ -51,16 +63,29 @@ from .gate import build_gate
 from .membox_llm import (
     MemboxFailure,
     box_request,
+    chain_request,
     loom_request,
     parse_box,
+    parse_chains,
     parse_loom,
+    parse_verify,
     parse_weave,
+    verify_request,
     weave_request,
 )
 
 log = logging.getLogger(__name__)
 
 MODES = ("compact", "trace")
+#: ``"code"``: each candidate trace verified against all of the box's events (an event may join
+#: several traces), the unmatched events grouped into chains (``membox.py`` ``TraceLinker.run``);
+#: ``"per_event"``: each event to at most its best candidate trace, one trace per unmatched
+#: event (our earlier reading).
+WEAVES = ("code", "per_event")
+#: ``"code"``: boxes in rank order, each followed by its trace, a box whose trace was already
+#: shown (or that has none) left out (``_build_trace_contexts``); ``"every_box"``: every top box
+#: followed by its trace, traces repeated (ours before).
+TRACE_CONTEXTS = ("code", "every_box")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
@@ -80,10 +105,14 @@ class Box:
     def content(self) -> str:
         return "\n".join(self.lines)
 
-    def index_text(self) -> str:
-        """What the box is embedded as: content, then events, then keywords (as the code)."""
-        return "\n".join([self.content, *(e for e, _, _ in self.events),
-                          ", ".join(self.keywords)])
+    def index_text(self, topic: bool = True) -> str:
+        """What the box is embedded as: content, then events, then the topic phrase and the
+        keywords (the code's ``content_event_topic_kw``); ``topic=False`` leaves the topic out
+        (ours before issue 30)."""
+        tail = ", ".join(self.keywords)
+        if topic and self.topic:
+            tail = f"{self.topic} {tail}".strip()
+        return "\n".join([self.content, *(e for e, _, _ in self.events), tail])
 
 
 def topic_boundaries(session_emb: torch.Tensor, threshold: float) -> list[bool]:
@@ -116,6 +145,14 @@ class MemboxMemory(MemorySystem):
         k: boxes per question (code: 5).
         boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
+        weave: ``"code"`` (verification per candidate trace with all the box's events) or
+            ``"per_event"`` (ours before: each event to at most its best candidate).
+        unmatched: LLM-free, what the events that join no trace become: ``"chain"`` (the
+            box's unmatched events together as one new trace, our stated rule standing in for
+            the code's LLM grouping) or ``"single"`` (one trace per event, ours before).
+        trace_context: ``"code"`` (a box whose trace was already shown, or without one, is left
+            out) or ``"every_box"`` (ours before).
+        index_topic: the topic phrase in the box's index text (code) or not (ours before).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         max_tokens: LLM build: completion budget of a box extraction and of a weave (ours).
@@ -126,13 +163,14 @@ class MemboxMemory(MemorySystem):
     """
 
     name = "membox"
-    retrieval_fields = ("mode", "k", "tau_gate")
+    retrieval_fields = ("mode", "k", "trace_context", "tau_gate")
     int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
-                 min_event_words: int = 4, max_tokens: int = 512,
+                 min_event_words: int = 4, max_tokens: int = 512, weave: str = "code",
+                 unmatched: str = "chain", trace_context: str = "code", index_topic: bool = True,
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
@@ -142,6 +180,13 @@ class MemboxMemory(MemorySystem):
         for key, value in (("k", k), ("min_event_words", min_event_words),
                            ("max_tokens", max_tokens)):
             require_int(key, value, self.int_minimums[key])
+        for key, value, allowed in (("weave", weave, WEAVES),
+                                    ("unmatched", unmatched, ("chain", "single")),
+                                    ("trace_context", trace_context, TRACE_CONTEXTS)):
+            if value not in allowed:
+                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+        self.weave, self.unmatched, self.trace_context = weave, unmatched, trace_context
+        self.index_topic = bool(index_topic)
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{min_keywords}, {max_keywords}")
@@ -152,7 +197,7 @@ class MemboxMemory(MemorySystem):
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
         self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
         self.failures: list[MemboxFailure] = []
-        self.extraction_attempts = 0  # LLM requests of the build (loom, box, weave) sent
+        self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains, weave)
         self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
                                  turn_template=turn_template, device=device)
         self.tau_gate = tau_gate
@@ -162,9 +207,10 @@ class MemboxMemory(MemorySystem):
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.boxes: list[Box] = []
         self.box_emb: torch.Tensor | None = None
-        # traces: per trace, its events as (box index, event index); an event's trace
+        # traces: per trace, its events as (box index, event index); an event's traces (several
+        # under weave="code")
         self.traces: list[list[tuple[int, int]]] = []
-        self.event_trace: dict[tuple[int, int], int] = {}
+        self.event_traces: dict[tuple[int, int], list[int]] = {}
         self._event_emb: dict[tuple[int, int], torch.Tensor] = {}
         self.ingest_seconds = 0.0
 
@@ -175,7 +221,9 @@ class MemboxMemory(MemorySystem):
                 "extraction_attempts": self.extraction_attempts,
                 "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
-                "trace_threshold": self.trace_threshold, "turn_template": self.renderer.template,
+                "trace_threshold": self.trace_threshold, "weave": self.weave,
+                "unmatched": self.unmatched, "trace_context": self.trace_context,
+                "index_topic": self.index_topic, "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
     # ---------------------------------------------------------------------------- ingest
@@ -189,7 +237,7 @@ class MemboxMemory(MemorySystem):
         else:
             self._seal_llm(groups)
         new = self.boxes[first:]
-        emb = self.encoder.encode([b.index_text() for b in new]).to(self.device)
+        emb = self.encoder.encode([b.index_text(self.index_topic) for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
         self._weave(first)
         if self.fused is not None:
@@ -274,46 +322,187 @@ class MemboxMemory(MemorySystem):
                                   [(e, covers, turns[0].timestamp) for e in events]))
 
     def _weave(self, first: int) -> None:
-        """Trace Weaver over the boxes from ``first`` on, in order: each new event's candidate is
-        the trace of its most similar stored event at or above ``trace_threshold``; LLM-free, every
-        candidate is accepted; with an LLM, the model links events to candidate traces (one
-        request per box, the boxes of all conversations round by round)."""
+        """Trace Weaver over the boxes from ``first`` on, in order, the boxes of all
+        conversations round by round (``weave``: the code's, or ``"per_event"``)."""
         per_conv: dict[str, list[int]] = {}
         for b in range(first, len(self.boxes)):
             per_conv.setdefault(self.boxes[b].sample_id, []).append(b)
         for r in range(max((len(v) for v in per_conv.values()), default=0)):
             batch = [v[r] for v in per_conv.values() if r < len(v)]
-            plans = [self._candidates(b) for b in batch]
-            links: list[dict[int, int] | None] = [None] * len(batch)
-            if self.llm is not None:
-                asks = [(j, self._weave_request(b, plan)) for j, (b, plan)
-                        in enumerate(zip(batch, plans, strict=True)) if plan[1]]
-                results = generate_structured(self.llm, [a for _, a in asks],
-                                              parse=parse_weave) if asks else []
-                self.extraction_attempts += len(asks)
-                for (j, _), res in zip(asks, results, strict=True):
-                    allowed = set(plans[j][1].values())
-                    if res.ok:
-                        links[j] = {e: t for e, t in res.value
-                                    if t in allowed and 0 <= e < len(self.boxes[batch[j]].events)}
-                    else:
-                        box = self.boxes[batch[j]]
-                        self._fail("weave", box.sample_id, box.turns[0].dia_id,
-                                   res.error or "unreadable")
-                        links[j] = {}
-            for b, (emb, candidate), link in zip(batch, plans, links, strict=True):
-                for ei in range(len(self.boxes[b].events)):
-                    key = (b, ei)
-                    if link is None and ei in candidate:  # LLM-free: accept the candidate
-                        trace = candidate[ei]
-                    elif link is not None and ei in link:
-                        trace = link[ei]
-                    else:
-                        trace = len(self.traces)
-                        self.traces.append([])
-                    self.traces[trace].append(key)
-                    self.event_trace[key] = trace
-                    self._event_emb[key] = emb[ei]
+            if self.weave == "code":
+                self._weave_code(batch)
+            else:
+                self._weave_per_event(batch)
+
+    def _new_trace(self, keys: Sequence[tuple[int, int]]) -> None:
+        self.traces.append([])
+        self._join(len(self.traces) - 1, keys)
+
+    def _join(self, trace: int, keys: Sequence[tuple[int, int]]) -> None:
+        for key in keys:
+            self.traces[trace].append(key)
+            self.event_traces.setdefault(key, []).append(trace)
+
+    def _trace_sims(self, b: int) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+        """The new box's event embeddings ``[E, d]``, the ids of its conversation's traces and
+        ``[T, E]``: each trace's best cosine to each event (the code's ``trace_best``)."""
+        box = self.boxes[b]
+        emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
+        ids = [t for t, keys in enumerate(self.traces)
+               if keys and self.boxes[keys[0][0]].sample_id == box.sample_id]
+        if not ids:
+            return emb, [], torch.empty(0, len(box.events))
+        sims = torch.stack([cosine_scores(torch.stack([self._event_emb[k]
+                                                       for k in self.traces[t]]), emb).amax(0)
+                            for t in ids])
+        return emb, ids, sims
+
+    def _weave_code(self, batch: list[int]) -> None:
+        """The code's Trace Weaver (``membox.py`` ``TraceLinker.run``) for one box per
+        conversation. Each event's candidate is the trace holding its most similar event (ties:
+        the older trace), kept at cosine >= ``trace_threshold``; each candidate trace is then
+        verified against *all* the box's events, so an event may join several traces: by the LLM
+        (one call per candidate trace; a failed call joins them all, counted) or, LLM-free, by
+        the stated rule "an event joins a candidate trace when its best cosine to that trace is
+        >= trace_threshold". The events that join no trace become new traces: grouped into chains
+        by the LLM (one call; a single event needs none), or LLM-free by ``unmatched``."""
+        plans = []
+        for b in batch:
+            box = self.boxes[b]
+            if not box.events:
+                plans.append(None)
+                continue
+            emb, ids, sims = self._trace_sims(b)
+            for ei in range(len(box.events)):
+                self._event_emb[(b, ei)] = emb[ei]
+            selected: list[int] = []
+            if ids:
+                best = sims.max(dim=0)  # first maximum: the older trace
+                selected = sorted({ids[int(best.indices[e])] for e in range(len(box.events))
+                                   if float(best.values[e]) >= self.trace_threshold})
+            plans.append((ids, sims, selected))
+        joined: dict[int, dict[int, list[int]]] = {}  # box -> trace -> event numbers
+        if self.llm is None:
+            for b, plan in zip(batch, plans, strict=True):
+                if plan is None:
+                    continue
+                ids, sims, selected = plan
+                joined[b] = {t: [e for e in range(sims.shape[1])
+                                 if float(sims[ids.index(t), e]) >= self.trace_threshold]
+                             for t in selected}
+        else:
+            asks = [(b, t) for b, plan in zip(batch, plans, strict=True) if plan
+                    for t in plan[2]]
+            requests = [verify_request(self._trace_lines(t),
+                                       [e for e, _, _ in self.boxes[b].events], self.max_tokens)
+                        for b, t in asks]
+            results = generate_structured(self.llm, requests,
+                                          parse=lambda text: parse_verify(text, None)
+                                          ) if requests else []
+            self.extraction_attempts += len(requests)
+            for (b, t), res in zip(asks, results, strict=True):
+                n = len(self.boxes[b].events)
+                related = None
+                if res.ok:
+                    try:
+                        related = parse_verify(res.responses[-1].text, n)
+                    except StructuredOutputError as err:  # named and counted below
+                        res.error = str(err)
+                if related is None:  # the code: an unreadable verdict joins every event
+                    self._fail("verify", self.boxes[b].sample_id,
+                               f"{self.boxes[b].turns[0].dia_id} -> trace {t}",
+                               res.error or "unreadable")
+                    related = list(range(n))
+                joined.setdefault(b, {})[t] = related
+        leftovers: list[tuple[int, list[int]]] = []
+        for b, plan in zip(batch, plans, strict=True):
+            if plan is None:
+                continue
+            for t, events in sorted(joined.get(b, {}).items()):
+                self._join(t, [(b, e) for e in events])
+            matched = {e for events in joined.get(b, {}).values() for e in events}
+            rest = [e for e in range(len(self.boxes[b].events)) if e not in matched]
+            if rest:
+                leftovers.append((b, rest))
+        self._unmatched(leftovers)
+
+    def _unmatched(self, leftovers: list[tuple[int, list[int]]]) -> None:
+        """New traces from each box's unmatched events (see :meth:`_weave_code`)."""
+        ask = [(b, rest) for b, rest in leftovers if self.llm is not None and len(rest) > 1]
+        chains: dict[int, list[list[int]]] = {}
+        if ask:
+            requests = [chain_request([self.boxes[b].events[e][0] for e in rest],
+                                      self.max_tokens) for b, rest in ask]
+            results = generate_structured(self.llm, requests,
+                                          parse=lambda text: parse_chains(text, None))
+            self.extraction_attempts += len(requests)
+            for (b, rest), res in zip(ask, results, strict=True):
+                groups = None
+                if res.ok:
+                    try:
+                        groups = parse_chains(res.responses[-1].text, len(rest))
+                    except StructuredOutputError as err:  # named and counted below
+                        res.error = str(err)
+                if groups is None:  # counted; each event its own trace (the code drops them)
+                    self._fail("chains", self.boxes[b].sample_id, self.boxes[b].turns[0].dia_id,
+                               res.error or "unreadable")
+                    groups = [[i] for i in range(len(rest))]
+                chains[b] = [[rest[i] for i in g] for g in groups]
+        for b, rest in leftovers:
+            if b in chains:
+                groups = chains[b]
+            elif len(rest) == 1 or self.unmatched == "single":
+                groups = [[e] for e in rest]
+            else:  # LLM-free stated rule: a box's unmatched events form one chain
+                groups = [rest]
+            for g in groups:
+                self._new_trace([(b, e) for e in g])
+
+    def _trace_lines(self, trace: int) -> list[str]:
+        """A trace's events as the code shows them to the LLM: ``"{date}: {event}"``."""
+        out = []
+        for bb, ei in self.traces[trace]:
+            text, _, stamp = self.boxes[bb].events[ei]
+            out.append(f"{stamp.day} {stamp:%B %Y}: {text}")
+        return out
+
+    def _weave_per_event(self, batch: list[int]) -> None:
+        """Our earlier reading: each new event's candidate is the trace of its most similar
+        stored event at or above ``trace_threshold``; LLM-free, every candidate is accepted;
+        with an LLM, the model links events to candidate traces (one request per box)."""
+        plans = [self._candidates(b) for b in batch]
+        links: list[dict[int, int] | None] = [None] * len(batch)
+        if self.llm is not None:
+            asks = [(j, self._weave_request(b, plan)) for j, (b, plan)
+                    in enumerate(zip(batch, plans, strict=True)) if plan[1]]
+            results = generate_structured(self.llm, [a for _, a in asks],
+                                          parse=parse_weave) if asks else []
+            self.extraction_attempts += len(asks)
+            for (j, _), res in zip(asks, results, strict=True):
+                allowed = set(plans[j][1].values())
+                if res.ok:
+                    links[j] = {e: t for e, t in res.value
+                                if t in allowed and 0 <= e < len(self.boxes[batch[j]].events)}
+                else:
+                    box = self.boxes[batch[j]]
+                    self._fail("weave", box.sample_id, box.turns[0].dia_id,
+                               res.error or "unreadable")
+                    links[j] = {}
+        for b, (emb, candidate), link in zip(batch, plans, links, strict=True):
+            for ei in range(len(self.boxes[b].events)):
+                key = (b, ei)
+                if link is None and ei in candidate:  # LLM-free: accept the candidate
+                    self._join(candidate[ei], [key])
+                elif link is not None and ei in link:
+                    self._join(link[ei], [key])
+                else:
+                    self._new_trace([key])
+                self._event_emb[key] = emb[ei]
+
+    @property
+    def event_trace(self) -> dict[tuple[int, int], int]:
+        """Each event's first (oldest) trace."""
+        return {key: min(traces) for key, traces in self.event_traces.items()}
 
     def _candidates(self, b: int) -> tuple[torch.Tensor, dict[int, int]]:
         """The new box's event embeddings and ``{event: candidate trace}``: the trace of its
@@ -322,11 +511,12 @@ class MemboxMemory(MemorySystem):
         if not box.events:
             return torch.empty(0), {}
         emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
-        stored = [key for key in self.event_trace if self.boxes[key[0]].sample_id == box.sample_id]
+        stored = [key for key in self.event_traces
+                  if self.boxes[key[0]].sample_id == box.sample_id]
         if not stored:
             return emb, {}
         best = cosine_scores(torch.stack([self._event_emb[k] for k in stored]), emb).max(dim=0)
-        return emb, {ei: self.event_trace[stored[int(best.indices[ei])]]
+        return emb, {ei: min(self.event_traces[stored[int(best.indices[ei])]])
                      for ei in range(len(box.events))
                      if float(best.values[ei]) >= self.trace_threshold}
 
@@ -363,15 +553,21 @@ class MemboxMemory(MemorySystem):
         items: list[list[RetrievedItem]] = []
         for j in range(len(questions)):
             row = []
+            shown: set[int] = set()
             for b, s in zip(ranked.indices[:k, j].tolist(), ranked.values[:k, j].tolist(),
                             strict=True):
                 if s == float("-inf"):
                     continue
+                if self.mode == "compact":
+                    row.append(self._box_item(b, s))
+                    continue
+                trace = self._first_trace(b)
+                if self.trace_context == "code" and (trace is None or trace in shown):
+                    continue  # the code: a box without a trace, or whose trace is shown, is out
                 row.append(self._box_item(b, s))
-                if self.mode == "trace":
-                    trace = self._first_trace(b)
-                    if trace is not None:
-                        row.append(self._trace_item(trace, s))
+                if trace is not None:
+                    shown.add(trace)
+                    row.append(self._trace_item(trace, s))
             items.append(row)
         top = ranked.values[0]
         c_ret = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).float().cpu()
@@ -391,7 +587,10 @@ class MemboxMemory(MemorySystem):
         return taken.amax(dim=1)
 
     def _first_trace(self, b: int) -> int | None:
-        traces = [self.event_trace[(b, ei)] for ei in range(len(self.boxes[b].events))]
+        """The oldest trace holding one of the box's events (the code's first trace whose
+        ``box_ids`` hold the box)."""
+        traces = [t for ei in range(len(self.boxes[b].events))
+                  for t in self.event_traces.get((b, ei), [])]
         return min(traces) if traces else None
 
     def _box_item(self, b: int, score: float) -> RetrievedItem:

@@ -7,12 +7,21 @@ code, and go through the project's LLM interface, response cache and
   one; "Yes" (same topic, extends the box), "No" or "Partially Shifted" (both close it).
 * :func:`box_request` / :func:`parse_box`: 3-8 keywords, one topic phrase, the explicit events and
   plans of a sealed box.
-* :func:`weave_request` / :func:`parse_weave`: which new events join which candidate trace.
+* :func:`verify_request` / :func:`parse_verify`: the code's Trace Weaver verification, one call
+  per candidate trace with all of the new box's events: which of them continue that trace (so an
+  event may join several traces).
+* :func:`chain_request` / :func:`parse_chains`: the code's grouping of the events that joined no
+  trace into new chains (each a new trace) and isolated events.
+* :func:`weave_request` / :func:`parse_weave`: our earlier reading (``memory.weave=per_event``):
+  one call per box linking each event to at most one candidate trace.
 
 A reply that stays unreadable after the repair round is a counted :class:`MemboxFailure` (named in
 the log and in ``describe()["extraction_failures"]``): a failed Topic Loom decision closes the
-box, a failed box extraction leaves the box without keywords and events, a failed weave starts
-new traces. None is turned into a silent success.
+box, a failed box extraction leaves the box without keywords and events, a failed verification
+joins all of the box's events to that trace (as the code's ``_llm_event_filter`` does when its
+reply does not parse), a failed grouping gives each unmatched event its own trace (the code
+creates none: its events would be lost), a failed per-event weave starts new traces. None is
+turned into a silent success.
 """
 
 from __future__ import annotations
@@ -52,6 +61,25 @@ Existing event traces (each a storyline of related events):
 Which new events continue which trace? Link an event only when it is part of the same storyline.
 Answer with JSON only, in this form: {{"links": [{{"event": 0, "trace": 3}}]}} (an empty list when
 none is)."""
+
+VERIFY_PROMPT = """An existing event trace (a storyline, oldest first):
+{trace}
+
+New events, numbered:
+{events}
+
+Which new events continue this storyline: the same activity carried forward (its progress,
+outcome or a direct consequence, next in time or cause), not merely a similar topic? The others
+start something new, run in parallel, or concern another matter.
+Answer with JSON only, in this form: {{"related": [0, 2], "unrelated": [1]}}"""
+
+CHAIN_PROMPT = """Events from one part of a conversation, numbered:
+{events}
+
+Group them into storylines: the main chain of events that belong together (by time, cause or
+theme, in logical order), any further chains, and the events that fit no chain.
+Answer with JSON only, in this form:
+{{"chains": [[0, 2], [1]], "isolated": [3]}} (the main chain first)."""
 
 LOOM_ANSWERS = ("yes", "no", "partially shifted")
 _LOOM = re.compile(r"\b(partially shifted|yes|no)\b", re.IGNORECASE)
@@ -136,3 +164,67 @@ def parse_weave(text: str) -> list[tuple[int, int]]:
             raise StructuredOutputError(f"link {i}: needs integer 'event' and 'trace'")
         out.append((link["event"], link["trace"]))
     return out
+
+
+def verify_request(trace_lines: Sequence[str], events: Sequence[str],
+                   max_tokens: int = 256) -> ChatRequest:
+    """The verification of one candidate trace (its events, ``"{date}: {event}"``) against all
+    of a new box's events."""
+    listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+    return ChatRequest((("system", SYSTEM), ("user", VERIFY_PROMPT.format(
+        trace="\n".join(trace_lines) or "None", events=listed))), max_tokens=max_tokens)
+
+
+def _indices(value: object, key: str, n: int | None) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                              for i in value):
+        raise StructuredOutputError(f"'{key}' must be a list of event numbers")
+    if n is None:  # the shape only (the batch's repair round)
+        return list(dict.fromkeys(value))
+    bad = [i for i in value if not 0 <= i < n]
+    if bad:
+        raise StructuredOutputError(f"'{key}' names events {bad}; there are {n}")
+    return list(dict.fromkeys(value))
+
+
+def parse_verify(text: str, n: int | None) -> list[int]:
+    """The numbers of the events (of ``n``) that continue the trace. As the code, a reply that
+    names no event at all (neither related nor unrelated) joins them all. ``n=None`` checks the
+    reply's shape only (then "all" is an empty list)."""
+    value = parse_json_reply(text)
+    if not isinstance(value, dict) or "related" not in value:
+        raise StructuredOutputError('expected {"related": [...], "unrelated": [...]}')
+    related = _indices(value["related"], "related", n)
+    unrelated = _indices(value.get("unrelated", []), "unrelated", n)
+    if not related and not unrelated:
+        return list(range(n or 0))
+    return [i for i in related if i not in set(unrelated)]
+
+
+def chain_request(events: Sequence[str], max_tokens: int = 256) -> ChatRequest:
+    """The grouping of a box's unmatched events into chains."""
+    listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+    return ChatRequest((("system", SYSTEM), ("user", CHAIN_PROMPT.format(events=listed))),
+                       max_tokens=max_tokens)
+
+
+def parse_chains(text: str, n: int | None) -> list[list[int]]:
+    """The new traces from a reply to :func:`chain_request`, as the code builds them: every
+    non-empty chain, in order; with no chain, the isolated events together as one; then each
+    isolated event no chain used on its own. An event the reply leaves out gets its own trace
+    (ours: the code would drop it). An event in two chains stays in both. ``n=None`` checks the
+    reply's shape only."""
+    value = parse_json_reply(text)
+    if not isinstance(value, dict) or not isinstance(value.get("chains", []), list):
+        raise StructuredOutputError('expected {"chains": [[...]], "isolated": [...]}')
+    chains = [_indices(c, "chains", n) for c in value.get("chains", [])]
+    chains = [c for c in chains if c]
+    isolated = _indices(value.get("isolated", []), "isolated", n)
+    if not chains and not isolated:
+        raise StructuredOutputError("the reply groups no event")
+    out = chains or [isolated]
+    if chains:
+        used = {i for c in chains for i in c}
+        out += [[i] for i in isolated if i not in used]
+    named = {i for c in out for i in c}
+    return out + [[i] for i in range(n or 0) if i not in named]

@@ -112,7 +112,10 @@ def check_fixed_schema(path: Path) -> pa.Schema:
 def test_predictions_schema_in_retrieval_mode(retrieval_run) -> None:
     folder, _ = retrieval_run
     schema = check_fixed_schema(folder / "predictions.parquet")
-    metric_cols = schema.names[len(PREDICTION_COLUMNS):]
+    # the run's build comes first (issue 30: a row read on its own names its build)
+    assert schema.names[len(PREDICTION_COLUMNS)] == "build"
+    assert schema.field("build").type == pa.string()
+    metric_cols = schema.names[len(PREDICTION_COLUMNS) + 1:]
     assert metric_cols == ["recall@5", "recall@10", "recall@30", "recall@500tok",
                            "recall@1000tok", "recall@2000tok", *PEERS]
     assert all(schema.field(c).type == pa.float64() for c in metric_cols)
@@ -128,7 +131,8 @@ def test_predictions_schema_in_retrieval_mode(retrieval_run) -> None:
 def test_predictions_schema_in_qa_mode_with_judge(qa_run) -> None:
     folder, _, llm = qa_run
     schema = check_fixed_schema(folder / "predictions.parquet")
-    metric_cols = schema.names[len(PREDICTION_COLUMNS):]
+    assert schema.names[len(PREDICTION_COLUMNS)] == "build"
+    metric_cols = schema.names[len(PREDICTION_COLUMNS) + 1:]
     assert metric_cols == ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
                            "n_judge_failures", "recall@5", "recall@10", "recall@30",
                            "recall@500tok", "recall@1000tok", "recall@2000tok", *PEERS]

@@ -464,8 +464,10 @@ def test_eval_settings_are_validated_with_the_key_named(field, value, message) -
 
 @pytest.mark.parametrize(("style", "instruction"), [
     ("shared", "Answer with a short phrase taken from the memory."),
-    ("gaama", "Answer in one or two short paragraphs; prefer a direct answer."),
-    ("membox", "Answer in less than 5-6 words."),
+    ("gaama", "Answer in one or two short paragraphs, directly and specifically."),
+    ("membox", "Keep the answer under 5-6 words."),
+    ("gaama_line", "Answer in one or two short paragraphs; prefer a direct answer."),
+    ("membox_line", "Answer in less than 5-6 words."),
 ])
 def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction: str) -> None:
     from synapse_pt.eval.prompts import ANSWER_STYLES
@@ -480,6 +482,14 @@ def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction:
     assert all(other not in prompt for k, other in ANSWER_STYLES.items() if k != style)
     with pytest.raises(ValueError, match="eval.answer_style"):
         dataclasses.replace(QA, answer_style="verbose")
+    request = next(r for r in llm.requests if question_of(r) == question)
+    if style == "gaama":  # the code's budget: 512 tokens, no newline stop; memory in sections
+        assert request.max_tokens == 512 and not request.stop
+        assert "## Episodes (in time order)" in prompt and "count each distinct" in prompt
+    else:
+        assert request.max_tokens == QA.max_answer_tokens
+    if style == "membox":  # relative dates turned into dates for every question
+        assert "Turn every relative time" in prompt
 
 
 def test_category5_options_only_when_the_flag_is_on(ds: Dataset) -> None:

@@ -183,7 +183,8 @@ def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> Non
     res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a and b", "c", "d"], ["a", "c", "x"],
                         categories=[1, 4, 5], n_runs=2, protocol="gaama")
     assert res.mean[0] == pytest.approx(0.75) and res.std[0] == pytest.approx(0.25)
-    assert math.isnan(res.mean[1]) and res.n_failures[1] == 2  # unreadable: counted, not 0
+    # unreadable: counted, and scored 0 as GAAMA's code does (was NaN, left out, before #30)
+    assert res.mean[1] == 0.0 and res.n_failures[1] == 2
     assert res.skipped[2] and res.n_failures[2] == 0  # category 5 not judged
     assert all("fraction of the key facts covered" in p for p in llm.prompts)
     assert COVERAGE_PROMPT.split("\n")[0] in llm.prompts[0]
@@ -277,3 +278,62 @@ def test_judge_skip_categories_per_protocol() -> None:
     assert tuple(judge_skip_categories(None, "gaama")) == ()
     # BEAM's abstention questions carry a rubric ("declines...") and are judged like the rest
     assert tuple(judge_skip_categories(3, "beam_rubric")) == ()
+
+
+def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> None:
+    """GAAMA's ``_compute_hypothesis_reward`` returns reward 0.0 when its reply cannot be parsed,
+    and that 0 enters the mean. By hand, two runs: Q1 0.5 then garbled -> labels [0.5, 0] (mean
+    0.25, std 0.25, one failure); Q2 garbled twice -> mean 0 (two failures). ``unreadable="drop"``
+    keeps our earlier reading: Q1 0.5 over its one readable run, Q2 NaN; the counts are the same."""
+    from synapse_pt.eval.scorers.judge import unreadable_scores_zero
+
+    class Garbled:
+        backend, model = "scripted", "garbled"
+
+        def generate(self, requests):
+            out = []
+            for r in requests:
+                prompt = r.messages[-1][1]
+                ok = "Q1" in prompt and r.seed == 0
+                out.append(ChatResponse('{"score": 0.5}' if ok else "no idea", 1, 1, 0.0,
+                                        model="garbled"))
+            return out
+
+    res = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
+                        categories=[1, 2], n_runs=2, protocol="gaama")
+    assert res.unreadable_scored_zero
+    np.testing.assert_allclose(res.labels, [[0.5, 0.0], [0.0, 0.0]])
+    assert res.mean[0] == pytest.approx(0.25) and res.std[0] == pytest.approx(0.25)
+    assert res.mean[1] == 0.0
+    np.testing.assert_array_equal(res.n_failures, [1, 2])
+    np.testing.assert_allclose(res.run_accuracy(), [0.25, 0.0])
+
+    dropped = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
+                            categories=[1, 2], n_runs=2, protocol="gaama", unreadable="drop")
+    assert not dropped.unreadable_scored_zero
+    assert dropped.mean[0] == pytest.approx(0.5) and math.isnan(dropped.mean[1])
+    np.testing.assert_array_equal(dropped.n_failures, [1, 2])
+
+    # the other protocols leave an unreadable reply out unless told to score it 0
+    assert not unreadable_scores_zero("mem0") and unreadable_scores_zero("gaama")
+    assert unreadable_scores_zero("mem0", "zero") and not unreadable_scores_zero("gaama", "drop")
+    with pytest.raises(ValueError, match="unreadable"):
+        unreadable_scores_zero("gaama", "sometimes")
+    judge = ScriptedJudge({(0, "Q"): "no label here"})
+    mem0 = judge_answers(judge, ["Q"], ["a"], ["a"], categories=[1], n_runs=1)
+    assert math.isnan(mem0.mean[0]) and mem0.n_failures[0] == 1
+    zero = judge_answers(judge, ["Q"], ["a"], ["a"], categories=[1], n_runs=1, unreadable="zero")
+    assert zero.mean[0] == 0.0 and zero.n_failures[0] == 1
+
+
+def test_judge_unreadable_setting_reaches_the_summary() -> None:
+    from synapse_pt.eval.pipeline import EvalSettings, judge_summary
+
+    with pytest.raises(ValueError, match="judge_unreadable"):
+        EvalSettings(judge_unreadable="maybe")
+    judge = ScriptedJudge({(0, "Q"): "no label here", (0, "R"): '{"label": "CORRECT"}'})
+    res = judge_answers(judge, ["Q", "R"], ["a", "b"], ["a", "b"], categories=[1, 1], n_runs=1,
+                        unreadable="zero")
+    summary = judge_summary(res, [1, 1])
+    assert summary["judge_failures"] == 1.0 and summary["judge_unreadable_scored_zero"] == 1.0
+    assert summary["judge_accuracy_run0"] == pytest.approx(0.5)

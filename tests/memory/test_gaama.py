@@ -10,7 +10,17 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.gaama import CONCEPT, EPISODE, FACT, GAAMAMemory, concept_label
+from synapse_pt.memory.gaama import (
+    CONCEPT,
+    EDGE_TYPES,
+    EPISODE,
+    FACT,
+    GAAMAMemory,
+    _Block,
+    code_similarity,
+    concept_label,
+    trim_code,
+)
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import split_sentences
@@ -53,27 +63,40 @@ def test_concept_labels_are_snake_case() -> None:
 
 
 def plain_scores(memory, block, query_emb, b):
-    """Steps 1-4 for one question with networkx (seeds, ego graphs, pagerank) and lists."""
+    """Steps 1-4 for one question with networkx (seeds, ego graphs, pagerank) and lists, under
+    the memory's similarity scale and candidate rule."""
     n = len(block.kind)
     # the cosines as the memory computes them (one float32 product; a float64 product ranks
     # near-tied hashed embeddings differently on some BLAS builds): the graph part is the test
     cos = cosine_scores(block.x, query_emb)[:, b].double().tolist()
-    seeds = sorted(range(n), key=lambda i: -cos[i])[: memory.seeds]
+    sim = [(1 + c) / 2 for c in cos] if memory.similarity == "code" else cos
+    ranked = sorted(range(n), key=lambda i: -sim[i])
+    seeds = ranked[: memory.seeds]
     G = nx.DiGraph()
     G.add_nodes_from(range(n))
     G.add_edges_from(block.edge_index.T.tolist(), weight=memory.edge_weight)
-    cand = set()
+    hood = set()
     for s in seeds:
-        cand |= set(nx.ego_graph(G, s, radius=memory.depth).nodes)
-    weights = {i: max(cos[i], 0.0) if i in seeds else 0.0 for i in cand}
-    ppr = nx.pagerank(G.subgraph(cand), alpha=memory.alpha, personalization=weights,
+        hood |= set(nx.ego_graph(G, s, radius=memory.depth).nodes)
+    near = set(ranked[: memory.knn]) if memory.candidates == "code" else set(seeds)
+    cand = hood | near if memory.candidates == "code" else hood
+    weights = {i: max(sim[i], 0.0) if i in seeds else 0.0 for i in hood}
+    ppr = nx.pagerank(G.subgraph(hood), alpha=memory.alpha, personalization=weights,
                       weight="weight", tol=1e-12, max_iter=1000)
-    max_cos = max(cos[i] for i in cand)
+    if memory.graph_only_cosine == "zero":
+        sim = [v if i in near else 0.0 for i, v in enumerate(sim)]
+    max_sim = max(sim[i] for i in cand)
     max_ppr = max(ppr.values())
-    return {i: cos[i] / max_cos + 0.1 * ppr[i] / max_ppr for i in cand}
+    return {i: sim[i] / max_sim + 0.1 * ppr.get(i, 0.0) / max_ppr for i in cand}
 
 
-def test_scores_equal_a_plain_networkx_computation(conv, memory) -> None:
+@pytest.mark.parametrize(("similarity", "candidates", "knn"),
+                         [("code", "code", 20), ("code", "code", None),
+                          ("cosine", "neighbourhood", None), ("cosine", "code", 12)])
+def test_scores_equal_a_plain_networkx_computation(conv, similarity, candidates, knn) -> None:
+    memory = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=8, similarity=similarity,
+                         candidates=candidates, knn=knn)
+    memory.ingest([conv])
     block = memory.blocks[conv.sample_id]
     questions = [blind(q) for q in conv.questions[:5]]
     query_emb = ENC.encode([q.question for q in questions])
@@ -86,21 +109,136 @@ def test_scores_equal_a_plain_networkx_computation(conv, memory) -> None:
         assert bool(torch.isinf(score[~cand[:, b], b]).all())
 
 
+def _tiny_block() -> tuple[_Block, torch.Tensor]:
+    """Four episodes in 2-d: cosines to the question (1, 0) of 1, 0, -1 and 0.6; one NEXT edge
+    0 <-> 1 (both directions); node 3 unconnected."""
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.6, 0.8]])
+    edges = torch.tensor([[0, 1], [1, 0]])
+    nxt = EDGE_TYPES.index("NEXT")
+    block = _Block("s", [EPISODE] * 4, ["a", "b", "c", "d"], [("D1:1",), ("D1:2",), ("D1:3",),
+                                                              ("D1:4",)],
+                   [None] * 4, [None] * 4, edges, torch.tensor([nxt, nxt]), x)
+    return block, torch.tensor([[1.0, 0.0]])
+
+
+def test_similarity_scaled_score_by_hand() -> None:
+    """One seed (node 0), depth 1, PageRank from node 0 on {0, 1} with restart 0.4: p0 = 0.4 +
+    0.6 p1, p1 = 0.6 p0, so p0 = 0.625, p1 = 0.375 (p1 / p0 = 0.6).
+
+    * code scale (1 + cos) / 2: sims 1, 0.5, 0, 0.8. Nearest knn=3 = {0, 3, 1}, plus the
+      neighbourhood {0, 1}: candidates {0, 1, 3}. Scores: node 0 1/1 + 0.1 = 1.1; node 1
+      0.5 + 0.1 * 0.6 = 0.56; node 3 (no PageRank) 0.8; node 2 not a candidate.
+    * raw cosine, neighbourhood only: candidates {0, 1}; node 1 0 + 0.06 = 0.06.
+    * code scale with graph_only_cosine=zero and knn=1: node 1 is graph-only, its similarity 0:
+      0.06; with knn=2 (nearest {0, 3}) still graph-only; with knn=3 it is in the nearest set.
+    """
+    block, q = _tiny_block()
+    m = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=1, depth=1, knn=3)
+    score, cand = m.scores(block, q)
+    assert cand[:, 0].tolist() == [True, True, False, True]
+    assert score[:, 0].tolist()[0] == pytest.approx(1.1)
+    assert float(score[1, 0]) == pytest.approx(0.56)
+    assert float(score[3, 0]) == pytest.approx(0.8)
+    old = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=1, depth=1, similarity="cosine",
+                      candidates="neighbourhood")
+    score, cand = old.scores(block, q)
+    assert cand[:, 0].tolist() == [True, True, False, False]
+    assert float(score[1, 0]) == pytest.approx(0.06)
+    for knn, want in ((1, 0.06), (2, 0.06), (3, 0.56)):
+        zero = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=1, depth=1, knn=knn,
+                           graph_only_cosine="zero")
+        assert float(zero.scores(block, q)[0][1, 0]) == pytest.approx(want)
+    assert code_similarity(torch.tensor([-1.0, 0.0, 0.5])).tolist() == [0.0, 0.5, 0.75]
+    # the code's nearest set: max(2 * (60 + 20 + 5 + 80), 2 * 40) = 330 nodes
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).knn == 330
+
+
+def test_knn_follows_a_sweep_of_the_budgets_under_the_code_rule() -> None:
+    """``knn=null`` is the code's rule, max(2 * pack budgets, 2 * seeds), also when a sweep changes
+    the budgets or seeds on an ingested memory; a given knn stays until set back to null. By
+    hand: max_facts 10 -> 2 * (10 + 20 + 5 + 80) = 230; seeds 200 -> max(230, 400) = 400."""
+    m = GAAMAMemory(ENC, KeywordConceptExtractor())
+    m.configure_retrieval(max_facts=10)
+    assert m.knn == 230
+    m.configure_retrieval(seeds=200)
+    assert m.knn == 400
+    m.configure_retrieval(knn=50)
+    m.configure_retrieval(max_facts=60, seeds=40)
+    assert m.knn == 50
+    m.configure_retrieval(knn=None)
+    assert m.knn == 330
+    with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
+        m.configure_retrieval(knn=0)
+    m.configure_retrieval(max_facts=10)  # the refused knn=0 left the code's rule in place
+    assert m.knn == 230
+    with pytest.raises(ValueError, match=r"memory.max_skills must be an integer >= 0"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), max_skills=-1)
+    with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), knn=-3)
+
+
 def test_graph_only_candidates_get_cosine_zero_as_in_the_code(conv) -> None:
-    m = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, graph_only_cosine="zero")
+    """The code gives nodes reached only through the graph (outside its nearest set) similarity
+    0; the nearest set keeps its similarity."""
+    m = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10, graph_only_cosine="zero")
     m.ingest([conv])
     block = m.blocks[conv.sample_id]
     q = ENC.encode([conv.questions[0].question])
     score, cand = m.scores(block, q)
-    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4)
+    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10)
     ref.ingest([conv])
     real, _ = ref.scores(ref.blocks[conv.sample_id], q)
-    cos = (block.x @ q[0]).double()
-    seeds = set(cos.sort(descending=True, stable=True).indices[:4].tolist())
-    graph_only = [i for i in cand[:, 0].nonzero().flatten().tolist() if i not in seeds]
+    cos = cosine_scores(block.x, q)[:, 0].double()
+    near = set(cos.sort(descending=True, stable=True).indices[:10].tolist())
+    graph_only = [i for i in cand[:, 0].nonzero().flatten().tolist() if i not in near]
     assert graph_only
     assert all(float(score[i, 0]) <= 0.1 + 1e-9 for i in graph_only)  # the PPR term only
     assert any(float(real[i, 0]) > 0.1 for i in graph_only)
+    for i in near:  # the nearest set keeps its similarity under either
+        assert float(score[i, 0]) == pytest.approx(float(real[i, 0]))
+
+
+def test_trim_code_by_hand() -> None:
+    """A pack over budget, GAAMA's proportional trim worked by hand. Budgets 60 / 20 / 5 / 80
+    (total 165): target shares facts 60/165 = 0.364, episodes 80/165 = 0.485.
+
+    Example 1: facts f1..f3 of 20 words (score order), episodes e1..e3 of 10 words; 60 words max.
+      90 words: facts 60/90 / 0.364 = 1.83 > episodes 30/90 / 0.485 = 0.69 -> drop f3 (the last);
+      70 words: facts 40/70 / 0.364 = 1.57 > episodes 0.88 -> drop f2; 50 words: done.
+      Kept: f1 and every episode (the facts-first reading would keep f1-f3 and no episode).
+    Example 2: one fact of 10 words, episodes e1..e4 of 20 words with scores 0.9, 0.2, 0.5, 0.7
+      (time order); 50 words max.
+      90: facts 10/90 / 0.364 = 0.31 < episodes 80/90 / 0.485 = 1.83 -> drop the lowest-scored
+      episode e2; 70: facts 0.39 < episodes 1.77 -> drop e3 (0.5); 50: done. Kept f1, e1, e4.
+    """
+    budgets = {"facts": 60, "reflections": 20, "skills": 5, "episodes": 80}
+    words = {1: 20, 2: 20, 3: 20, 11: 10, 12: 10, 13: 10}
+    facts = [(1, 0.9), (2, 0.8), (3, 0.7)]
+    episodes = [(11, 0.1), (12, 0.95), (13, 0.3)]
+    out = trim_code({"facts": facts, "episodes": episodes}, words, budgets, 60)
+    assert out == {"facts": [(1, 0.9)], "reflections": [], "skills": [], "episodes": episodes}
+
+    words = {1: 10, 11: 20, 12: 20, 13: 20, 14: 20}
+    episodes = [(11, 0.9), (12, 0.2), (13, 0.5), (14, 0.7)]
+    out = trim_code({"facts": [(1, 0.3)], "episodes": episodes}, words, budgets, 50)
+    assert out["facts"] == [(1, 0.3)] and out["episodes"] == [(11, 0.9), (14, 0.7)]
+    # a pack under the limit is left alone
+    assert trim_code({"facts": facts}, {1: 20, 2: 20, 3: 20}, budgets, 60)["facts"] == facts
+
+
+def test_code_trim_keeps_episodes_by_score_not_by_time(conv) -> None:
+    """60 facts and 80 episodes over 1,000 words: the code's trim keeps episodes from the whole
+    conversation (the best-scored), the facts-first reading only the earliest that fit."""
+    code = GAAMAMemory(ENC, KeywordConceptExtractor(), max_words=120)
+    ours = GAAMAMemory(ENC, KeywordConceptExtractor(), max_words=120, trim="facts_first")
+    for m in (code, ours):
+        m.ingest([conv])
+    q = [blind(conv.questions[0])]
+    a, b = code.retrieve(q).items[0], ours.retrieve(q).items[0]
+    assert sum(len(it.text.split()) for it in a) <= 120
+    assert sum(len(it.text.split()) for it in b) <= 120
+    kinds_a = [it.kind for it in a]
+    assert kinds_a.count("episodic") > 0 and kinds_a.count(FACT) > 0  # both types keep a share
 
 
 def test_pack_budgets_and_word_trim(conv) -> None:

@@ -3,6 +3,8 @@ against the sessions, the Trace Weaver and the retrieval against plain loops on 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 import torch
 
@@ -52,7 +54,12 @@ def test_boxes_cover_every_turn_once_and_never_straddle_a_session(conv, memory) 
     assert len(memory.boxes) >= len(sessions)  # a new session always closes the box
 
 
-def test_trace_weaver_equals_a_plain_loop(conv, memory) -> None:
+def test_per_event_weaver_equals_a_plain_loop(conv) -> None:
+    """Our earlier reading (weave=per_event): each event to the trace of its most similar stored
+    event when >= 0.5, else a new trace of its own."""
+    memory = MemboxMemory(ENC, KeywordConceptExtractor(), boundary_threshold=0.2,
+                          weave="per_event")
+    memory.ingest([conv])
     stored: list[tuple[torch.Tensor, int]] = []  # (event embedding, trace)
     traces = 0
     expected = {}
@@ -71,24 +78,98 @@ def test_trace_weaver_equals_a_plain_loop(conv, memory) -> None:
     assert memory.event_trace == expected
 
 
+def test_code_weaver_equals_a_plain_loop(conv, memory) -> None:
+    """The code's weave, LLM-free: per event the trace holding its most similar event (ties:
+    the older trace) is a candidate when >= 0.5; each candidate trace takes every event of the
+    box whose best cosine to that trace is >= 0.5 (so an event may join several); the events
+    that join none form one new trace (the stated rule for the code's LLM grouping)."""
+    traces: list[list[tuple[int, int]]] = []
+    emb_of: dict[tuple[int, int], torch.Tensor] = {}
+    for b, box in enumerate(memory.boxes):
+        if not box.events:
+            continue
+        emb = ENC.encode([e for e, _, _ in box.events])
+        for ei in range(len(box.events)):
+            emb_of[(b, ei)] = emb[ei]
+        best_of = {t: [max(float(emb_of[k] @ emb[ei]) for k in keys)
+                       for ei in range(len(box.events))] for t, keys in enumerate(traces)}
+        selected = set()
+        for ei in range(len(box.events)):
+            if best_of:
+                top = max(best_of, key=lambda t: (best_of[t][ei], -t))
+                if best_of[top][ei] >= 0.5:
+                    selected.add(top)
+        matched = set()
+        for t in sorted(selected):
+            joins = [ei for ei in range(len(box.events)) if best_of[t][ei] >= 0.5]
+            traces[t].extend((b, ei) for ei in joins)
+            matched.update(joins)
+        rest = [ei for ei in range(len(box.events)) if ei not in matched]
+        if rest:
+            traces.append([(b, ei) for ei in rest])
+    assert memory.traces == traces
+
+
+def test_unmatched_events_of_a_box_form_one_chain_by_hand() -> None:
+    """Box 0's two events are unrelated (cos 0) and there is no trace yet: under unmatched=chain
+    they form one trace, under single one trace each. Box 1's event (cos 1 with "walk") then
+    joins the trace holding "walk": the one chain, or walk's own trace."""
+    from synapse_pt.memory.membox import Box
+
+    def events_box(texts):
+        return Box("s", [], [], ["k"], "t", [(t, ("D1:1",), datetime(2023, 5, 8))
+                                             for t in texts])
+
+    class Fixed(HashingEncoder):
+        """Unit vectors by hand: "walk" and "run" orthogonal."""
+
+        def encode(self, texts):
+            table = {"walk": [1.0, 0.0], "run": [0.0, 1.0], "walk more": [1.0, 0.0]}
+            return torch.tensor([table[t] for t in texts])
+
+    for unmatched, want in (("chain", [[(0, 0), (0, 1), (1, 0)]]),
+                            ("single", [[(0, 0), (1, 0)], [(0, 1)]])):
+        m = MemboxMemory(Fixed(2), KeywordConceptExtractor(), unmatched=unmatched)
+        m.boxes = [events_box(["walk", "run"]), events_box(["walk more"])]
+        m._weave(0)
+        assert m.traces == want, unmatched
+
+
 def test_retrieval_top_boxes_and_trace_mode(conv, memory) -> None:
     questions = [blind(q) for q in conv.questions[:6]]
-    memory.configure_retrieval(mode="trace", k=2)
+    memory.configure_retrieval(mode="trace", k=3)
     trace = memory.retrieve(questions)
-    memory.configure_retrieval(mode="compact")
+    memory.configure_retrieval(trace_context="every_box")
+    every = memory.retrieve(questions)
+    memory.configure_retrieval(mode="compact", k=2, trace_context="code")
     compact = memory.retrieve(questions)
     box_emb = ENC.encode([b.index_text() for b in memory.boxes])
     for j, q in enumerate(questions):
         cos = (box_emb @ ENC.encode([q.question])[0]).tolist()
-        want = sorted(range(len(cos)), key=lambda b: (-cos[b], b))[:2]
-        assert [it.node_id for it in compact.items[j]] == [f"B:{b}" for b in want]
+        want = sorted(range(len(cos)), key=lambda b: (-cos[b], b))
+        assert [it.node_id for it in compact.items[j]] == [f"B:{b}" for b in want[:2]]
         assert [it.covers for it in compact.items[j]] == [
-            tuple(t.dia_id for t in memory.boxes[b].turns) for b in want]
-        kinds = [it.kind for it in trace.items[j]]
-        assert kinds[0] == "box" and set(kinds) <= {"box", "trace"}
-        assert [it.node_id for it in trace.items[j] if it.kind == "box"] == [
-            f"B:{b}" for b in want]
+            tuple(t.dia_id for t in memory.boxes[b].turns) for b in want[:2]]
+        # the code's trace context: rank order, each box then its first trace; a box whose
+        # trace was shown, or without one, left out
+        expected, shown = [], set()
+        for b in want[:3]:
+            first = min((t for ei in range(len(memory.boxes[b].events))
+                         for t in memory.event_traces[(b, ei)]), default=None)
+            if first is None or first in shown:
+                continue
+            shown.add(first)
+            expected += [f"B:{b}", f"T:{first}"]
+        assert [it.node_id for it in trace.items[j]] == expected
+        assert [it.node_id for it in every.items[j] if it.kind == "box"] == [
+            f"B:{b}" for b in want[:3]]
         assert float(compact.c_ret[j]) == pytest.approx(cos[want[0]], abs=1e-5)
+
+
+def test_index_text_carries_the_topic_phrase(memory) -> None:
+    box = memory.boxes[0]
+    assert box.index_text().endswith(f"{box.topic} {', '.join(box.keywords)}")
+    assert box.index_text(topic=False).endswith(", ".join(box.keywords))
 
 
 def test_bad_settings_are_named() -> None:
@@ -96,6 +177,9 @@ def test_bad_settings_are_named() -> None:
         MemboxMemory(ENC, KeywordConceptExtractor(), mode="verbose")
     with pytest.raises(ValueError, match="memory.k"):
         MemboxMemory(ENC, KeywordConceptExtractor(), k=0)
+    for key in ("weave", "unmatched", "trace_context"):
+        with pytest.raises(ValueError, match=f"memory.{key}"):
+            MemboxMemory(ENC, KeywordConceptExtractor(), **{key: "sometimes"})
 
 
 def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:

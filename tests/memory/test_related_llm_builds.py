@@ -105,3 +105,103 @@ def test_box_replies_of_placeholders_are_unreadable() -> None:
         parse_box('{"keywords": ["..."], "topic": "...", "events": ["..."]}')
     with pytest.raises(StructuredOutputError, match="'keywords'"):
         parse_box('{"keywords": [], "topic": "pets"}')
+
+
+def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
+    """The code's context threshold 0.75 reads (1 + cos) / 2, i.e. cos >= 0.5, and the facts
+    already derived from the older messages join the context (its ``existing_facts``). With
+    context_cosine=0 on the code scale every older message with cos >= -1 qualifies (all): the
+    prompts show earlier messages and their facts; context_facts=false leaves the facts out."""
+    llm = ScriptedLLM()
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0)
+    memory.ingest([conv])
+    prompts = [r.messages[1][1] for r in llm.requests
+               if "Write the atomic facts" in r.messages[1][1]]
+    assert any("Facts already known from those messages" in p for p in prompts)
+    assert memory._context_sim(0.5) == 0.75 and memory._context_sim(-1.0) == 0.0
+    plain = ScriptedLLM()
+    ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
+                       similarity="cosine", context_facts=False)
+    ours.ingest([conv])
+    assert ours._context_sim(0.5) == 0.5
+    assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
+
+
+def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
+    """The code counts len((speaker + " " + text).split()) tokens per message; 4/3 per word of
+    the text was ours. By hand on three messages of 3, 5 and 2 words from "Ann" (4, 6, 3 tokens
+    under the code's rule): chunks of at most 10 tokens are [m1, m2], [m3]; under 4/3
+    (4, 6.67, 2.67) [m1], [m2, m3]."""
+    from datetime import datetime
+
+    from synapse_pt.data.records import Turn
+    from synapse_pt.memory.gaama_llm import chunk_turns
+
+    turns = [Turn("s", f"D1:{i}", "Ann", text, 1, i, datetime(2023, 5, 8))
+             for i, text in enumerate(["one two three", "a b c d e", "x y"], start=1)]
+    assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10)] == [["D1:1", "D1:2"],
+                                                                       ["D1:3"]]
+    assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10, "four_thirds")] == [
+        ["D1:1"], ["D1:2", "D1:3"]]
+    with pytest.raises(ValueError, match="chunk_token_rule"):
+        chunk_turns(turns, 10, "chars")
+
+
+def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(conv) -> None:
+    """The code's weave with a scripted model: one verification call per candidate trace with all
+    the box's events (the script relates event 0 only), one grouping call per box with two or
+    more unmatched events (the script chains events 0 and 1, the rest isolated)."""
+    llm = ScriptedLLM()
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory.ingest([conv])
+    prompts = [r.messages[1][1] for r in llm.requests]
+    verify = [p for p in prompts if "Which new events continue this storyline" in p]
+    chains = [p for p in prompts if "Group them into storylines" in p]
+    assert verify and chains and memory.describe()["extraction_failures"] == 0
+    first = memory.boxes[0]
+    if len(first.events) >= 2:  # the first box has no trace to join: its events are grouped
+        assert memory.traces[0][:2] == [(0, 0), (0, 1)]
+    # every verification shows all of its box's events, numbered
+    for p in verify:
+        listed = p.split("New events, numbered:\n")[1].split("\n\n")[0].splitlines()
+        assert [line.split(". ", 1)[0] for line in listed] == [str(i) for i in range(len(listed))]
+    # with every trace a candidate (threshold -1) and event 0 related to each, event 0 of a later
+    # box joins several traces when there are several
+    assert any(len(ts) > 1 for ts in memory.event_traces.values())
+
+
+def test_membox_garbled_verification_joins_all_events_and_is_counted(conv) -> None:
+    clean = ScriptedLLM()
+    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0).ingest([conv])
+    asked = next(r.messages[1][1] for r in clean.requests
+                 if "Which new events continue this storyline" in r.messages[1][1])
+    marker = asked.split("New events, numbered:\n")[1].split("\n")[0]
+    llm = ScriptedLLM(garble=marker)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory.ingest([conv])
+    failed = [f for f in memory.failures if f.stage == "verify"]
+    assert failed and all("repair reply" in f.error for f in failed)
+    assert memory.describe()["extraction_failures"] == len(memory.failures)
+    # a failed verification joins every event of its box to that trace (the code's rule)
+    b = next(i for i, box in enumerate(memory.boxes)
+             if any(marker.split(". ", 1)[1] == e for e, _, _ in box.events))
+    trace = int(failed[0].where.rsplit(" ", 1)[1])
+    assert all((b, ei) in memory.traces[trace] for ei in range(len(memory.boxes[b].events)))
+
+
+def test_membox_verify_and_chain_replies_parsed_by_hand() -> None:
+    from synapse_pt.memory.membox_llm import parse_chains, parse_verify
+    from synapse_pt.models.structured import StructuredOutputError
+
+    assert parse_verify('{"related": [2, 0], "unrelated": [1]}', 3) == [2, 0]
+    assert parse_verify('{"related": [], "unrelated": []}', 3) == [0, 1, 2]  # the code: all
+    assert parse_verify('{"related": [], "unrelated": [0, 1, 2]}', 3) == []
+    with pytest.raises(StructuredOutputError, match="names events"):
+        parse_verify('{"related": [5]}', 3)
+    with pytest.raises(StructuredOutputError):
+        parse_verify("no json", 3)
+    # chains first, then isolated events no chain used, then events the reply left out
+    assert parse_chains('{"chains": [[0, 2], []], "isolated": [1, 2]}', 4) == [[0, 2], [1], [3]]
+    assert parse_chains('{"chains": [], "isolated": [1, 0]}', 2) == [[1, 0]]
+    with pytest.raises(StructuredOutputError, match="groups no event"):
+        parse_chains('{"chains": [], "isolated": []}', 2)

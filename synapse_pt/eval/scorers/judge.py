@@ -12,8 +12,9 @@ Here:
   run), and each question gets the mean and the spread of its labels over the runs;
 * :func:`parse_judge_label` accepts a JSON object with a ``label`` key (any case, fenced or not),
   else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
-* an unparseable reply is a **failure**: NaN in that run, counted in ``n_failures``; never silently
-  WRONG;
+* an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; under
+  ``"mem0"``, ``"realtalk"`` and ``"beam_rubric"`` it is NaN in that run (left out, never silently
+  WRONG), under ``"gaama"`` it scores 0 as GAAMA's code does (``unreadable`` chooses; see below);
 * category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
   phrase rule instead.
 
@@ -22,6 +23,12 @@ description): the judge lists the reference answer's key facts and scores the fr
 covers, 0-1, extra information not penalised (:data:`COVERAGE_PROMPT`,
 :func:`parse_coverage_score`); the per-question value is that fraction, averaged over runs.
 GAAMA reports it over categories 1-4 only, which the default ``skip_categories`` already gives.
+An unreadable reply under ``"gaama"`` scores **0** by default, as GAAMA's code does
+(gaama ``evals/locomo/locomo_eval.py``, ``_compute_hypothesis_reward``: after its retries fail it
+returns ``reward 0.0``, which enters the mean); ``unreadable="drop"`` keeps our earlier reading
+(NaN, left out of the mean). Either way the reply is counted in ``n_failures``. Two differences
+from that code remain and are stated here: it retries a reply that is not JSON up to three times
+(we ask once) and it clips a reward outside [0, 1] (we count such a reply as unreadable).
 
 ``protocol="realtalk"`` is the LLM score REALTALK's authors report beside LoCoMo's official F1
 (danny911kr/REALTALK ``eval_memory/qa_tool.py``, ``gpt_score``): the judge gives the prediction a
@@ -53,11 +60,27 @@ import numpy as np
 
 from synapse_pt.models.llm.base import LLM, ChatRequest
 
-__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "RUBRIC_PROMPT",
-           "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
-           "parse_coverage_score", "parse_judge_label", "parse_rubric_verdict"]
+__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREADABLE",
+           "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
+           "parse_coverage_score", "parse_judge_label", "parse_rubric_verdict",
+           "unreadable_scores_zero"]
 
 JUDGE_PROTOCOLS = ("mem0", "gaama", "realtalk", "beam_rubric")
+
+# What an unreadable judge reply counts as: "protocol" (the protocol's own rule: 0 under "gaama",
+# as its code scores it; left out elsewhere), "zero" (always 0) or "drop" (always left out, NaN; our
+# earlier reading of "gaama"). It is counted in ``n_failures`` under every choice.
+JUDGE_UNREADABLE = ("protocol", "zero", "drop")
+
+
+def unreadable_scores_zero(protocol: str, unreadable: str = "protocol") -> bool:
+    """Whether an unreadable reply scores 0 (``True``) or is left out (``False``) under
+    ``protocol`` and the ``unreadable`` choice (:data:`JUDGE_UNREADABLE`)."""
+    if unreadable not in JUDGE_UNREADABLE:
+        raise ValueError(f"judge unreadable must be one of {JUDGE_UNREADABLE}, got {unreadable!r}")
+    if unreadable == "protocol":
+        return protocol == "gaama"  # gaama evals/locomo/locomo_eval.py: a failed parse is 0.0
+    return unreadable == "zero"
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -219,13 +242,15 @@ class JudgeResult:
 
     Attributes:
         labels: ``[R, B]``: 1.0 CORRECT, 0.0 WRONG (``"gaama"``: the covered fraction), NaN for a
-            failure or a skipped question.
+            skipped question and for a failure unless ``unreadable_scored_zero`` (then 0.0).
         mean: ``[B]``: mean label over the runs that parsed (NaN if none did or skipped).
         std: ``[B]``: population standard deviation (ddof = 0) over the runs that parsed.
-        n_failures: ``[B]``: runs whose reply could not be parsed.
+        n_failures: ``[B]``: runs whose reply could not be parsed (scored 0 or left out).
         skipped: ``[B]`` bool: questions not judged (category in ``skip_categories``).
         replies: ``[R][B]`` raw reply texts (``None`` for skipped questions).
         seeds: the seed of each run.
+        unreadable_scored_zero: whether a failure scored 0 (in ``labels`` and the means) rather
+            than being left out.
     """
 
     labels: np.ndarray
@@ -235,6 +260,7 @@ class JudgeResult:
     skipped: np.ndarray
     replies: list[list[str | None]]
     seeds: list[int]
+    unreadable_scored_zero: bool = False
 
     @property
     def total_failures(self) -> int:
@@ -266,6 +292,7 @@ def judge_answers(
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
+    unreadable: str = "protocol",
 ) -> JudgeResult:
     """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
 
@@ -280,11 +307,16 @@ def judge_answers(
             ``"realtalk"`` (a correctness score in [0, 1]) or ``"beam_rubric"`` (share of the
             rubric's items satisfied).
         rubrics: per question, its rubric items (``"beam_rubric"`` only).
+        unreadable: what an unreadable reply counts as (:data:`JUDGE_UNREADABLE`): the
+            protocol's rule (``"protocol"``: 0 under ``"gaama"``, GAAMA's code; left out
+            elsewhere), ``"zero"`` or ``"drop"``. Counted in ``n_failures`` either way; under
+            ``"beam_rubric"`` with 0, an unreadable item counts as not satisfied.
 
     Raises:
         ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
             ``"beam_rubric"``, one without rubric items.
     """
+    zero = unreadable_scores_zero(protocol, unreadable)
     n = len(questions)
     if not (len(golds) == len(predictions) == n):
         raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
@@ -314,6 +346,7 @@ def judge_answers(
     owner = ([i for i in todo for _ in rubrics[i]] if rubric else todo)  # type: ignore[index]
 
     labels = np.full((n_runs, n), np.nan)
+    failed = np.zeros((n_runs, n), dtype=bool)
     replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
     seeds = [base_seed + r for r in range(n_runs)]
     for r, seed in enumerate(seeds):
@@ -335,26 +368,29 @@ def judge_answers(
                 texts.setdefault(i, []).append(resp.text)
             for i, items in verdicts.items():
                 replies[r][i] = "\n---\n".join(texts[i])
-                if all(v is not None for v in items):
-                    labels[r, i] = float(np.mean(items))
+                failed[r, i] = any(v is None for v in items)
+                if not failed[r, i] or zero:
+                    labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
             continue
         for i, resp in zip(owner, responses, strict=True):
             replies[r][i] = resp.text
             if protocol in ("gaama", "realtalk"):
                 score = parse_coverage_score(resp.text)
-                if score is not None:
-                    labels[r, i] = score
-                continue
-            label = parse_judge_label(resp.text)
-            if label is not None:
-                labels[r, i] = 1.0 if label == "CORRECT" else 0.0
+            else:
+                label = parse_judge_label(resp.text)
+                score = None if label is None else (1.0 if label == "CORRECT" else 0.0)
+            failed[r, i] = score is None
+            if score is not None:
+                labels[r, i] = score
+            elif zero:
+                labels[r, i] = 0.0
 
     parsed = ~np.isnan(labels)
     n_ok = parsed.sum(0)
-    n_failures = np.where(skipped, 0, n_runs - n_ok).astype(np.int64)
+    n_failures = np.where(skipped, 0, failed.sum(0)).astype(np.int64)
     safe = np.where(parsed, labels, 0.0)
     mean = np.where(n_ok > 0, safe.sum(0) / np.maximum(n_ok, 1), np.nan)
     var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
     std = np.where(n_ok > 0, np.sqrt(var), np.nan)
     return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
-                       replies=replies, seeds=seeds)
+                       replies=replies, seeds=seeds, unreadable_scored_zero=zero)

@@ -1,0 +1,185 @@
+"""GAAMA's and Membox's LLM builds end to end (``python -m synapse_pt.run``'s ``run``: build,
+retrieval, answers, scorers, metrics) against a loopback OpenAI-compatible server (issue 30, third
+"done when"). The server answers each prompt kind the way a chat model would; the counts expected
+below are worked out by hand from the shipped sample (3 sessions, 40 turns, 14 questions) and the
+scripted replies, and checked against what the server saw, never read back from the build.
+
+Membox, hand-worked: every Topic Loom decision is "Yes", so each session is one box. A session's
+first turn opens its box and its second joins without asking, so the Loom asks once for each
+further turn: 40 - 3 * 2 = 34 decisions (the count is recomputed from the sample's sessions).
+Three boxes, one extraction request each, every reply the same two events A, B.
+- Box 0: no trace yet; its two unmatched events go to one chain request (one call).
+- Box 1 and box 2: each event's most similar stored event is its own copy (cosine 1), so the
+  candidate traces are the traces holding A and B; each is verified in one call with all of the
+  box's events.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from loopback import completion_body, serve
+from scripted_memory import scripted_reply
+from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
+
+from synapse_pt.data import load_locomo, sample_path
+from synapse_pt.run import run
+
+SAMPLE = load_locomo(sample_path()).conversations[0]
+QUESTIONS = len(SAMPLE.questions)  # 14
+EVENT_A = "Nora went to a pottery class with her friends on 7 March 2024."
+EVENT_B = "Tomas painted a sunset over the lake in March 2024."
+ANSWER = "In March 2024."
+ANSWER_END = "Answer:"  # every answer template ends so
+
+
+def user_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+def is_repair(body: dict[str, Any]) -> bool:
+    """The repair round re-asks with the garbled reply and an instruction appended."""
+    return len(user_messages(body)) > 1
+
+
+def numbered(section: str) -> list[str]:
+    """The ``"<i>. <text>"`` lines of a prompt section, their texts in order."""
+    return [line.split(". ", 1)[1] for line in section.splitlines()
+            if line.split(". ", 1)[0].isdigit()]
+
+
+def membox_reply(prompt: str, garble_chains: bool) -> str:
+    """A chat model's reply to Membox's prompts: Loom "Yes"; the same two events for every box;
+    a verification that relates each new event whose text the trace already holds; a grouping
+    of all unmatched events into one chain (or, ``garble_chains``, prose)."""
+    if "Does the new message continue" in prompt:
+        return "Yes."
+    if "3-8 keywords" in prompt:
+        return json.dumps({"keywords": ["pottery", "painting", "family"], "topic": "hobbies",
+                           "events": [EVENT_A, EVENT_B]})
+    if "Which new events continue this storyline" in prompt:
+        trace, events = prompt.split("New events, numbered:")
+        related = [i for i, e in enumerate(numbered(events)) if e in trace]
+        return json.dumps({"related": related,
+                           "unrelated": [i for i in range(len(numbered(events)))
+                                         if i not in related]})
+    if "Group them into storylines" in prompt:
+        if garble_chains:
+            return "These events are all about hobbies."
+        return json.dumps({"chains": [list(range(len(numbered(prompt))))], "isolated": []})
+    raise AssertionError(f"unexpected prompt: {prompt[:120]}")
+
+
+def run_against(tmp_path: Path, monkeypatch, reply, *overrides: str
+                ) -> tuple[dict[str, Any], list[dict[str, Any]], pd.DataFrame]:
+    """One run on the sample against a loopback server answering extraction prompts with
+    ``reply`` and every answer prompt with :data:`ANSWER`."""
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        prompt = user_messages(body)[0]  # route on the original prompt (repairs append)
+        text = ANSWER if prompt.rstrip().endswith(ANSWER_END) else reply(prompt)
+        return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 5}), 0.0
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with serve(behaviour) as server:
+        cfg = make_cfg("dataset=sample", "embedder=hashing", "logger=none", "device=cpu",
+                       "eval=qa", "llm=openai", "extractor=llm",
+                       f"llm.backend.base_url={server.url}", "llm.backend.max_retries=0",
+                       f"paths.cache_dir={tmp_path / 'cache'}", *overrides,
+                       output_dir=str(tmp_path / "run"))
+        metrics = run(cfg)
+        bodies = list(server.bodies)
+    preds = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    return metrics, bodies, preds
+
+
+def of_kind(bodies: list[dict[str, Any]], marker: str, repairs: bool = False
+            ) -> list[dict[str, Any]]:
+    return [b for b in bodies if marker in user_messages(b)[0] and is_repair(b) == repairs]
+
+
+def loom_decisions() -> int:
+    """By hand: a session's first two turns are never asked about."""
+    return sum(max(0, len(s.turns) - 2) for s in SAMPLE.sessions)
+
+
+def answers(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in bodies if user_messages(b)[0].rstrip().endswith(ANSWER_END)]
+
+
+def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
+    metrics, bodies, preds = run_against(tmp_path, monkeypatch,
+                                         lambda p: membox_reply(p, garble_chains=False),
+                                         "memory=membox", "eval.answer_style=membox")
+    assert loom_decisions() == 34 and len(SAMPLE.sessions) == 3
+    assert len(of_kind(bodies, "Does the new message continue")) == 34
+    assert len(of_kind(bodies, "3-8 keywords")) == 3  # one box per session
+    assert len(of_kind(bodies, "Group them into storylines")) == 1  # box 0's A and B
+    verify = of_kind(bodies, "Which new events continue this storyline")
+    assert len(verify) == 2  # boxes 1 and 2: the one trace holding A and B, verified once each
+    for body in verify:  # all of the box's events shown, numbered
+        assert numbered(user_messages(body)[0].split("New events, numbered:")[1]) == [EVENT_A,
+                                                                                     EVENT_B]
+    assert not [b for b in bodies if is_repair(b)]
+    assert metrics["extraction"] == {"failures": 0, "attempts": 34 + 3 + 1 + 2,
+                                     "failure_share": 0.0}
+    assert set(preds["build"]) == {"membox-llm"}
+    asked = answers(bodies)
+    assert len(asked) == QUESTIONS  # no gate configured: every question answered
+    for body in asked:
+        prompt = user_messages(body)[0]
+        assert "Turn every relative time" in prompt  # the mem0-style date conversion, always
+        # one trace (A, B of all three boxes) follows the top box; the other two boxes' first
+        # trace is the one shown, so they are left out
+        assert prompt.count("Events:\n") == 1
+        events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
+        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A, EVENT_B] * 3
+    assert (preds["prediction"] == ANSWER).all()
+
+
+def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkeypatch) -> None:
+    """The grouping call of box 0 fails (prose, then the repair too): counted, and A and B start
+    a trace each. Box 1: A's most similar event is in trace 0, B's in trace 1, so two candidate
+    traces, two verifications (each relates only the event it holds); box 2 the same. The
+    top box is followed by trace 0 (A three times); the other boxes' first trace is trace 0 too,
+    so they are left out."""
+    metrics, bodies, preds = run_against(tmp_path, monkeypatch,
+                                         lambda p: membox_reply(p, garble_chains=True),
+                                         "memory=membox", "eval.answer_style=membox")
+    assert len(of_kind(bodies, "Group them into storylines")) == 1
+    assert len(of_kind(bodies, "Group them into storylines", repairs=True)) == 1
+    assert len(of_kind(bodies, "Which new events continue this storyline")) == 4
+    assert metrics["extraction"] == {"failures": 1, "attempts": 34 + 3 + 1 + 4,
+                                     "failure_share": 1 / 42}
+    for body in answers(bodies):
+        prompt = user_messages(body)[0]
+        assert prompt.count("Events:\n") == 1
+        events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
+        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A] * 3
+    assert len(preds) == QUESTIONS
+
+
+def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
+    """Facts (one per message, as scripted) and reflections parsed into the graph; every
+    extraction request counted; answers under GAAMA's answer step: the memory in sections by type
+    and the code's budget of 512 completion tokens with no stop sequence."""
+    metrics, bodies, preds = run_against(tmp_path, monkeypatch, scripted_reply,
+                                         "memory=gaama", "eval.answer_style=gaama")
+    facts = of_kind(bodies, "Write the atomic facts")
+    reflections = [b for b in bodies if "Facts about" in user_messages(b)[0]
+                   and "reflections" in user_messages(b)[0] and not is_repair(b)]
+    assert facts and reflections and not [b for b in bodies if is_repair(b)]
+    assert metrics["extraction"] == {"failures": 0, "attempts": len(facts) + len(reflections),
+                                     "failure_share": 0.0}
+    assert set(preds["build"]) == {"gaama-llm"}
+    asked = answers(bodies)
+    assert len(asked) == QUESTIONS
+    for body in asked:
+        prompt = user_messages(body)[0]
+        assert "## Facts\n" in prompt and "## Episodes (in time order)\n" in prompt
+        assert body["max_tokens"] == 512 and not body.get("stop")
+        facts_shown = prompt.split("## Facts\n")[1].split("\n\n")[0].splitlines()
+        assert facts_shown and all(" said: " in f for f in facts_shown)  # the scripted facts
