@@ -99,3 +99,23 @@ def serve(behaviour: Behaviour = echo) -> Iterator[FakeServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+def run_sample_on_loopback(tmp_path: Any, monkeypatch: Any, behaviour: Behaviour,
+                           *overrides: str) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
+    """One run of the shipped sample (hashing embedder, LLM extraction) against a loopback
+    server answering with ``behaviour``; returns (config, metrics, request bodies)."""
+    from test_configs import make_cfg
+
+    from synapse_pt.run import run
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with serve(behaviour) as server:
+        cfg = make_cfg("dataset=sample", "embedder=hashing", "logger=none", "device=cpu",
+                       "llm=openai", "extractor=llm", f"llm.backend.base_url={server.url}",
+                       "llm.backend.max_retries=0", f"paths.cache_dir={tmp_path / 'cache'}",
+                       *overrides, output_dir=str(tmp_path / "run"))
+        metrics = run(cfg)
+        bodies = list(server.bodies)
+    return cfg, metrics, bodies

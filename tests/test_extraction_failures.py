@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopback import completion_body, serve
+from loopback import completion_body, run_sample_on_loopback
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.build import run_category_names
@@ -37,16 +37,8 @@ def run_against(tmp_path: Path, monkeypatch, garble, *overrides: str
         text = PROSE if garble(first_user(body)) else '["pottery", "class"]'
         return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 5}), 0.0
 
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    with serve(behaviour) as server:
-        cfg = make_cfg("dataset=sample", "embedder=hashing", "smoke=true", "logger=none",
-                       "device=cpu", "llm=openai", "extractor=llm",
-                       f"llm.backend.base_url={server.url}", "llm.backend.max_retries=0",
-                       f"paths.cache_dir={tmp_path / 'cache'}", *overrides,
-                       output_dir=str(tmp_path / "run"))
-        metrics = run(cfg)
-        bodies = list(server.bodies)
+    cfg, metrics, bodies = run_sample_on_loopback(tmp_path, monkeypatch, behaviour, "smoke=true",
+                                                   *overrides)
     on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert on_disk["extraction"] == metrics["extraction"]
     text = render_summary(metrics, run_category_names(cfg), label="t", output_dir="out")

@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from loopback import completion_body, serve
+from loopback import completion_body, run_sample_on_loopback
 from scripted_memory import scripted_reply
-from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.run import run
 
 SAMPLE = load_locomo(sample_path()).conversations[0]
 QUESTIONS = len(SAMPLE.questions)  # 14
@@ -82,16 +80,8 @@ def run_against(tmp_path: Path, monkeypatch, reply, *overrides: str
         text = ANSWER if prompt.rstrip().endswith(ANSWER_END) else reply(prompt)
         return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 5}), 0.0
 
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    with serve(behaviour) as server:
-        cfg = make_cfg("dataset=sample", "embedder=hashing", "logger=none", "device=cpu",
-                       "eval=qa", "llm=openai", "extractor=llm",
-                       f"llm.backend.base_url={server.url}", "llm.backend.max_retries=0",
-                       f"paths.cache_dir={tmp_path / 'cache'}", *overrides,
-                       output_dir=str(tmp_path / "run"))
-        metrics = run(cfg)
-        bodies = list(server.bodies)
+    _, metrics, bodies = run_sample_on_loopback(tmp_path, monkeypatch, behaviour, "eval=qa",
+                                                *overrides)
     preds = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
     return metrics, bodies, preds
 

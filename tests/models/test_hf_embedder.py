@@ -6,21 +6,13 @@ import importlib.util
 
 import pytest
 import torch
+from sample_texts import TEXTS  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.embedder import HFEmbedder
 from synapse_pt.models.locate import bundled_minilm_path
 
 pytestmark = pytest.mark.slow
-
-TEXTS = [
-    "Caroline went to an LGBTQ support group yesterday.",
-    "Melanie is painting a sunrise over the lake.",
-    "I went to a support group meeting for LGBTQ people last night.",
-    "The quarterly tax filing deadline is in April.",
-    "ok",
-    "",
-]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 import torch
+from sample_texts import TEXTS  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.models.assemble import MPNET, default_models_dir, is_assembled
 from synapse_pt.models.embedder import HFEmbedder
@@ -17,15 +18,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not is_assembled(FOLDER, MPNET),
                        reason=f"all-mpnet-base-v2 not assembled at {FOLDER} (`make mpnet`)"),
-]
-
-TEXTS = [
-    "Caroline went to an LGBTQ support group yesterday.",
-    "Melanie is painting a sunrise over the lake.",
-    "I went to a support group meeting for LGBTQ people last night.",
-    "The quarterly tax filing deadline is in April.",
-    "ok",
-    "",
 ]
 
 
