@@ -130,7 +130,10 @@ class HFEmbedder:
         name: stable model identity, ``<label>@<fingerprint of config and weights>``.
         identity: ``name`` plus truncation length, pooling and dtype: the cache key prefix.
         dim: embedding width.
+        cache_every: batches embedded between two writes to the disk cache.
     """
+
+    cache_every: int = 32
 
     def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
                  batch_size: int = 64, max_length: int = 256, dtype: str = "float32",
@@ -256,11 +259,19 @@ class HFEmbedder:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
-            fresh = self._embed([text_of[k] for k in todo])
-            computed = dict(zip(todo, fresh, strict=True))
-            if self.cache is not None:
-                self.cache.put_many(computed.items())
-            found = {**found, **computed}
+            # longest first, as _embed orders them, in chunks of whole batches: every forward
+            # pass sees the texts it would see in one call, and each chunk is cached as it
+            # finishes (a run stopped mid-way resumes from what it embedded)
+            todo.sort(key=lambda k: -len(text_of[k]))
+            step = self.batch_size * self.cache_every
+            found = dict(found)
+            for start in range(0, len(todo), step):
+                chunk = todo[start:start + step]
+                computed = dict(zip(chunk, self._embed([text_of[k] for k in chunk]),
+                                    strict=True))
+                if self.cache is not None:
+                    self.cache.put_many(computed.items())
+                found.update(computed)
         return stack_rows(found, keys, self.dim, f"HFEmbedder {self.name}")
 
     def __repr__(self) -> str:

@@ -74,6 +74,34 @@ def test_disk_cache_hits_misses_and_rerun_without_loading(tmp_path, monkeypatch)
     assert rerun.load_seconds is None
 
 
+def test_chunked_cache_writes_equal_one_pass_and_survive_a_crash(tmp_path, monkeypatch):
+    """Texts are embedded in chunks of whole batches, each cached as it finishes: the vectors
+    equal one pass over all texts bit for bit, and a run stopped after its first chunk leaves
+    that chunk on disk for the rerun."""
+    texts = [t * n for n, t in enumerate(TEXTS, start=1)]  # distinct lengths
+    one_pass = HFEmbedder(batch_size=2)._embed(texts)
+    chunked = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "a"))
+    chunked.cache_every = 1
+    assert torch.equal(chunked.encode(texts), one_pass)
+
+    crashing = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "b"))
+    crashing.cache_every = 1
+    embed, calls = crashing._embed, []
+
+    def stop_on_second_chunk(chunk):
+        calls.append(len(chunk))
+        if len(calls) == 2:
+            raise KeyboardInterrupt("stopped")
+        return embed(chunk)
+
+    monkeypatch.setattr(crashing, "_embed", stop_on_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        crashing.encode(texts)
+    rerun = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "b"))
+    assert torch.equal(rerun.encode(texts), one_pass)
+    assert (rerun.cache.hits, rerun.cache.misses) == (2, len(texts) - 2)  # the first chunk
+
+
 def test_cache_keys_depend_on_truncation(tmp_path):
     short = HFEmbedder(cache_dir=str(tmp_path), max_length=8)
     long_ = HFEmbedder(cache_dir=str(tmp_path))
