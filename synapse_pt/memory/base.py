@@ -120,6 +120,14 @@ def require_int(key: str, value: object, minimum: int) -> int:
     return int(value)
 
 
+def require_choice(key: str, value: object, allowed: Sequence[object]) -> object:
+    """``value`` when it is one of ``allowed``; a ``ValueError`` naming the config key
+    ``memory.<key>``, the value and the choices otherwise (``memory.trim=Code``, say)."""
+    if value not in allowed:
+        raise ValueError(f"memory.{key} must be one of {tuple(allowed)}, got {value!r}")
+    return value
+
+
 class MemorySystem(ABC):
     """A conversational memory: ``ingest`` conversations, then ``retrieve`` for many questions.
 
@@ -135,9 +143,13 @@ class MemorySystem(ABC):
     # integer settings (counts, budgets) and their least allowed value, checked on construction
     # (:func:`require_int`) and again when a sweep changes them (configure_retrieval)
     int_minimums: Mapping[str, int] = {}
+    # settings that name a rule and the rules allowed, checked on construction
+    # (:func:`require_choice`) and again when a sweep changes them (configure_retrieval)
+    choices: Mapping[str, tuple[object, ...]] = {}
 
     def configure_retrieval(self, **settings: object) -> None:
-        """Change retrieval-only settings (``retrieval_fields``) of an ingested memory."""
+        """Change retrieval-only settings (``retrieval_fields``) of an ingested memory; every
+        setting is checked (``int_minimums``, ``choices``) before any is set."""
         unknown = sorted(set(settings) - set(self.retrieval_fields))
         if unknown:
             raise ValueError(f"{type(self).__name__}: {unknown} are not retrieval settings "
@@ -145,6 +157,8 @@ class MemorySystem(ABC):
         for key, value in settings.items():
             if key in self.int_minimums:
                 settings[key] = require_int(key, value, self.int_minimums[key])
+            if key in self.choices:
+                require_choice(key, value, self.choices[key])
         for key, value in settings.items():
             setattr(self, key, value)
 

@@ -71,7 +71,14 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
-from .base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem, require_int
+from .base import (
+    EPISODIC,
+    MemorySystem,
+    RetrievalResult,
+    RetrievedItem,
+    require_choice,
+    require_int,
+)
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
@@ -253,6 +260,9 @@ class GAAMAMemory(MemorySystem):
                     "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
                     "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
                     "reflections_per_group": 1, "max_tokens": 1}
+    choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
+               "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
+               "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
@@ -271,17 +281,11 @@ class GAAMAMemory(MemorySystem):
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = extractor_llm(extractor, "gaama")
-        if hub_dampening not in HUB_DAMPENING:
-            raise ValueError(f"memory.hub_dampening must be one of {HUB_DAMPENING}, got "
-                             f"{hub_dampening!r}")
-        if graph_only_cosine not in ("real", "zero"):
-            raise ValueError(f"memory.graph_only_cosine must be 'real' or 'zero', got "
-                             f"{graph_only_cosine!r}")
-        for key, value, allowed in (("similarity", similarity, SIMILARITY_SCALES),
-                                    ("candidates", candidates, CANDIDATE_RULES),
-                                    ("trim", trim, TRIM_RULES)):
-            if value not in allowed:
-                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+        for key, value in (("hub_dampening", hub_dampening),
+                           ("graph_only_cosine", graph_only_cosine), ("similarity", similarity),
+                           ("candidates", candidates), ("trim", trim),
+                           ("chunk_token_rule", chunk_token_rule)):
+            require_choice(key, value, self.choices[key])
         if knn is not None:
             require_int("knn", knn, 1)  # null: the code's rule (twice the pack budgets)
         given = {"seeds": seeds, "depth": depth, "max_iter": max_iter, "hub_degree": hub_degree,
@@ -309,9 +313,6 @@ class GAAMAMemory(MemorySystem):
         self.reflection_edge_weight = float(reflection_edge_weight)
         self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
         self.context_facts = bool(context_facts)
-        if chunk_token_rule not in TOKEN_RULES:
-            raise ValueError(f"memory.chunk_token_rule must be one of {TOKEN_RULES}, got "
-                             f"{chunk_token_rule!r}")
         self.chunk_token_rule = chunk_token_rule
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)

@@ -56,7 +56,7 @@ from synapse_pt.models.structured import StructuredOutputError, generate_structu
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from .base import MemorySystem, RetrievalResult, RetrievedItem, require_int
+from .base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
@@ -165,6 +165,8 @@ class MemboxMemory(MemorySystem):
     name = "membox"
     retrieval_fields = ("mode", "k", "trace_context", "tau_gate")
     int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
+    choices = {"mode": MODES, "weave": WEAVES, "unmatched": ("chain", "single"),
+               "trace_context": TRACE_CONTEXTS}
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
@@ -175,16 +177,12 @@ class MemboxMemory(MemorySystem):
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = extractor_llm(extractor, "membox")
-        if mode not in MODES:
-            raise ValueError(f"memory.mode must be one of {MODES}, got {mode!r}")
         for key, value in (("k", k), ("min_event_words", min_event_words),
                            ("max_tokens", max_tokens)):
             require_int(key, value, self.int_minimums[key])
-        for key, value, allowed in (("weave", weave, WEAVES),
-                                    ("unmatched", unmatched, ("chain", "single")),
-                                    ("trace_context", trace_context, TRACE_CONTEXTS)):
-            if value not in allowed:
-                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+        for key, value in (("mode", mode), ("weave", weave), ("unmatched", unmatched),
+                           ("trace_context", trace_context)):
+            require_choice(key, value, self.choices[key])
         self.weave, self.unmatched, self.trace_context = weave, unmatched, trace_context
         self.index_topic = bool(index_topic)
         if not 1 <= min_keywords <= max_keywords:

@@ -271,6 +271,19 @@ def test_bad_settings_are_named() -> None:
         GAAMAMemory(ENC, KeywordConceptExtractor(), graph_only_cosine="maybe")
 
 
+def test_a_sweep_cannot_set_an_unknown_rule() -> None:
+    """configure_retrieval checks a rule's name as the constructor does, naming the key; a
+    refused setting changes nothing (a typo in a sweep must not run another rule silently)."""
+    m = GAAMAMemory(ENC, KeywordConceptExtractor())
+    for key, bad in (("similarity", "Code"), ("trim", "x"), ("candidates", "all"),
+                     ("graph_only_cosine", "maybe"), ("hub_dampening", "sometimes")):
+        with pytest.raises(ValueError, match=rf"memory.{key} must be one of .*{bad!r}"):
+            m.configure_retrieval(**{key: bad}, max_facts=10)
+    assert (m.similarity, m.trim, m.candidates, m.max_facts) == ("code", "code", "code", 60)
+    m.configure_retrieval(similarity="cosine", trim="facts_first")
+    assert (m.similarity, m.trim) == ("cosine", "facts_first")
+
+
 def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
     from synapse_pt.memory.fused import FusedMemory
 

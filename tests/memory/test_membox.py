@@ -135,6 +135,14 @@ def test_unmatched_events_of_a_box_form_one_chain_by_hand() -> None:
         assert m.traces == want, unmatched
 
 
+def test_a_sweep_cannot_set_an_unknown_mode(memory) -> None:
+    """configure_retrieval checks mode and trace_context as the constructor does."""
+    for key, bad in (("mode", "traces"), ("trace_context", "all")):
+        with pytest.raises(ValueError, match=rf"memory.{key} must be one of .*{bad!r}"):
+            memory.configure_retrieval(**{key: bad})
+    assert (memory.mode, memory.trace_context) == ("trace", "code")
+
+
 def test_retrieval_top_boxes_and_trace_mode(conv, memory) -> None:
     questions = [blind(q) for q in conv.questions[:6]]
     memory.configure_retrieval(mode="trace", k=3)
