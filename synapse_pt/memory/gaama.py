@@ -111,7 +111,7 @@ CANDIDATE_RULES = ("code", "neighbourhood")
 TRIM_RULES = ("code", "facts_first")
 
 
-def code_similarity(cos: torch.Tensor) -> torch.Tensor:
+def code_similarity(cos: float | torch.Tensor) -> float | torch.Tensor:
     """GAAMA's similarity of a cosine: (1 + cos) / 2 in [0, 1] (``adapters/sqlite_vector.py``)."""
     return (1.0 + cos) / 2.0
 
@@ -131,25 +131,24 @@ def trim_code(lists: Mapping[str, Sequence[tuple[int, float]]], words: Mapping[i
     items = {k: list(lists.get(k, ())) for k in order}
     total_budget = sum(budgets.get(k, 0) for k in order) or 1
 
-    def count(k: str) -> int:
-        return sum(words[r] for r, _ in items[k])
-
-    while sum(count(k) for k in order) > max_words:
+    used = {k: sum(words[r] for r, _ in items[k]) for k in order}  # words kept per type
+    while sum(used.values()) > max_words:
         non_empty = [k for k in order if items[k]]
         if not non_empty:
             break
-        total = sum(count(k) for k in order) or 1
+        total = sum(used.values()) or 1
         worst, worst_ratio = None, -1.0
         for k in non_empty:
             target = budgets.get(k, 0) / total_budget
-            ratio = (count(k) / total) / target if target > 0 else float("inf")
+            ratio = (used[k] / total) / target if target > 0 else float("inf")
             if ratio > worst_ratio:
                 worst, worst_ratio = k, ratio
         if worst == "episodes":
             low = min(range(len(items[worst])), key=lambda i: items[worst][i][1])
-            items[worst].pop(low)
+            node, _ = items[worst].pop(low)
         else:
-            items[worst].pop()
+            node, _ = items[worst].pop()
+        used[worst] -= words[node]
     return items
 
 
@@ -438,13 +437,13 @@ class GAAMAMemory(MemorySystem):
                 first = turns.index(chunk[0])
                 chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
                 older = [turns[j] for j in range(first)
-                         if self._context_sim(float(turn_emb[i][j] @ chunk_emb))
+                         if self._similarity(float(turn_emb[i][j] @ chunk_emb))
                          >= self.context_cosine][-5:]
                 known = [g.text[c] for c in g.concepts.values()]
                 if known:
                     cos = self.encoder.encode(known) @ chunk_emb
                     known = [k for k, v in zip(known, cos.tolist(), strict=True)
-                             if self._context_sim(v) >= self.context_cosine]
+                             if self._similarity(v) >= self.context_cosine]
                 # the code also shows the facts already derived from those older messages
                 # (services/ltm_creator.py, "existing_facts"); context_facts=false: ours before
                 older_ids = {t.dia_id for t in older}
@@ -464,10 +463,10 @@ class GAAMAMemory(MemorySystem):
         self._reflections(dialogues, [b[0] for b in built])
         return [b[0] for b in built]
 
-    def _context_sim(self, cos: float) -> float:
-        """A cosine on the ``similarity`` scale the context threshold reads (the code's
-        (1 + cos) / 2: its 0.75 admits cos >= 0.5)."""
-        return (1.0 + cos) / 2.0 if self.similarity == "code" else cos
+    def _similarity(self, cos: float | torch.Tensor) -> float | torch.Tensor:
+        """A cosine (float or tensor) on the ``similarity`` scale: the code's (1 + cos) / 2, or
+        the raw cosine (the context threshold reads it too: the code's 0.75 admits cos >= 0.5)."""
+        return code_similarity(cos) if self.similarity == "code" else cos
 
     def _add_facts(self, d: Dialogue, built, chunk_ids: list[str], res, requests, r: int) -> None:
         g, turns, episodes = built
@@ -550,7 +549,7 @@ class GAAMAMemory(MemorySystem):
         n = len(block.kind)
         if similarity is None:
             cos = cosine_scores(block.x, query_emb).to(torch.float64)  # [N, B]
-            sim = code_similarity(cos) if self.similarity == "code" else cos
+            sim = self._similarity(cos)
         else:
             sim = similarity.to(torch.float64)
         order = sim.sort(dim=0, descending=True, stable=True).indices  # ties: lower node

@@ -118,12 +118,12 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     prompts = [r.messages[1][1] for r in llm.requests
                if "Write the atomic facts" in r.messages[1][1]]
     assert any("Facts already known from those messages" in p for p in prompts)
-    assert memory._context_sim(0.5) == 0.75 and memory._context_sim(-1.0) == 0.0
+    assert memory._similarity(0.5) == 0.75 and memory._similarity(-1.0) == 0.0
     plain = ScriptedLLM()
     ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
                        similarity="cosine", context_facts=False)
     ours.ingest([conv])
-    assert ours._context_sim(0.5) == 0.5
+    assert ours._similarity(0.5) == 0.5
     assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
 
 
