@@ -89,6 +89,31 @@ TRACE_CONTEXTS = ("code", "every_box")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
+class _Woven:
+    """One conversation's woven events: their keys in the order woven, each key's row and their
+    embeddings as the rows of one matrix (stacked once per batch of new rows)."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, int]] = []
+        self.row: dict[tuple[int, int], int] = {}
+        self._new: list[torch.Tensor] = []
+        self._matrix: torch.Tensor | None = None
+
+    def add(self, key: tuple[int, int], emb: torch.Tensor) -> None:
+        self.row[key] = len(self.keys)
+        self.keys.append(key)
+        self._new.append(emb)
+
+    def matrix(self) -> torch.Tensor:
+        """``[S, d]``: row ``row[key]`` is the embedding of ``key``."""
+        if self._new:
+            new = torch.stack(self._new)
+            self._matrix = new if self._matrix is None else torch.cat([self._matrix, new])
+            self._new = []
+        assert self._matrix is not None
+        return self._matrix
+
+
 @dataclass
 class Box:
     """A sealed box: its turns, stored lines, keywords, topic and events (``(text, the turns it
@@ -209,7 +234,11 @@ class MemboxMemory(MemorySystem):
         # under weave="code")
         self.traces: list[list[tuple[int, int]]] = []
         self.event_traces: dict[tuple[int, int], list[int]] = {}
-        self._event_emb: dict[tuple[int, int], torch.Tensor] = {}
+        self._event_emb: dict[tuple[int, int], torch.Tensor] = {}  # until the event is woven
+        # per conversation: its traces (ids, oldest first), its woven events in the order they
+        # were woven and their embeddings (rows of one matrix, grown as events are woven)
+        self._conv_traces: dict[str, list[int]] = {}
+        self._woven: dict[str, _Woven] = {}
         self.ingest_seconds = 0.0
 
     def describe(self) -> dict[str, object]:
@@ -334,26 +363,46 @@ class MemboxMemory(MemorySystem):
 
     def _new_trace(self, keys: Sequence[tuple[int, int]]) -> None:
         self.traces.append([])
+        if keys:
+            sample_id = self.boxes[keys[0][0]].sample_id
+            self._conv_traces.setdefault(sample_id, []).append(len(self.traces) - 1)
         self._join(len(self.traces) - 1, keys)
 
     def _join(self, trace: int, keys: Sequence[tuple[int, int]]) -> None:
         for key in keys:
             self.traces[trace].append(key)
+            if key not in self.event_traces:  # first woven: a row of its conversation's matrix
+                woven = self._woven.setdefault(self.boxes[key[0]].sample_id, _Woven())
+                woven.add(key, self._event_emb.pop(key))
             self.event_traces.setdefault(key, []).append(trace)
 
-    def _trace_sims(self, b: int) -> tuple[torch.Tensor, list[int], torch.Tensor]:
-        """The new box's event embeddings ``[E, d]``, the ids of its conversation's traces and
-        ``[T, E]``: each trace's best cosine to each event (the code's ``trace_best``)."""
+    def _stored_cosines(self, b: int) -> tuple[torch.Tensor, _Woven | None, torch.Tensor]:
+        """The new box's event embeddings ``[E, d]``, its conversation's woven events and their
+        cosines to the box's events ``[S, E]`` (one product; ``None`` and ``[0, E]`` before any
+        event of the conversation is woven)."""
         box = self.boxes[b]
         emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
-        ids = [t for t, keys in enumerate(self.traces)
-               if keys and self.boxes[keys[0][0]].sample_id == box.sample_id]
-        if not ids:
-            return emb, [], torch.empty(0, len(box.events))
-        sims = torch.stack([cosine_scores(torch.stack([self._event_emb[k]
-                                                       for k in self.traces[t]]), emb).amax(0)
-                            for t in ids])
-        return emb, ids, sims
+        woven = self._woven.get(box.sample_id)
+        if woven is None:
+            return emb, None, torch.empty(0, len(box.events))
+        return emb, woven, cosine_scores(woven.matrix(), emb)
+
+    def _trace_sims(self, b: int) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+        """The new box's event embeddings ``[E, d]``, the ids of its conversation's traces
+        (oldest first) and ``[T, E]``: each trace's best cosine to each event (the code's
+        ``trace_best``), the maximum over the trace's events of their cosines."""
+        emb, woven, cos = self._stored_cosines(b)
+        ids = self._conv_traces.get(self.boxes[b].sample_id, [])
+        if woven is None or not ids:
+            return emb, [], torch.empty(0, len(self.boxes[b].events))
+        local = {t: i for i, t in enumerate(ids)}
+        rows = [woven.row[key] for t in ids for key in self.traces[t]]
+        owner = [local[t] for t in ids for _ in self.traces[t]]
+        index = torch.tensor(owner, device=cos.device)[:, None].expand(-1, cos.shape[1])
+        sims = torch.full((len(ids), cos.shape[1]), float("-inf"), dtype=cos.dtype,
+                          device=cos.device)
+        picked = cos[torch.tensor(rows, device=cos.device)]  # [pairs, E]
+        return emb, ids, sims.scatter_reduce_(0, index, picked, "amax")
 
     def _weave_code(self, batch: list[int]) -> None:
         """The code's Trace Weaver (``membox.py`` ``TraceLinker.run``) for one box per
@@ -489,13 +538,13 @@ class MemboxMemory(MemorySystem):
         for b, (emb, candidate), link in zip(batch, plans, links, strict=True):
             for ei in range(len(self.boxes[b].events)):
                 key = (b, ei)
+                self._event_emb[key] = emb[ei]
                 if link is None and ei in candidate:  # LLM-free: accept the candidate
                     self._join(candidate[ei], [key])
                 elif link is not None and ei in link:
                     self._join(link[ei], [key])
                 else:
                     self._new_trace([key])
-                self._event_emb[key] = emb[ei]
 
     @property
     def event_trace(self) -> dict[tuple[int, int], int]:
@@ -508,13 +557,11 @@ class MemboxMemory(MemorySystem):
         box = self.boxes[b]
         if not box.events:
             return torch.empty(0), {}
-        emb = self.encoder.encode([e for e, _, _ in box.events]).to(self.device)
-        stored = [key for key in self.event_traces
-                  if self.boxes[key[0]].sample_id == box.sample_id]
-        if not stored:
+        emb, woven, cos = self._stored_cosines(b)
+        if woven is None:
             return emb, {}
-        best = cosine_scores(torch.stack([self._event_emb[k] for k in stored]), emb).max(dim=0)
-        return emb, {ei: min(self.event_traces[stored[int(best.indices[ei])]])
+        best = cos.max(dim=0)  # first maximum: the earliest woven event
+        return emb, {ei: min(self.event_traces[woven.keys[int(best.indices[ei])]])
                      for ei in range(len(box.events))
                      if float(best.values[ei]) >= self.trace_threshold}
 
