@@ -48,11 +48,10 @@ from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import (
     EvalSettings,
     answer_limits,
-    answer_options,
+    answer_request,
     judge_skip_categories,
-    wants_date_instruction,
 )
-from synapse_pt.eval.prompts import answer_messages, format_item
+from synapse_pt.eval.prompts import format_item
 from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
@@ -164,7 +163,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
     """``{question key: prompt tokens}`` of each question's answer request, and the basis.
 
     For the turn memories (and full context) a bound: the request is rendered exactly as the run
-    renders it (:func:`~synapse_pt.eval.pipeline.answer_requests`: instruction, date instruction,
+    renders it (:func:`~synapse_pt.eval.pipeline.answer_request`: instruction, date instruction,
     category-5 options) around the largest context the memory can retrieve, its ``k`` longest
     turns. For GAAMA and Membox an estimate, not a bound: the instruction exact, the context at
     GAAMA's ``max_words`` pack (:data:`TOKENS_PER_WORD`, ours) or ``k``
@@ -176,12 +175,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
     out: dict[str, int] = {}
     for q in dataset.questions():
         context = items[q.sample_id] if items is not None else []
-        request = ChatRequest.from_messages(
-            answer_messages(q.question, context, speakers[q.sample_id],
-                            strict_evidence=ev.strict_evidence,
-                            date_instruction=wants_date_instruction(q, ev),
-                            style=ev.answer_style, options=answer_options(q, ev)),
-            max_tokens=answer_limits(ev)[0])
+        request = answer_request(q, context, speakers[q.sample_id], ev)
         out[q.key] = _prompt_tokens([request], counter) + extra.get(q.sample_id, 0)
     if items is None:
         memory = "GAAMA's max_words pack" if basis == "GAAMAMemory" else "k boxes"

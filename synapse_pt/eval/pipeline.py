@@ -29,7 +29,7 @@ from tqdm import tqdm
 from synapse_pt.data.audit import UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
-from synapse_pt.memory.base import MemorySystem, RetrievalResult
+from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
 from .prompts import (
@@ -236,6 +236,19 @@ def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
     return result, seconds
 
 
+def answer_request(q: Question, items: Sequence[RetrievedItem], speakers: str,
+                   settings: EvalSettings) -> ChatRequest:
+    """The answer request of question ``q`` over the retrieved ``items`` (the prompt of the
+    answer style, its token budget and stop, temperature 0, the run's seed)."""
+    messages = answer_messages(q.question, items, speakers,
+                               strict_evidence=settings.strict_evidence,
+                               date_instruction=wants_date_instruction(q, settings),
+                               style=settings.answer_style, options=answer_options(q, settings))
+    max_tokens, stop = answer_limits(settings)
+    return ChatRequest.from_messages(messages, max_tokens=max_tokens, temperature=0.0,
+                                     seed=settings.seed, stop=stop)
+
+
 def answer_requests(dataset: Dataset, questions: Sequence[Question], result: RetrievalResult,
                     settings: EvalSettings) -> dict[int, ChatRequest]:
     """``{question position: answer request}`` for every question the gate let through."""
@@ -245,14 +258,7 @@ def answer_requests(dataset: Dataset, questions: Sequence[Question], result: Ret
         if gated:
             continue  # the no-record reply; no LLM call (SPEC §1.2 step 7)
         q = questions[i]
-        messages = answer_messages(q.question, result.items[i], speakers[q.sample_id],
-                                   strict_evidence=settings.strict_evidence,
-                                   date_instruction=wants_date_instruction(q, settings),
-                                   style=settings.answer_style,
-                                   options=answer_options(q, settings))
-        max_tokens, stop = answer_limits(settings)
-        requests[i] = ChatRequest.from_messages(messages, max_tokens=max_tokens,
-                                                temperature=0.0, seed=settings.seed, stop=stop)
+        requests[i] = answer_request(q, result.items[i], speakers[q.sample_id], settings)
     return requests
 
 

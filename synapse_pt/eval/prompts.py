@@ -179,6 +179,16 @@ def format_context(items: Sequence[RetrievedItem]) -> str:
     return "\n".join(format_item(it) for it in [*dated, *undated])
 
 
+def _time_ordered_context(items: Sequence[RetrievedItem]) -> str:
+    return format_context(items) or "(empty)"
+
+
+#: answer styles whose prompt lays the context out their own way: (template, context renderer);
+#: every other style: ANSWER_TEMPLATE over the items in time order
+_LAYOUTS = {"gaama": (GAAMA_TEMPLATE, gaama_sections),
+            "membox": (MEMBOX_TEMPLATE, rank_order_context)}
+
+
 def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str, *,
                     strict_evidence: bool = True, date_instruction: bool = False,
                     style: str = "shared",
@@ -195,18 +205,7 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
             "question": question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
             "strict": STRICT_EVIDENCE if strict_evidence else "",
             "date_instruction": DATE_INSTRUCTION if date_instruction else ""}
-    if style == "gaama":
-        user = GAAMA_TEMPLATE.format(sections=gaama_sections(items), **fill)
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-    if style == "membox":
-        user = MEMBOX_TEMPLATE.format(context=rank_order_context(items), **fill)
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-    user = ANSWER_TEMPLATE.format(
-        style=ANSWER_STYLES[style],
-        speakers=speakers,
-        context=format_context(items) or "(empty)",
-        question=question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
-        strict=STRICT_EVIDENCE if strict_evidence else "",
-        date_instruction=DATE_INSTRUCTION if date_instruction else "",
-    )
+    template, render = _LAYOUTS.get(style, (ANSWER_TEMPLATE, _time_ordered_context))
+    context = render(items)  # GAAMA's template names it {sections}, the others {context}
+    user = template.format(context=context, sections=context, **fill)
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
