@@ -44,9 +44,9 @@ from synapse_pt.eval.outputs import (
 )
 from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.record import (
-    build_label,
     build_tables,
     flatten_metrics,
+    run_label,
     run_metrics,
     run_spend,
 )
@@ -229,7 +229,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         spend = run_spend(llm, prices)
         if spend is not None:
             write_json(output_dir / "spend.json", spend)
-        label = build_label(label, identity["memory"])
+        label = run_label(identity)
         tables = build_tables(metrics, names, run_label=label)
         write_tables(output_dir / "tables", tables)
         flat = flatten_metrics(metrics)
@@ -265,8 +265,7 @@ def main(cfg: DictConfig) -> float:
               file=sys.stderr)
         sys.exit(ERROR_EXIT_CODE)
     print(render_summary(metrics, run_category_names(cfg),
-                         label=build_label(cfg.get("experiment_name") or cfg.task_name,
-                                           metrics["identity"].get("memory")),
+                         label=run_label(metrics["identity"]),
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
     value = lookup_metric(metrics, cfg.objective)
     print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")

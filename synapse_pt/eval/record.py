@@ -42,6 +42,13 @@ def build_label(name: str, memory: Mapping[str, Any] | None) -> str:
     return f"{name} ({build})"
 
 
+def run_label(identity: Mapping[str, Any]) -> str:
+    """The label of a run from its identity: its experiment (ablation) name, else its task name,
+    with an LLM-free GAAMA / Membox build named (:func:`build_label`)."""
+    name = identity.get("experiment") or identity.get("task_name") or ""
+    return build_label(name, identity.get("memory"))
+
+
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
                 settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
                 llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
