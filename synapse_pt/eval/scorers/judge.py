@@ -277,6 +277,18 @@ class JudgeResult:
                             np.nansum(labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
 
 
+def judge_verdict(protocol: str, text: str) -> float | None:
+    """One judge reply's verdict under ``protocol``: a rubric item satisfied or not (1 or 0;
+    ``beam_rubric``), the coverage score (``gaama``, ``realtalk``) or CORRECT / WRONG as 1 / 0
+    (``mem0``); ``None`` when the reply is unreadable."""
+    if protocol == "beam_rubric":
+        return parse_rubric_verdict(text)
+    if protocol in ("gaama", "realtalk"):
+        return parse_coverage_score(text)
+    label = parse_judge_label(text)
+    return None if label is None else (1.0 if label == "CORRECT" else 0.0)
+
+
 def judge_answers(
     llm: LLM,
     questions: Sequence[str],
@@ -360,30 +372,18 @@ def judge_answers(
         if len(responses) != len(requests):
             raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
                              f"{len(requests)} requests (run {r}, seed {seed})")
-        if rubric:
-            verdicts: dict[int, list[float | None]] = {}
-            texts: dict[int, list[str]] = {}
-            for i, resp in zip(owner, responses, strict=True):
-                verdicts.setdefault(i, []).append(parse_rubric_verdict(resp.text))
-                texts.setdefault(i, []).append(resp.text)
-            for i, items in verdicts.items():
-                replies[r][i] = "\n---\n".join(texts[i])
-                failed[r, i] = any(v is None for v in items)
-                if not failed[r, i] or zero:
-                    labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
-            continue
+        # one verdict per request; a question's label is the mean of its verdicts (a rubric's
+        # items; one otherwise), unreadable when any is (then 0 under a zero rule, else none)
+        verdicts: dict[int, list[float | None]] = {}
+        texts: dict[int, list[str]] = {}
         for i, resp in zip(owner, responses, strict=True):
-            replies[r][i] = resp.text
-            if protocol in ("gaama", "realtalk"):
-                score = parse_coverage_score(resp.text)
-            else:
-                label = parse_judge_label(resp.text)
-                score = None if label is None else (1.0 if label == "CORRECT" else 0.0)
-            failed[r, i] = score is None
-            if score is not None:
-                labels[r, i] = score
-            elif zero:
-                labels[r, i] = 0.0
+            verdicts.setdefault(i, []).append(judge_verdict(protocol, resp.text))
+            texts.setdefault(i, []).append(resp.text)
+        for i, items in verdicts.items():
+            replies[r][i] = "\n---\n".join(texts[i])
+            failed[r, i] = any(v is None for v in items)
+            if not failed[r, i] or zero:
+                labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
 
     parsed = ~np.isnan(labels)
     n_ok = parsed.sum(0)
