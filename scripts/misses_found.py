@@ -28,13 +28,11 @@ from synapse_pt.eval.tables import to_markdown
 KEY = ["sample_id", "qa_index"]
 
 
-def missed_turns(frame: pd.DataFrame, k: int) -> pd.Series:
-    """Per question (indexed by :data:`KEY`), its evidence turns outside the first ``k``
+def missed_turns(frame: pd.DataFrame, k: int) -> list[set[str]]:
+    """Per question (in the frame's row order), its evidence turns outside the first ``k``
     retrieved turns, as a set."""
-    return pd.Series(
-        [set(ev) - set(list(ret)[:k]) for ev, ret in zip(frame["evidence"],
-                                                         frame["retrieved_turns"], strict=True)],
-        index=pd.MultiIndex.from_frame(frame[KEY]))
+    return [set(ev) - set(list(ret)[:k])
+            for ev, ret in zip(frame["evidence"], frame["retrieved_turns"], strict=True)]
 
 
 def misses_found(base: pd.DataFrame, other: pd.DataFrame, k: int) -> pd.DataFrame:

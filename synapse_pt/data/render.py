@@ -25,6 +25,7 @@ from __future__ import annotations
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from .records import Turn
 
@@ -35,11 +36,15 @@ TURN_FIELDS = ("speaker", "text", "caption", "date", "dia_id")
 CAPTION = " [shares an image: {}]"
 
 
-def format_date(turn: Turn) -> str:
-    """The session date of a turn (``"8 May 2023"``); the clock time is left out, as within a
+def format_day(ts: datetime) -> str:
+    """A date as the prompts show it (``"8 May 2023"``); the clock time is left out, as within a
     session it carries the loader's synthetic per-turn offset."""
-    ts = turn.timestamp
     return f"{ts.day} {ts:%B %Y}"
+
+
+def format_date(turn: Turn) -> str:
+    """The session date of a turn (:func:`format_day`)."""
+    return format_day(turn.timestamp)
 
 
 @dataclass(frozen=True)

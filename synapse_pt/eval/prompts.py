@@ -18,6 +18,7 @@ import random
 from collections.abc import Sequence
 from datetime import datetime
 
+from synapse_pt.data.render import format_day
 from synapse_pt.memory.base import EPISODIC, SEMANTIC, RetrievedItem
 
 NO_RECORD_REPLY = "Not mentioned"  # contains "not mentioned": scored as a refusal (SPEC §3)
@@ -157,7 +158,7 @@ def resolve_option_reply(reply: str, options: tuple[str, str]) -> str:
 def format_timestamp(ts: datetime | None) -> str:
     """The session date of an item (``"8 May 2023"``). The clock time is left out: within a
     session it carries the loader's synthetic per-turn offset, not a time the speakers gave."""
-    return "" if ts is None else f"{ts.day} {ts:%B %Y}"
+    return "" if ts is None else format_day(ts)
 
 
 def format_item(item: RetrievedItem) -> str:

@@ -49,7 +49,7 @@ from typing import Any
 import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
-from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date, format_day
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.structured import StructuredOutputError, generate_structured
@@ -510,7 +510,7 @@ class MemboxMemory(MemorySystem):
         out = []
         for bb, ei in self.traces[trace]:
             text, _, stamp = self.boxes[bb].events[ei]
-            out.append(f"{stamp.day} {stamp:%B %Y}: {text}")
+            out.append(f"{format_day(stamp)}: {text}")
         return out
 
     def _weave_per_event(self, batch: list[int]) -> None:
