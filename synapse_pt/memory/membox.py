@@ -53,7 +53,7 @@ from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_d
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.structured import StructuredOutputError, generate_structured
-from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
 from .base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
@@ -586,21 +586,18 @@ class MemboxMemory(MemorySystem):
         order = {s: i for i, s in enumerate(self.registry.order)}
         box_graph = torch.tensor([order[s] for s in box_conv], device=self.device)
         query_graph = torch.tensor([order[q.sample_id] for q in questions], device=self.device)
-        mask = box_graph[:, None] == query_graph[None, :]
+        mask = own_graph_mask(box_graph, query_graph)
         if self.fused is None:
             cos = cosine_scores(self.box_emb, self.encoder.encode(
                 [q.question for q in questions]).to(self.device))
         else:  # a box scores as the fused retriever's best turn in it
             cos = self.fused_box_scores(questions)
-        masked = cos.masked_fill(~mask, float("-inf"))
-        ranked = masked.sort(dim=0, descending=True, stable=True)
-        k = min(self.k, masked.shape[0])
+        values, indices = masked_topk(cos, mask, self.k)  # [k, B]; ties: the lower box
         items: list[list[RetrievedItem]] = []
         for j in range(len(questions)):
             row = []
             shown: set[int] = set()
-            for b, s in zip(ranked.indices[:k, j].tolist(), ranked.values[:k, j].tolist(),
-                            strict=True):
+            for b, s in zip(indices[:, j].tolist(), values[:, j].tolist(), strict=True):
                 if s == float("-inf"):
                     continue
                 if self.mode == "compact":
@@ -614,7 +611,7 @@ class MemboxMemory(MemorySystem):
                     shown.add(trace)
                     row.append(self._trace_item(trace, s))
             items.append(row)
-        top = ranked.values[0]
+        top = values[0]
         c_ret = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).float().cpu()
         gated = (c_ret < self.tau_gate) if self.tau_gate is not None else torch.zeros(
             len(questions), dtype=torch.bool)
