@@ -67,7 +67,7 @@ from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers, extractor_llm
 from synapse_pt.graph.ppr import HUB_DAMPENING, neighbourhood, personalised_pagerank
 from synapse_pt.models.base import TextEncoder
-from synapse_pt.models.structured import StructuredOutputError, generate_structured
+from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
@@ -471,12 +471,7 @@ class GAAMAMemory(MemorySystem):
     def _add_facts(self, d: Dialogue, built, chunk_ids: list[str], res, requests, r: int) -> None:
         g, turns, episodes = built
         where = f"{chunk_ids[0]}..{chunk_ids[-1]}"
-        parsed = None
-        if res.ok:
-            try:
-                parsed = parse_facts(res.responses[-1].text, chunk_ids)
-            except StructuredOutputError as err:
-                res.ok, res.error = False, str(err)
+        parsed = recheck(res, parse_facts, chunk_ids)
         if parsed is None:
             self._fail("facts", d.sample_id, where, res.error or "unreadable reply")
             return
@@ -513,12 +508,7 @@ class GAAMAMemory(MemorySystem):
         self.extraction_attempts += len(requests)
         for (d, g, group), res in zip(groups, results, strict=True):
             where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
-            parsed = None
-            if res.ok:
-                try:
-                    parsed = parse_reflections(res.responses[-1].text, len(group))
-                except StructuredOutputError as err:
-                    res.error = str(err)
+            parsed = recheck(res, parse_reflections, len(group))
             if parsed is None:
                 self._fail("reflections", d.sample_id, where, res.error or "unreadable reply")
                 continue

@@ -52,7 +52,7 @@ from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date, format_day
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
-from synapse_pt.models.structured import StructuredOutputError, generate_structured
+from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
@@ -449,12 +449,7 @@ class MemboxMemory(MemorySystem):
             self.extraction_attempts += len(requests)
             for (b, t), res in zip(asks, results, strict=True):
                 n = len(self.boxes[b].events)
-                related = None
-                if res.ok:
-                    try:
-                        related = parse_verify(res.responses[-1].text, n)
-                    except StructuredOutputError as err:  # named and counted below
-                        res.error = str(err)
+                related = recheck(res, parse_verify, n)
                 if related is None:  # the code: an unreadable verdict joins every event
                     self._fail("verify", self.boxes[b].sample_id,
                                f"{self.boxes[b].turns[0].dia_id} -> trace {t}",
@@ -484,12 +479,7 @@ class MemboxMemory(MemorySystem):
                                           parse=lambda text: parse_chains(text, None))
             self.extraction_attempts += len(requests)
             for (b, rest), res in zip(ask, results, strict=True):
-                groups = None
-                if res.ok:
-                    try:
-                        groups = parse_chains(res.responses[-1].text, len(rest))
-                    except StructuredOutputError as err:  # named and counted below
-                        res.error = str(err)
+                groups = recheck(res, parse_chains, len(rest))
                 if groups is None:  # counted; each event its own trace (the code drops them)
                     self._fail("chains", self.boxes[b].sample_id, self.boxes[b].turns[0].dia_id,
                                res.error or "unreadable")

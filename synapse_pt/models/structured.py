@@ -41,6 +41,20 @@ class StructuredResult:
     responses: list[ChatResponse]  # the first reply, and the repair reply if one was needed
 
 
+def recheck(result: StructuredResult, parse: Callable[..., Any], *args: Any) -> Any | None:
+    """A request's final reply parsed again by ``parse(text, *args)``: the checks that need the
+    request itself (its ids, its number of items), which the batch's shape check could not
+    make. The value, or ``None`` when the request failed or ``parse`` refuses the reply
+    (``result`` then marked failed, its ``error`` saying why)."""
+    if not result.ok:
+        return None
+    try:
+        return parse(result.responses[-1].text, *args)
+    except StructuredOutputError as err:
+        result.ok, result.error = False, str(err)
+        return None
+
+
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
