@@ -180,7 +180,8 @@ class MemboxMemory(MemorySystem):
         index_topic: the topic phrase in the box's index text (code) or not (ours before).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
-        max_tokens: LLM build: completion budget of a box extraction and of a weave (ours).
+        max_tokens: LLM build: completion budget of a box extraction, verification,
+            chain grouping or weave (ours; the Loom's yes/no has 8 tokens).
         fused_ranking: ``None`` (the code's cosine of the box embedding) or
             :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
             LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).

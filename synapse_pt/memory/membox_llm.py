@@ -87,7 +87,7 @@ _LOOM = re.compile(r"\b(partially shifted|yes|no)\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class MemboxFailure:
-    stage: str  # "loom", "box" or "weave"
+    stage: str  # "loom", "box", "weave", "verify" or "chains"
     sample_id: str
     where: str
     error: str
@@ -144,9 +144,14 @@ def parse_box(text: str) -> tuple[list[str], str, list[str]]:
     return keywords, topic.strip(), [e.strip() for e in events if _meaningful(e)]
 
 
+def numbered(events: Sequence[str]) -> str:
+    """Events as the prompts list them, one per line: ``"0. <event>"``."""
+    return "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+
+
 def weave_request(events: Sequence[str], traces: Sequence[tuple[int, Sequence[str]]],
                   max_tokens: int = 256) -> ChatRequest:
-    listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+    listed = numbered(events)
     shown = "\n".join(f"trace {t}: " + " | ".join(ev) for t, ev in traces)
     return ChatRequest((("system", SYSTEM), ("user", WEAVE_PROMPT.format(
         events=listed, traces=shown))), max_tokens=max_tokens)
@@ -170,7 +175,7 @@ def verify_request(trace_lines: Sequence[str], events: Sequence[str],
                    max_tokens: int = 256) -> ChatRequest:
     """The verification of one candidate trace (its events, ``"{date}: {event}"``) against all
     of a new box's events."""
-    listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+    listed = numbered(events)
     return ChatRequest((("system", SYSTEM), ("user", VERIFY_PROMPT.format(
         trace="\n".join(trace_lines) or "None", events=listed))), max_tokens=max_tokens)
 
@@ -179,9 +184,7 @@ def _indices(value: object, key: str, n: int | None) -> list[int]:
     if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool)
                                               for i in value):
         raise StructuredOutputError(f"'{key}' must be a list of event numbers")
-    if n is None:  # the shape only (the batch's repair round)
-        return list(dict.fromkeys(value))
-    bad = [i for i in value if not 0 <= i < n]
+    bad = [] if n is None else [i for i in value if not 0 <= i < n]  # None: the shape only
     if bad:
         raise StructuredOutputError(f"'{key}' names events {bad}; there are {n}")
     return list(dict.fromkeys(value))
@@ -203,7 +206,7 @@ def parse_verify(text: str, n: int | None) -> list[int]:
 
 def chain_request(events: Sequence[str], max_tokens: int = 256) -> ChatRequest:
     """The grouping of a box's unmatched events into chains."""
-    listed = "\n".join(f"{i}. {e}" for i, e in enumerate(events))
+    listed = numbered(events)
     return ChatRequest((("system", SYSTEM), ("user", CHAIN_PROMPT.format(events=listed))),
                        max_tokens=max_tokens)
 
