@@ -157,3 +157,10 @@ PROTOCOLS: dict[str, str] = {
     "GAAMA": "LLM judge, fraction of the reference's key facts covered (unreadable reply: 0), "
              "categories 1-4 (1,540 questions), gpt-4o-mini, mean over questions",
 }
+
+# The config of ours each published row sits beside.
+OUR_BUILDS: dict[str, str] = {
+    "SYNAPSE": "memory=synapse",
+    "Membox": MEMBOX["our_build"],
+    "GAAMA": GAAMA["our_build"],
+}

@@ -194,16 +194,6 @@ def efficiency_table(
     return df
 
 
-RELATED_PROTOCOLS: dict[str, str] = paper_numbers.PROTOCOLS
-
-# the config of ours each published row sits beside
-RELATED_BUILDS: dict[str, str] = {
-    "SYNAPSE": "memory=synapse",
-    "Membox": paper_numbers.MEMBOX["our_build"],
-    "GAAMA": paper_numbers.GAAMA["our_build"],
-}
-
-
 def related_systems_table() -> pd.DataFrame:
     """The published LoCoMo numbers of SYNAPSE, Membox and GAAMA per category, each row with the
     protocol it was measured under (they are not comparable with each other as printed) and the
@@ -217,8 +207,8 @@ def related_systems_table() -> pd.DataFrame:
     rows["Membox"]["reported mean"] = paper_numbers.MEMBOX["overall_f1"]["compact"]
     rows["GAAMA"]["reported mean"] = paper_numbers.GAAMA["mean_reward"]["GAAMA"]
     df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
-    df["protocol"] = [RELATED_PROTOCOLS[s] for s in df.index]
-    df["our build"] = [RELATED_BUILDS[s] for s in df.index]
+    df["protocol"] = [paper_numbers.PROTOCOLS[s] for s in df.index]
+    df["our build"] = [paper_numbers.OUR_BUILDS[s] for s in df.index]
     df["source"] = [paper_numbers.SOURCES[s.lower()] for s in df.index]
     df.index.name = "system"
     return df
