@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="folder for runs and tables")
     parser.add_argument("--baseline", default=None, help="label of the delta tables' base row")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every variant")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides before or after --out
     study = load_study(args.study)
     results = run_study(study, args.out, args.overrides)
     runs, where = load_runs(find_runs([args.out]), baseline=args.baseline)

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.errors import InstantiationException
 from hydra.utils import get_class
+from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.data import (
     Conversation,
+    DataFormatError,
     Dataset,
     DatasetNotFoundError,
     category_names,
@@ -43,6 +44,7 @@ from synapse_pt.data.category_check import check_categories
 from synapse_pt.data.integrity import check_upstream, upstream_manifest
 from synapse_pt.data.realtalk import load_realtalk
 from synapse_pt.data.source import sample_path, sha256_file
+from synapse_pt.errors import ConfigError
 from synapse_pt.eval.outputs import config_hash
 from synapse_pt.eval.pipeline import GOLDS
 from synapse_pt.graph.extraction import ConceptExtractor
@@ -110,8 +112,8 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         check_categories(dataset, _category_names(cfg))
         return _subset(dataset, cfg, smoke)
     if fmt != "locomo":
-        raise ValueError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
-                         f"{fmt!r}")
+        raise ConfigError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
+                          f"{fmt!r}")
     path = cfg.get("path")
     if path == "sample":
         path = str(sample_path())
@@ -121,6 +123,8 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
                                   allow_download=bool(cfg.get("allow_download", True)),
                                   allow_sample=bool(cfg.get("allow_sample", False)))
     name = "sample" if source.is_sample or path == str(sample_path()) else cfg.get("name")
+    if name != "sample":
+        check_sha256(source.path, cfg.get("sha256"))
     dataset = load_locomo(source.path, name=name,
                           turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
     if name != "sample":
@@ -138,6 +142,20 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
     check_categories(dataset, _category_names(cfg))
     return _subset(dataset, cfg, smoke)
+
+
+def check_sha256(path: Path, expected: str | None) -> None:
+    """A :class:`DataFormatError` naming the file and both hashes when ``path``'s sha256 is not
+    ``dataset.sha256`` (``None``: not checked), wherever the file came from (a download, the
+    cache, a candidate, ``dataset.path``)."""
+    if not expected:
+        return
+    actual = sha256_file(path)
+    if actual != expected:
+        raise DataFormatError(str(path), "file", "sha256",
+                              f"{actual}, not dataset.sha256={expected} (another file than the "
+                              "configured one; to use it, pass dataset.sha256=null: its content "
+                              "is then checked against upstream and any difference recorded)")
 
 
 #: the datasets read from a folder of files, and their loaders
@@ -189,16 +207,16 @@ def build_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit | None:
     load_audit`)."""
     gold = cfg.get("gold", "official")
     if gold not in GOLDS:
-        raise ValueError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
+        raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold == "official":
         return None
     if cfg.get("format", "locomo") != "locomo":
-        raise ValueError(f"dataset.gold={gold}: only LoCoMo-10 has an audited gold; "
-                         f"{cfg.get('name')} takes dataset.gold=official")
+        raise ConfigError(f"dataset.gold={gold}: only LoCoMo-10 has an audited gold; "
+                          f"{cfg.get('name')} takes dataset.gold=official")
     if dataset.upstream not in ("identical", "same_content"):
-        raise ValueError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
-                         f"release, and {dataset.path} is not it (upstream check: "
-                         f"{dataset.upstream}); use dataset.gold=official")
+        raise ConfigError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
+                          f"release, and {dataset.path} is not it (upstream check: "
+                          f"{dataset.upstream}); use dataset.gold=official")
     a = cfg.get("audit") or {}
     source = resolve_dataset_path(a.get("path"), candidates=a.get("candidates") or (),
                                   cache_dir=a.get("cache_dir"), url=a.get("url"),
@@ -217,22 +235,39 @@ def build_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit | None:
     return audit
 
 
+#: errors raised inside a constructor that hydra's ``instantiate`` must not wrap: their message
+#: names the config key (or the set-up command) and the CLI prints it as one line
+UNWRAPPED = (ConfigError, ModelNotAssembled)
+
+
+def instantiate(cfg: Any, **kwargs: Any) -> Any:
+    """``hydra.utils.instantiate(cfg, _convert_="all", **kwargs)``, re-raising a
+    :data:`UNWRAPPED` error of the constructor itself instead of hydra's
+    ``InstantiationException`` around it."""
+    try:
+        return hydra_instantiate(cfg, _convert_="all", **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, UNWRAPPED):
+            raise err.__cause__ from None
+        raise
+
+
 def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
     """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``."""
     # hydra's instantiate silently drops ``???`` arguments (the backend's default would stand in)
     missing = sorted(OmegaConf.missing_keys(cfg)) if isinstance(cfg, DictConfig) else []
     if missing:
-        raise ValueError(f"llm={cfg.get('name')}: no value for {missing}; set it on the command "
-                         f"line, e.g. {missing[0]}=...")
-    backend = hydra.utils.instantiate(cfg["backend"], _convert_="all")
+        raise ConfigError(f"llm={cfg.get('name')}: no value for {missing}; set it on the command "
+                          f"line, e.g. {missing[0]}=...")
+    backend = instantiate(cfg["backend"])
     if isinstance(backend, NoLLM):
         return None
     cap = cfg.get("max_cost_usd")
     if cap is not None:  # inside the cache: hits cost nothing, answers are stored before a stop
         price = price_for(backend.model, price_table(cfg.get("prices") or {}))
         if price is None:
-            raise ValueError(f"llm.max_cost_usd={cap} needs a price for {backend.model!r} in "
-                             f"llm.prices (USD per 1M prompt and completion tokens)")
+            raise ConfigError(f"llm.max_cost_usd={cap} needs a price for {backend.model!r} in "
+                              f"llm.prices (USD per 1M prompt and completion tokens)")
         backend = BudgetedLLM(backend, float(cap), price)
     if cfg.get("cache"):
         Path(cfg["cache"]).parent.mkdir(parents=True, exist_ok=True)
@@ -244,12 +279,7 @@ def build_encoder(cfg: Mapping[str, Any]) -> TextEncoder:
     """The text encoder of the ``embedder`` group (with its embedding cache). An opt-in model that
     is not assembled (``embedder=mpnet``) raises :class:`ModelNotAssembled` itself, naming the
     set-up command, not hydra's wrapper."""
-    try:
-        return hydra.utils.instantiate(cfg, _convert_="all")
-    except InstantiationException as err:
-        if isinstance(err.__cause__, ModelNotAssembled):
-            raise err.__cause__ from None
-        raise
+    return instantiate(cfg)
 
 
 def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | None
@@ -258,19 +288,19 @@ def build_extractor(cfg: Mapping[str, Any], encoder: TextEncoder, llm: LLM | Non
     encoder and the LLM are passed to the classes that take them). ``llm_free`` is metadata: it
     must agree with the class, and an LLM extractor without a language model is an error."""
     if "_target_" not in cfg:
-        raise ValueError("extractor config needs a _target_ (see configs/extractor/)")
+        raise ConfigError("extractor config needs a _target_ (see configs/extractor/)")
     target = get_class(cfg["_target_"])
     if bool(cfg.get("llm_free", True)) != bool(target.llm_free):
-        raise ValueError(f"extractor.llm_free={cfg.get('llm_free')} but {target.__name__} has "
-                         f"llm_free={target.llm_free}")
+        raise ConfigError(f"extractor.llm_free={cfg.get('llm_free')} but {target.__name__} has "
+                          f"llm_free={target.llm_free}")
     accepted = inspect.signature(target.__init__).parameters
     if "llm" in accepted and llm is None:
-        raise ValueError(f"extractor {target.__name__} needs a language model; set llm=smollm2, "
-                         "llm=openai, ... or use an LLM-free extractor (extractor=keyword, "
-                         "keybert, yake)")
+        raise ConfigError(f"extractor {target.__name__} needs a language model; set llm=smollm2, "
+                          "llm=openai, ... or use an LLM-free extractor (extractor=keyword, "
+                          "keybert, yake)")
     args = {k: v for k, v in cfg.items() if k != "llm_free"}
     kwargs = {k: v for k, v in {"encoder": encoder, "llm": llm}.items() if k in accepted}
-    return hydra.utils.instantiate(args, _convert_="all", **kwargs)
+    return instantiate(args, **kwargs)
 
 
 def text_cache(cfg: DictConfig) -> TextValueCache:
@@ -284,7 +314,7 @@ def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
     target = get_class(cfg["_target_"])
     accepted = inspect.signature(target.__init__).parameters
     kwargs = {k: v for k, v in available.items() if k in accepted}
-    return hydra.utils.instantiate(cfg, _convert_="all", **kwargs)
+    return instantiate(cfg, **kwargs)
 
 
 def ingest(memory: MemorySystem, conversations: Sequence[Conversation]) -> None:
@@ -302,8 +332,8 @@ def ingested_memory(cfg: DictConfig, refuse_fallback: str | None,
     embedding cache in place no model is called. ``encoder``: use this one instead of
     instantiating ``cfg.embedder`` (a caller that watches what is embedded)."""
     if not cfg.extractor.get("llm_free", True):
-        raise ValueError(f"extractor {cfg.extractor['_target_']} needs an LLM; only LLM-free "
-                         "builds are rebuilt outside a run")
+        raise ConfigError(f"extractor {cfg.extractor['_target_']} needs an LLM; only LLM-free "
+                          "builds are rebuilt outside a run")
     dataset = build_dataset(cfg.dataset, refuse_fallback=refuse_fallback)
     if encoder is None:
         encoder = build_encoder(cfg.embedder)

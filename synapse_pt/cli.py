@@ -1,4 +1,4 @@
-"""What the Hydra entry points share: the SQLite-storage and writable-folder callbacks, and quiet
+"""What the Hydra entry points share: the SQLite-storage and run-folder callbacks, and quiet
 third-party logs."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from synapse_pt.eval.run_folder import claim_new_folder
 
 # third-party loggers that log every request at INFO (httpx, and httpx2 under the openai SDK: one
 # line per LLM call)
@@ -66,10 +68,30 @@ class WritableRunDir(Callback):
     one line naming the folder (status 2). Used by ``configs/hydra/default.yaml``."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._claim(config)
         self._check(config, "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._check(config, "hydra.sweep.dir")
+
+    @staticmethod
+    def _claim(config: DictConfig) -> None:
+        """A stamped run folder (``hydra.run.dir`` with ``${now:...}``, the default) is made
+        here, atomically, and renamed ``<stamp>-2``, ``-3``, ... when another run made it first
+        (:func:`~synapse_pt.eval.run_folder.claim_new_folder`): two runs never share it. A
+        literal ``hydra.run.dir`` is left as given (the same command resumes there; the run's
+        lock refuses a second run while one writes it)."""
+        raw = OmegaConf.to_container(config.hydra.run, resolve=False).get("dir")
+        if not isinstance(raw, str) or "${now:" not in raw:
+            return
+        folder = str(OmegaConf.select(config, "hydra.run.dir"))
+        try:
+            claimed = str(claim_new_folder(folder))
+        except OSError:
+            return  # _check names the folder and the cause
+        if claimed != folder:
+            with read_write(config), open_dict(config):
+                config.hydra.run.dir = claimed
 
     @staticmethod
     def _check(config: DictConfig, key: str) -> None:

@@ -32,11 +32,11 @@ from synapse_pt.build import (
 )
 from synapse_pt.cli import quiet_third_party_logs
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
+from synapse_pt.errors import ConfigError
 from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import (
     config_hash,
     git_commit,
-    result_neutral_changes,
     without_result_neutral,
     write_json,
     write_predictions,
@@ -50,7 +50,14 @@ from synapse_pt.eval.record import (
     run_metrics,
     run_spend,
 )
+from synapse_pt.eval.run_folder import (
+    OutputDirInUse,
+    RunFolderLocked,
+    check_output_dir,
+    holding,
+)
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
 from synapse_pt.models.sqlite_store import CorruptCacheError
@@ -100,51 +107,12 @@ def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
     raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")
 
 
-class OutputDirInUse(RuntimeError):
-    """A run folder already holds the outputs of another configuration."""
-
-
-#: the files whose presence makes a folder hold a configuration's outputs (a run that failed
-#: before writing any of them left only its ``config.yaml``)
-RUN_OUTPUTS = ("metrics.json", "predictions.parquet")
-
-
-def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
-    """Refuse to write into a folder whose outputs are another configuration's.
-
-    The same resolved configuration resumes (its cached answers make the rerun cheap and its
-    outputs identical). Settings that cannot change results
-    (:data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts, retries,
-    the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
-    folder holding only a failed start's ``config.yaml`` (no :data:`RUN_OUTPUTS`) accepts any
-    configuration; ``overwrite=true`` replaces another configuration's outputs."""
-    saved = output_dir / "config.yaml"
-    if overwrite or not saved.is_file():
-        return
-    before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
-    after = OmegaConf.to_container(OmegaConf.create(config_text))
-    for key, (old, new) in result_neutral_changes(before, after).items():
-        log.info("%s: result-neutral setting %s changed %r -> %r (recorded, not compared)",
-                 output_dir, key, old, new)
-    before, after = without_result_neutral(before), without_result_neutral(after)
-    differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    if not differ:
-        return
-    if not any((output_dir / name).exists() for name in RUN_OUTPUTS):
-        log.info("%s holds only the config.yaml of a run that wrote no outputs; replacing it "
-                 "(differs in %s)", output_dir, differ)
-        return
-    raise OutputDirInUse(
-        f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
-        "choose another hydra.run.dir, rerun the same configuration to resume, or pass "
-        "overwrite=true to replace them")
-
-
 #: errors whose message says all a user needs (what failed, which file, record, key or server, and
 #: what to do): the CLI prints them as one line instead of a traceback (an LLM server's timeout,
 #: connection error or unknown model ends deep in asyncio otherwise)
 USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
-    LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse)
+    LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse,
+    RunFolderLocked, ConfigError, ModelNotAssembled)
 
 
 def one_line(err: BaseException) -> str:
@@ -156,9 +124,16 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
-    shipped sample; a Hydra multirun always refuses."""
+    shipped sample; a Hydra multirun always refuses. The folder is locked while the run writes
+    it (:func:`~synapse_pt.eval.run_folder.holding`: a second run into it is refused)."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    with holding(output_dir):
+        return _run_in(output_dir, cfg, refuse_fallback)
+
+
+def _run_in(output_dir: Path, cfg: DictConfig, refuse_fallback: str | None) -> dict[str, Any]:
+    """:func:`run` in its locked folder."""
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     config_text = OmegaConf.to_yaml(cfg, resolve=True)
     check_output_dir(output_dir, config_text, overwrite=bool(cfg.get("overwrite", False)))
@@ -226,9 +201,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         write_predictions(output_dir / "predictions.parquet", df)
         write_json(output_dir / "metrics.json", metrics)
         write_json(output_dir / "timing.json", timings)
-        spend = run_spend(llm, prices)
-        if spend is not None:
-            write_json(output_dir / "spend.json", spend)
+        write_json(output_dir / "spend.json", run_spend(llm, prices))
         label = run_label(identity)
         tables = build_tables(metrics, names, run_label=label)
         write_tables(output_dir / "tables", tables)

@@ -178,9 +178,12 @@ def test_mpnet_embedder_loads_by_path_from_the_cache_or_names_the_setup(tmp_path
     assert cfg.embedder.cache_dir == f"{tmp_path}/embeddings"
     with pytest.raises(ModelNotAssembled, match="not assembled.*`make mpnet`"):
         build_encoder(cfg.embedder)
-    folder = tmp_path / "models" / "all-mpnet-base-v2"  # a stand-in folder: config only
+    folder = tmp_path / "models" / "all-mpnet-base-v2"  # a stand-in: config, empty weights
     folder.mkdir(parents=True)
     (folder / "config.json").write_text('{"hidden_size": 768}')
+    with pytest.raises(ModelNotAssembled, match="only partly assembled.*`make mpnet`"):
+        build_encoder(cfg.embedder)  # no weights: an assembly stopped half-way
+    (folder / "model.safetensors").write_bytes(b"")
     encoder = build_encoder(cfg.embedder)
     assert encoder.dim == 768 and encoder._model is None
     assert encoder.identity.startswith("all-mpnet-base-v2@")

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
 #: each room (subpackage or top-level module) and its layer: a module may import its own room
 #: and rooms of strictly lower layers
 LAYERS = {
+    "errors": -1,  # ConfigError: every layer may raise it
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,

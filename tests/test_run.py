@@ -253,7 +253,7 @@ def test_request_logging_is_quiet_by_default() -> None:
 
 
 def test_a_run_folder_of_another_configuration_is_refused(tmp_path):
-    from synapse_pt.run import OutputDirInUse
+    from synapse_pt.eval.run_folder import OutputDirInUse
 
     run(smoke_cfg(tmp_path, "memory=bm25"))
     first = (tmp_path / "run" / "metrics.json").read_text()

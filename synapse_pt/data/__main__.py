@@ -1,4 +1,5 @@
-"""``python -m synapse_pt.data [PATH]``: summarise a dataset file in the LoCoMo release format."""
+"""``python -m synapse_pt.data [PATH]``: summarise a dataset: a file in the LoCoMo release format, a
+REALTALK folder (``Chat_*.json``) or a BEAM scale folder (``.../beam/100K``: ``<n>/chat.json``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,41 @@ import argparse
 import logging
 import sys
 from collections import Counter
+from pathlib import Path
 
 from . import category_names, load_dataset
+from .beam import load_beam
 from .errors import DataFormatError, DatasetNotFoundError
+from .realtalk import load_realtalk
+from .records import Dataset
 from .source import default_locomo_path
+
+
+def folder_kind(folder: Path) -> str:
+    """``"realtalk"`` or ``"beam"``: what a dataset folder holds; a :class:`DatasetNotFoundError`
+    naming the folder and what it holds otherwise (a folder of BEAM scales names them)."""
+    if any(folder.glob("Chat_*.json")):
+        return "realtalk"
+    def holds_beam(path: Path) -> bool:
+        return any(p.name.isdigit() and (p / "chat.json").is_file() for p in path.iterdir())
+
+    if holds_beam(folder):
+        return "beam"
+    scales = sorted(p.name for p in folder.iterdir() if p.is_dir() and holds_beam(p))
+    hint = (f"it holds the BEAM scales {scales}: give one of them, e.g. {folder / scales[0]}"
+            if scales else "give a LoCoMo-format file, a REALTALK folder (Chat_*.json) or a "
+            "BEAM scale folder (<n>/chat.json)")
+    raise DatasetNotFoundError(f"{folder}: a folder with no REALTALK conversation (Chat_*.json) "
+                               f"and no BEAM conversation (<n>/chat.json); {hint}")
+
+
+def load_any(path: str | None) -> tuple[Dataset, str]:
+    """The dataset at ``path`` (a file, a REALTALK or a BEAM folder; ``None``: LoCoMo-10 found as
+    :func:`~synapse_pt.data.source.resolve_dataset_path` finds it) and its category preset."""
+    if path is not None and Path(path).is_dir():
+        kind = folder_kind(Path(path))
+        return (load_realtalk(path) if kind == "realtalk" else load_beam(path)), kind
+    return load_dataset(path, candidates=[default_locomo_path()]), "official"
 
 
 def summary_lines(dataset, names: dict[int, str]) -> list[str]:
@@ -39,17 +71,19 @@ def summary_lines(dataset, names: dict[int, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synapse_pt.data", description=__doc__)
     parser.add_argument("path", nargs="?", default=None,
-                        help="dataset file (default: $SYNAPSE_DATA, ../shared/data/locomo10.json, "
-                             "the cache, or a download)")
-    parser.add_argument("--categories", default="official", help="category preset: official|amem")
+                        help="dataset file or folder (default: $SYNAPSE_DATA, "
+                             "../shared/data/locomo10.json, the cache, or a download)")
+    parser.add_argument("--categories", default=None,
+                        help="category preset: official|amem|realtalk|beam (default: the "
+                             "dataset's own)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
     try:
-        dataset = load_dataset(args.path, candidates=[default_locomo_path()])
+        dataset, preset = load_any(args.path)
     except (DataFormatError, DatasetNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print("\n".join(summary_lines(dataset, category_names(args.categories))))
+    print("\n".join(summary_lines(dataset, category_names(args.categories or preset))))
     return 0
 
 

@@ -58,7 +58,12 @@ def _ids(value: Any) -> list[int]:
 
 
 def _read(path: Path) -> tuple[Any, bytes]:
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataFormatError(str(path), "file", "<top level>",
+                              f"missing (every BEAM conversation folder holds {CHAT} and "
+                              f"{QUESTIONS})") from None
     try:
         return json.loads(raw.decode("utf-8")), raw
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

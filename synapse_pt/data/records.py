@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from synapse_pt.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -177,7 +179,14 @@ class Dataset:
                question_categories: Sequence[int] | None = None) -> Dataset:
         """A smaller dataset (for smoke runs and focused studies): chosen conversations, only the
         questions of ``question_categories`` (raw LoCoMo numbers), and/or the first questions.
-        The memory still ingests whole conversations; only what is asked shrinks."""
+        The memory still ingests whole conversations; only what is asked shrinks. A size that is
+        not a positive integer is a :class:`~synapse_pt.errors.ConfigError` naming its key."""
+        for key, size in (("max_conversations", max_conversations),
+                          ("max_questions", max_questions)):
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                     or size < 1):
+                raise ConfigError(f"dataset.{key} must be an integer >= 1 (null: all), got "
+                                  f"{size!r}")
         convs = self.conversations
         if sample_ids is not None:
             known = {c.sample_id for c in convs}
@@ -192,8 +201,8 @@ class Dataset:
             known = {*self.answerable, *([self.unanswerable] if self.unanswerable else [])}
             unknown = sorted(wanted - known)
             if unknown:
-                raise ValueError(f"dataset.question_categories: {unknown} are not categories of "
-                                 f"{self.name} ({sorted(known)})")
+                raise ConfigError(f"dataset.question_categories: {unknown} are not categories of "
+                                  f"{self.name} ({sorted(known)})")
             convs = [Conversation(c.sample_id, c.speaker_a, c.speaker_b, c.sessions,
                                   [q for q in c.questions if q.category in wanted])
                      for c in convs]

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from synapse_pt.data.audit import UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
+from synapse_pt.errors import ConfigError
 from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
@@ -132,15 +133,15 @@ class EvalSettings:
 
     def __post_init__(self) -> None:
         if self.mode not in ("retrieval", "qa"):
-            raise ValueError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
+            raise ConfigError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
         self.recall_ks = tuple(int(k) for k in self.recall_ks)
         self.peer_ks = tuple(int(k) for k in self.peer_ks)
         if not self.peer_ks or min(self.peer_ks) < 1:
-            raise ValueError(f"eval.peer_ks must be integers >= 1, got {list(self.peer_ks)}")
+            raise ConfigError(f"eval.peer_ks must be integers >= 1, got {list(self.peer_ks)}")
         self.recall_budgets = tuple(int(t) for t in self.recall_budgets)
         if any(t < 1 for t in self.recall_budgets):
-            raise ValueError(f"eval.recall_budgets must be integers >= 1, got "
-                             f"{list(self.recall_budgets)}")
+            raise ConfigError(f"eval.recall_budgets must be integers >= 1, got "
+                              f"{list(self.recall_budgets)}")
         for name in ("max_answer_tokens", "answer_batch_size", "retrieval_batch_size", "seed",
                      "judge_runs", "judge_max_tokens"):
             value = getattr(self, name)
@@ -154,27 +155,27 @@ class EvalSettings:
                 continue
             setattr(self, name, int(value))
         if self.judge_runs < 0:
-            raise ValueError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+            raise ConfigError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
         if self.answer_style not in ANSWER_STYLES:
-            raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got "
-                             f"{self.answer_style!r}")
+            raise ConfigError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got "
+                              f"{self.answer_style!r}")
         if self.judge_protocol not in JUDGE_PROTOCOLS:
-            raise ValueError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
-                             f"{self.judge_protocol!r}")
+            raise ConfigError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
+                              f"{self.judge_protocol!r}")
         if self.answer_budget not in ("style", "config"):
-            raise ValueError(f"eval.answer_budget must be 'style' or 'config', got "
-                             f"{self.answer_budget!r}")
+            raise ConfigError(f"eval.answer_budget must be 'style' or 'config', got "
+                              f"{self.answer_budget!r}")
         if self.judge_unreadable not in JUDGE_UNREADABLE:
-            raise ValueError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
-                             f"got {self.judge_unreadable!r}")
+            raise ConfigError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
+                              f"got {self.judge_unreadable!r}")
         if not self.recall_ks or min(self.recall_ks) < 1:
-            raise ValueError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
+            raise ConfigError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
         for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
             if isinstance(getattr(self, name), int) and getattr(self, name) < 1:
-                raise ValueError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
         if isinstance(self.retrieval_batch_size, int) and self.retrieval_batch_size < 0:
-            raise ValueError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
-                             f"once), got {self.retrieval_batch_size}")
+            raise ConfigError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
+                              f"once), got {self.retrieval_batch_size}")
 
 
 def blind(question: Question) -> Question:
@@ -539,9 +540,9 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         keys ``retrieve_seconds``, ``retrieve_ms_per_query``, ``answer_seconds``).
     """
     if gold not in GOLDS:
-        raise ValueError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
+        raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold != "official" and audit is None:
-        raise ValueError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
+        raise ConfigError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
     questions = list(dataset.questions())
     if not questions:
         raise ValueError(f"{dataset.path}: no questions to evaluate")
@@ -557,7 +558,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
     answer_s = 0.0
     if settings.mode == "qa":
         if llm is None:
-            raise ValueError("eval.mode=qa needs an answer model (llm=...), got none")
+            raise ConfigError("eval.mode=qa needs an answer model (llm=...), got none")
         start = time.perf_counter()
         responses = answer_questions(llm, dataset, questions, result, settings)
         if settings.judge_runs > 0:

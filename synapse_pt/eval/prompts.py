@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from synapse_pt.data.render import format_day
+from synapse_pt.errors import ConfigError
 from synapse_pt.memory.base import EPISODIC, SEMANTIC, RetrievedItem
 
 NO_RECORD_REPLY = "Not mentioned"  # contains "not mentioned": scored as a refusal (SPEC §3)
@@ -201,7 +202,7 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
     :func:`synapse_pt.eval.pipeline.answer_options`), only under their protocol flags.
     """
     if style not in ANSWER_STYLES:
-        raise ValueError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
+        raise ConfigError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
     fill = {"style": ANSWER_STYLES[style], "speakers": speakers,
             "question": question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
             "strict": STRICT_EVIDENCE if strict_evidence else "",

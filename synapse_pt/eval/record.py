@@ -144,12 +144,24 @@ def method_usage(answered: pd.DataFrame, prices: Mapping[str, Any], *, model: st
     return {k: v for k, v in usage.items() if k not in RUN_STATE_USAGE}
 
 
-def run_spend(llm: LLM | None, prices: Mapping[str, Any]) -> dict[str, Any] | None:
+#: ``spend.json`` of a run that asked no language model
+NO_SPEND: dict[str, Any] = {
+    "n_responses": 0, "n_cached": 0, "n_paid": 0, "prompt_tokens_paid": 0,
+    "completion_tokens_paid": 0, "cost_usd_spent": 0.0, "cost_usd_if_uncached": 0.0,
+    "unpriced_models": []}
+
+
+def run_spend(llm: LLM | None, prices: Mapping[str, Any]) -> dict[str, Any]:
     """What this run sent to the model and paid: every response the run's LLM served (answers,
-    judge, extraction), cache hits at no cost. ``None`` without a cached LLM."""
+    judge, extraction), cache hits at no cost; :data:`NO_SPEND` without an LLM. An LLM without
+    the response cache (``llm.cache`` empty) records no responses: its counts are ``None``,
+    said in ``note``."""
+    if llm is None:
+        return dict(NO_SPEND)
     served = getattr(llm, "served", None)
     if served is None:
-        return None
+        return {**{k: None for k in NO_SPEND},
+                "note": "llm.cache is off: this run's responses were not recorded"}
     usage = summarize_usage(served, prices)
     paid = [r for r in served if not r.cached]
     return {"n_responses": usage["n_responses"], "n_cached": usage["n_cached"],

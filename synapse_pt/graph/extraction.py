@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from synapse_pt.errors import ConfigError
+
 from ..data.records import Turn
 from ..models.base import TextEncoder
 from ..models.llm.base import LLM, ChatRequest
@@ -99,8 +101,8 @@ def extractor_llm(extractor: ConceptExtractor, system: str) -> LLM | None:
         return None
     llm = getattr(extractor, "llm", None)
     if llm is None:
-        raise ValueError(f"memory={system}: an LLM build needs an LLM extractor with a model "
-                         "(extractor=llm llm=...); LLM-free extractors give the LLM-free build")
+        raise ConfigError(f"memory={system}: an LLM build needs an LLM extractor with a model "
+                          "(extractor=llm llm=...); LLM-free extractors give the LLM-free build")
     return llm
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 import torch
 
 from synapse_pt.data.records import Conversation, Dialogue, Question
+from synapse_pt.errors import ConfigError
 
 from .gate import RejectionGate
 
@@ -116,7 +117,7 @@ def require_int(key: str, value: object, minimum: int) -> int:
     """``value`` as an ``int``; a ``ValueError`` naming the config key ``memory.<key>`` when it is
     not an integer (``bool`` included) or lies below ``minimum`` (a negative budget, say)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"memory.{key} must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"memory.{key} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -124,7 +125,7 @@ def require_choice(key: str, value: object, allowed: Sequence[object]) -> object
     """``value`` when it is one of ``allowed``; a ``ValueError`` naming the config key
     ``memory.<key>``, the value and the choices otherwise (``memory.trim=Code``, say)."""
     if value not in allowed:
-        raise ValueError(f"memory.{key} must be one of {tuple(allowed)}, got {value!r}")
+        raise ConfigError(f"memory.{key} must be one of {tuple(allowed)}, got {value!r}")
     return value
 
 

@@ -17,6 +17,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
+from synapse_pt.errors import ConfigError
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
@@ -56,9 +57,9 @@ class TurnMemory(MemorySystem):
         if self.needs_embeddings and encoder is None:
             raise ValueError(f"{type(self).__name__} needs an encoder")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"memory.k must be an integer >= 1, got {k!r}")
+            raise ConfigError(f"memory.k must be an integer >= 1, got {k!r}")
         if tau_gate is not None and not float(tau_gate) >= 0.0:
-            raise ValueError(f"memory.tau_gate must be >= 0 or null, got {tau_gate!r}")
+            raise ConfigError(f"memory.tau_gate must be >= 0 or null, got {tau_gate!r}")
         self.encoder = encoder
         self.renderer = TurnRenderer(turn_template)
         self.k = k

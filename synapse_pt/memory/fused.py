@@ -35,6 +35,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import format_date
+from synapse_pt.errors import ConfigError
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
@@ -110,19 +111,19 @@ class FusedMemory(TurnMemory):
         self.weights = self._check_weights(weights if weights is not None
                                            else {"dense": 1.0, "bm25": 1.0})
         if not float(rho) >= 0.0:
-            raise ValueError(f"memory.rho must be >= 0, got {rho!r}")
+            raise ConfigError(f"memory.rho must be >= 0, got {rho!r}")
         if not float(sigma) >= 0.0:
-            raise ValueError(f"memory.sigma must be >= 0, got {sigma!r}")
+            raise ConfigError(f"memory.sigma must be >= 0, got {sigma!r}")
         self.sigma = float(sigma)
         if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-            raise ValueError(f"memory.window must be an integer >= 0, got {window!r}")
+            raise ConfigError(f"memory.window must be an integer >= 0, got {window!r}")
         if not float(bm25_k1) >= 0.0 or not 0.0 <= float(bm25_b) <= 1.0:
-            raise ValueError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
-                             f"{bm25_k1!r}, {bm25_b!r}")
+            raise ConfigError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
+                              f"{bm25_k1!r}, {bm25_b!r}")
         if isinstance(prf_docs, bool) or not isinstance(prf_docs, int) or prf_docs < 1:
-            raise ValueError(f"memory.prf_docs must be an integer >= 1, got {prf_docs!r}")
+            raise ConfigError(f"memory.prf_docs must be an integer >= 1, got {prf_docs!r}")
         if not float(prf_beta) >= 0.0:
-            raise ValueError(f"memory.prf_beta must be >= 0, got {prf_beta!r}")
+            raise ConfigError(f"memory.prf_beta must be >= 0, got {prf_beta!r}")
         self.prf_docs, self.prf_beta = prf_docs, float(prf_beta)
         self.rho = float(rho)
         self.window = window
@@ -145,12 +146,12 @@ class FusedMemory(TurnMemory):
     def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
         unknown = sorted(set(weights) - set(SIGNALS))
         if unknown:
-            raise ValueError(f"memory.weights: unknown signals {unknown}; known: {list(SIGNALS)}")
+            raise ConfigError(f"memory.weights: unknown signals {unknown}; known: {list(SIGNALS)}")
         bad = {k: v for k, v in weights.items() if not float(v) >= 0.0}
         if bad:
-            raise ValueError(f"memory.weights must be >= 0, got {bad}")
+            raise ConfigError(f"memory.weights must be >= 0, got {bad}")
         if not any(float(v) > 0 for v in weights.values()):
-            raise ValueError("memory.weights: at least one signal needs a positive weight")
+            raise ConfigError("memory.weights: at least one signal needs a positive weight")
         return {k: float(v) for k, v in weights.items()}
 
     def configure_retrieval(self, **settings: object) -> None:
@@ -351,5 +352,5 @@ def inner_fused(encoder: TextEncoder | None, args: Mapping[str, Any] | None, *, 
     args = dict(args)
     for owned in ("k", "tau_gate", "turn_template", "device"):
         if owned in args:
-            raise ValueError(f"memory.{key}.{owned}: set by the {owner} memory")
+            raise ConfigError(f"memory.{key}.{owned}: set by the {owner} memory")
     return FusedMemory(encoder, turn_template=turn_template, device=device, **args)

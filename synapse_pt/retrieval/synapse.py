@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from synapse_pt.errors import ConfigError
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
 from synapse_pt.nn.activation import ActivationDynamics
 from synapse_pt.nn.functional import INHIBITION_SCHEDULES
@@ -105,8 +106,8 @@ class SynapseParams:
                     where = (f"it belongs in memory.{other}.{key}"
                              if key in PAPER_FIELDS + READING_FIELDS
                              else f"known: {list(allowed)}")
-                    raise ValueError(f"memory.{node}.{key}: not a setting of memory.{node}; "
-                                     f"{where}")
+                    raise ConfigError(f"memory.{node}.{key}: not a setting of memory.{node}; "
+                                      f"{where}")
         return cls(**params, **readings)
 
     def __post_init__(self) -> None:
@@ -115,13 +116,13 @@ class SynapseParams:
                    "pagerank_scale": PAGERANK_SCALES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{_node(name)}.{name} must be one of {list(allowed)}, "
-                                 f"got {getattr(self, name)!r}")
+                raise ConfigError(f"{_node(name)}.{name} must be one of {list(allowed)}, "
+                                  f"got {getattr(self, name)!r}")
         for name, lo in (("k", 1), ("k_anchor", 1), ("M", 0), ("T", 0), ("k_concepts", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ValueError(f"{_node(name)}.{name} must be an integer >= {lo}, "
-                                 f"got {value!r}")
+                raise ConfigError(f"{_node(name)}.{name} must be an integer >= {lo}, "
+                                  f"got {value!r}")
         ranges = {"S": (0.0, None), "delta": (0.0, 1.0), "beta": (0.0, None),
                   "gamma": (0.0, None), "theta": (0.0, 1.0), "lambda1": (0.0, None),
                   "lambda2": (0.0, None), "lambda3": (0.0, None),
@@ -131,15 +132,15 @@ class SynapseParams:
             value = getattr(self, name)
             t = torch.as_tensor(value, dtype=torch.float64)
             if t.numel() == 0 or not torch.isfinite(t).all():
-                raise ValueError(f"{_node(name)}.{name} must be finite, got {value!r}")
+                raise ConfigError(f"{_node(name)}.{name} must be finite, got {value!r}")
             if float(t.min()) < lo or (hi is not None and float(t.max()) > hi):
                 allowed = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
                 shown = value if t.numel() == 1 else f"values in [{float(t.min()):g}, " \
                                                      f"{float(t.max()):g}]"
-                raise ValueError(f"{_node(name)}.{name} must be {allowed}, got {shown}")
+                raise ConfigError(f"{_node(name)}.{name} must be {allowed}, got {shown}")
         if self.k_concepts and not self.rank_episodic_only:
-            raise ValueError("memory.readings.k_concepts lists concepts apart from the k turns "
-                             "and needs memory.readings.rank_episodic_only=true")
+            raise ConfigError("memory.readings.k_concepts lists concepts apart from the k turns "
+                              "and needs memory.readings.rank_episodic_only=true")
 
     def repeat_columns(self, per_config: int) -> SynapseParams:
         """``[C]`` tensors -> ``[C * per_config]`` (each configuration's value repeated for its

@@ -59,7 +59,8 @@ def test_a_mapping_missing_a_category_of_the_data_is_refused() -> None:
 
 
 def test_a_run_stops_at_load_before_any_work(tmp_path: Path, with_category_7: Path) -> None:
-    cfg = make_cfg("dataset=locomo10", f"dataset.path={with_category_7}", "embedder=hashing",
+    cfg = make_cfg("dataset=locomo10", f"dataset.path={with_category_7}", "dataset.sha256=null",
+                   "embedder=hashing",
                    "logger=none", "device=cpu", "memory=bm25",
                    f"paths.cache_dir={tmp_path / 'cache'}", output_dir=str(tmp_path / "run"))
     with pytest.raises(DataFormatError, match=r"qa\[2\]\.category: category 7"):

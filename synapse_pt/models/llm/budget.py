@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from synapse_pt.errors import ConfigError
+
 from ..accounting import ModelPrice
 from .base import LLM, MESSAGE_OVERHEAD_TOKENS, ChatRequest, ChatResponse, LLMError, OnResponse
 
@@ -43,7 +45,7 @@ class BudgetedLLM(LLM):
 
     def __init__(self, llm: LLM, max_cost_usd: float, price: ModelPrice) -> None:
         if max_cost_usd < 0:
-            raise ValueError(f"llm.max_cost_usd must be >= 0, got {max_cost_usd}")
+            raise ConfigError(f"llm.max_cost_usd must be >= 0, got {max_cost_usd}")
         self.llm = llm
         self.max_cost_usd = float(max_cost_usd)
         self.price = price
