@@ -1,14 +1,17 @@
-"""What the Hydra entry points share: the SQLite-storage and run-folder callbacks, and quiet
-third-party logs."""
+"""What the Hydra entry points share: the SQLite-storage and run-folder callbacks, quiet
+third-party logs, seeding, whether a job runs inside a multirun, errors on one line."""
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
@@ -23,6 +26,26 @@ def quiet_third_party_logs(level: int = logging.WARNING) -> None:
     """Raise the level of chatty third-party loggers (their warnings and errors still show)."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(level)
+
+
+def in_multirun() -> bool:
+    """True inside a Hydra multirun job (``-m``: sweeps, Optuna studies, launchers)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (the keyword extractor, ties and sampling are deterministic)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line (a multi-line message's lines joined by ``; ``)."""
+    return "; ".join(part.strip() for part in str(err).splitlines() if part.strip())
 
 
 class SqliteStorageDir(Callback):

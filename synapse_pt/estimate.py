@@ -219,7 +219,7 @@ def estimate(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
         ``basis``) with a ``total`` row, and the facts behind it (questions, model, price,
         tokenizer, cost per 1,000 questions).
     """
-    from synapse_pt.build import build_dataset  # the run's own loader (one implementation)
+    from synapse_pt.data.resolve import build_dataset  # the run's own loader
 
     dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke))
     counter = HFTokenCounter(cfg.eval.get("context_tokenizer"))

@@ -85,3 +85,29 @@ def make_tracker(logger_cfg: Mapping[str, Any], *, config: Mapping[str, Any], ou
                             group=logger_cfg.get("group"), tags=tags, name=run_name,
                             log_predictions=bool(logger_cfg.get("log_predictions", True)))
     raise ValueError(f"unknown logger {name!r} (choose none or wandb)")
+
+
+def run_tracker(resolved: Mapping[str, Any], output_dir: Path) -> Tracker:
+    """The tracker of a run (``logger`` group), its run named ``<experiment>/<folder>`` and tagged
+    with the run's ``tags`` and its experiment (ablation) name."""
+    label = resolved.get("experiment_name") or resolved["task_name"]
+    tags = list(resolved.get("tags") or [])
+    if label not in tags:
+        tags.append(label)
+    return make_tracker(resolved["logger"], config=resolved, output_dir=output_dir, tags=tags,
+                        run_name=f"{label}/{output_dir.name}")
+
+
+def log_run(tracker: Tracker, metrics: Mapping[str, Any], timings: Mapping[str, float],
+            tables: Mapping[str, pd.DataFrame], predictions: pd.DataFrame,
+            metrics_file: Path) -> None:
+    """A finished run to its tracker: the flat metrics and timings, the tables, the predictions
+    (where the tracker logs them) and ``metrics.json`` (the config is the tracker run's own)."""
+    from synapse_pt.eval.record import flatten_metrics
+
+    tracker.log_metrics(flatten_metrics(metrics) | {f"timing/{k}": v for k, v in timings.items()})
+    for name, table in tables.items():
+        tracker.log_table(f"tables/{name}", table)
+    if getattr(tracker, "log_predictions", False):
+        tracker.log_table("predictions", predictions)
+    tracker.log_file(metrics_file)

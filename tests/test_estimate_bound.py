@@ -11,7 +11,7 @@ import pytest
 from loopback import completion_body, serve
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.build import build_dataset
+from synapse_pt.data.resolve import build_dataset
 from synapse_pt.estimate import _eval_settings, answer_prompt_bounds, estimate, format_estimate
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS

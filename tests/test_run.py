@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.eval.record import flatten_metrics
-from synapse_pt.run import lookup_metric, run
+from synapse_pt.eval.record import flatten_metrics, lookup_metric
+from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

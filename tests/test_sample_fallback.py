@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from synapse_pt.build import build_dataset
 from synapse_pt.data import DatasetNotFoundError
+from synapse_pt.data.resolve import build_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 

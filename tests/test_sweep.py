@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synapse_pt.run import lookup_metric
+from synapse_pt.eval.record import lookup_metric
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

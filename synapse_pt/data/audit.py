@@ -44,6 +44,8 @@ from .records import Dataset, Question
 __all__ = ["AUDIT_FILENAME", "AUDIT_SHA256", "AUDIT_URL", "ANSWERABLE", "UNANSWERABLE",
            "AuditedGold", "GoldAudit", "answering_part", "load_audit", "unanswerable_reason"]
 
+#: which gold a run scores against (``dataset.gold``): the release's, the audit's, or both
+GOLDS = ("official", "audited", "both")
 AUDIT_FILENAME = "locomo_audit_errors.json"
 AUDIT_URL = "https://raw.githubusercontent.com/dial481/locomo-audit/main/errors.json"
 AUDIT_SHA256 = "f298ef46263fada20688a1d672be37d4f488c6da3b19343eea55ae5c1b5fe55e"

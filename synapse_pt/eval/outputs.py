@@ -1,4 +1,6 @@
-"""Run outputs: ``predictions.parquet``, ``metrics.json`` and ``tables/`` in the run's own folder.
+"""Run outputs: ``predictions.parquet``, ``metrics.json``, ``timing.json``, ``spend.json`` and
+``tables/`` in the run's own folder (:func:`write_run_outputs`; ``config.yaml`` is written when
+the folder is claimed).
 
 Files hold only what the configuration and data determine (no wall-clock times), so a resumed run
 writes byte-identical files; timings go to ``timing.json``.
@@ -19,6 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .scorers.peer_rules import PEER_RULES
+
+#: every file a run writes into its folder, and its folder of tables
+RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
+TABLES = "tables"
 
 PREDICTION_COLUMNS = [
     "sample_id", "qa_index", "category", "question", "gold", "adversarial_answer", "evidence",
@@ -229,3 +235,16 @@ def write_tables(folder: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]
             p.write_text(text)
             written.append(p)
     return written
+
+
+def write_run_outputs(folder: Path, *, predictions: pd.DataFrame, metrics: Mapping[str, Any],
+                      timings: Mapping[str, float], spend: Mapping[str, Any],
+                      tables: Mapping[str, pd.DataFrame]) -> None:
+    """A run's outputs besides its ``config.yaml``: ``predictions.parquet``
+    (:func:`write_predictions`), ``metrics.json``, ``timing.json``, ``spend.json`` and
+    ``tables/`` (:func:`write_tables`)."""
+    write_predictions(folder / "predictions.parquet", predictions)
+    write_json(folder / "metrics.json", metrics)
+    write_json(folder / "timing.json", timings)
+    write_json(folder / "spend.json", spend)
+    write_tables(folder / TABLES, tables)

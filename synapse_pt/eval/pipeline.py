@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from synapse_pt.data.audit import UNANSWERABLE, GoldAudit
+from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
 from synapse_pt.errors import ConfigError
@@ -58,8 +58,6 @@ PEER_PREFIX = "peer_"
 #: how the token-F1 scorers treat a category of another benchmark (``Dataset.f1_rules``): as the
 #: LoCoMo category they score alike (multi-answer 1, the ';' cut 3, plain 4, refusal 5)
 F1_RULES = {"multi": 1, "cut": 3, "plain": 4, "refusal": 5}
-#: which gold a run scores against (``dataset.gold``): the release's, the audit's, or both
-GOLDS = ("official", "audited", "both")
 #: in a ``both`` run, the audited gold's columns carry this prefix (``audited_recall@10``)
 AUDITED_PREFIX = "audited_"
 #: the per-question columns a gold decides (the rest are the run's, whatever the gold)

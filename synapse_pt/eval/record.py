@@ -1,22 +1,27 @@
 """What a run records: its identity, its metrics, what its answers cost and what it paid.
 
+:func:`run_identity` is who the run is (commit, config hash, data, memory, models);
 :func:`run_metrics` assembles ``metrics.json`` from an evaluation (:func:`~synapse_pt.eval.pipeline.
-evaluate`); :func:`run_spend` is ``spend.json``; :func:`flatten_metrics` the flat names a logger
-and a sweeper read; :func:`build_tables` the run's own ``tables/``.
+evaluate`); :func:`run_timings` is ``timing.json``; :func:`run_spend` is ``spend.json``;
+:func:`flatten_metrics` the flat names a logger and a sweeper read, :func:`lookup_metric` one of
+them by its dotted name; :func:`build_tables` the run's own ``tables/``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from synapse_pt.data.audit import GoldAudit
+from synapse_pt.data.records import Dataset
 from synapse_pt.models.accounting import summarize_usage
 from synapse_pt.models.llm.base import LLM
 
 from .aggregate import summarize
-from .outputs import prompt_hashes
+from .outputs import config_hash, git_commit, prompt_hashes, without_result_neutral
 from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
 from .report import run_tables
 
@@ -47,6 +52,46 @@ def run_label(identity: Mapping[str, Any]) -> str:
     with an LLM-free GAAMA / Membox build named (:func:`build_label`)."""
     name = identity.get("experiment") or identity.get("task_name") or ""
     return build_label(name, identity.get("memory"))
+
+
+def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAudit | None,
+                 memory: Mapping[str, Any], embedder: str, llm: LLM | None, gold: str
+                 ) -> dict[str, Any]:
+    """Who a run is: the checkout's commit, the hash of its resolved config without the
+    result-neutral settings, its task and experiment, the data it read (file, hashes, upstream
+    check, subset size, notes, gold, audit), its memory's ``describe()``, its embedder's and
+    LLM's names."""
+    return {
+        "git_commit": git_commit(Path(__file__).resolve().parents[1]),
+        "config_hash": config_hash(without_result_neutral(resolved)),
+        "task_name": resolved["task_name"],
+        "experiment": resolved.get("experiment_name"),
+        "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
+                    "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
+                    "conversations": len(dataset), "questions": dataset.num_questions,
+                    "notes": dataset.notes, "gold": gold,
+                    "audit": None if audit is None else audit.describe()},
+        "memory": memory,
+        "embedder": embedder,
+        "llm": None if llm is None else f"{resolved['llm']['name']}:{llm.model}",
+    }
+
+
+def run_timings(built: Mapping[str, float], loading_seconds: float, summary: dict[str, Any],
+                encoder: object) -> dict[str, float]:
+    """``timing.json``: building the memory (``built``, with ``loading_seconds`` of data and
+    models added to its setup), the evaluation's timings (popped from ``summary``, which keeps
+    only what ``metrics.json`` holds) and the embedding cache's hits and misses of this process
+    (a cold run's misses are what it embedded)."""
+    timings = dict(built)
+    timings["setup_seconds"] += loading_seconds
+    for key in ("retrieve_seconds", "retrieve_ms_per_query", "answer_seconds"):
+        timings[key] = summary.pop(key)
+    cache = getattr(encoder, "cache", None)
+    if cache is not None:
+        timings["embedding_cache_hits"] = float(cache.hits)
+        timings["embedding_cache_misses"] = float(cache.misses)
+    return timings
 
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
@@ -185,6 +230,28 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(value, (int, float)):
                 flat[f"{section}/{key}"] = float(value)
     return flat
+
+
+def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
+    """``"recall@10.mean_q_1_4"`` -> ``metrics["metrics"]["recall@10"]["mean_q_1_4"]``; also
+    top-level sections (``"retrieval.false_rejection_rate"``). Clear error when missing."""
+    missing = object()
+    for root in (metrics.get("metrics", {}), metrics):
+        node: Any = root
+        for part in name.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                node = missing
+                break
+            node = node[part]
+        if isinstance(node, (int, float)):
+            return float(node)
+        if node is None:
+            raise ValueError(f"objective {name!r} has no value in this run (null in "
+                             "metrics.json: no questions it is defined over, e.g. a category "
+                             "absent from the subset); choose another objective or more data")
+    available = sorted(f"{m}.{k}" for m, v in metrics.get("metrics", {}).items() for k in v
+                       if k != "n")
+    raise KeyError(f"objective {name!r} not found in the run's metrics; available: {available}")
 
 
 def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label: str

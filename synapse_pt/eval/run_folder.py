@@ -26,16 +26,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .outputs import result_neutral_changes, without_result_neutral
+from .outputs import RUN_FILES, TABLES, result_neutral_changes, without_result_neutral
 
 log = logging.getLogger("synapse_pt.run")
 
 #: the lock file of a folder a run is writing
 LOCK_NAME = "run.lock"
-#: every file a run writes into its folder (and ``TABLES``, its folder of tables); what
-#: ``overwrite=true`` removes of the replaced run
-RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
-TABLES = "tables"
 #: the files whose presence makes a folder hold a configuration's outputs (a run that failed
 #: before writing any of them left only its ``config.yaml``)
 RUN_OUTPUTS = ("metrics.json", "predictions.parquet")

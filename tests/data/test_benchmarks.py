@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from benchmark_fixtures import beam_fixture, realtalk_fixture
 
-from synapse_pt.build import build_dataset
 from synapse_pt.data import DataFormatError
 from synapse_pt.data.beam import load_beam
 from synapse_pt.data.realtalk import load_realtalk, parse_realtalk_evidence
+from synapse_pt.data.resolve import build_dataset
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

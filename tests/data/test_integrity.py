@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from synapse_pt.build import build_dataset
 from synapse_pt.data.integrity import check_upstream, upstream_manifest
 from synapse_pt.data.locomo import load_locomo
+from synapse_pt.data.resolve import build_dataset
 
 SHA256SUMS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "SHA256SUMS"
 
@@ -73,7 +73,7 @@ def test_a_changed_file_is_warned_about(locomo_path, tmp_path, caplog):
 
 @pytest.mark.parametrize("gold", ["audited", "both"])
 def test_the_audit_refuses_another_file(tmp_path, locomo_path, gold):
-    from synapse_pt.build import build_audit
+    from synapse_pt.data.resolve import build_audit
 
     samples = json.loads(locomo_path.read_text())
     samples[0]["qa"][0]["answer"] = "something else"
