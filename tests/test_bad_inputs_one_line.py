@@ -109,6 +109,20 @@ def test_dataset_sha256_is_checked_against_a_local_file(tmp_path: Path) -> None:
     assert len(build_dataset({**cfg, "sha256": actual})) == 1
 
 
+@pytest.mark.locomo
+def test_another_serialisation_of_the_release_passes_the_hash_check(locomo_path, tmp_path):
+    """The same content in other bytes (re-indented JSON) is the release: accepted, noted."""
+    from synapse_pt.data.source import LOCOMO_SHA256
+
+    copy = tmp_path / "locomo10.json"
+    copy.write_text(json.dumps(json.loads(locomo_path.read_text()), indent=1))
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() != LOCOMO_SHA256
+    dataset = build_dataset({"name": "locomo10", "path": str(copy), "sha256": LOCOMO_SHA256,
+                             "allow_download": False})
+    assert dataset.upstream == "same_content" and len(dataset) == 10
+    assert any(str(copy) in note for note in dataset.notes)
+
+
 def test_the_configured_locomo_hash_is_the_upstream_files() -> None:
     from synapse_pt.data.source import LOCOMO_SHA256
 
