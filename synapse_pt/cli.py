@@ -85,10 +85,11 @@ def ensure_writable(folder: str | Path, key: str) -> Path:
 
 
 class WritableRunDir(Callback):
-    """Hydra callback: check that the run's folder (``hydra.run.dir``; a multirun's
-    ``hydra.sweep.dir``) can be written before Hydra opens its log file there, which otherwise
-    fails as "Unable to configure handler 'file'" with the cause buried in a traceback. Exits with
-    one line naming the folder (status 2). Used by ``configs/hydra/default.yaml``."""
+    """Hydra callback: claim a stamped run folder for this run alone (:meth:`_claim`), and check
+    that the run's folder (``hydra.run.dir``; a multirun's ``hydra.sweep.dir``) can be written
+    before Hydra opens its log file there, which otherwise fails as "Unable to configure handler
+    'file'" with the cause buried in a traceback. Exits with one line naming the folder (status
+    2). Used by ``configs/hydra/default.yaml``."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._claim(config)
