@@ -113,7 +113,8 @@ def acquire(folder: str | Path) -> Path:
             if not _stale(held):
                 raise RunFolderLocked(
                     f"{folder} is being written by another run ({_describe(held)}; lock file "
-                    f"{lock}); wait for it to finish or choose another hydra.run.dir") from None
+                    f"{lock}); wait for it to finish or choose another hydra.run.dir (a run that "
+                    "died on another host leaves its lock: remove the file)") from None
             aside = lock.with_name(f"{LOCK_NAME}.stale-{os.getpid()}")
             try:
                 os.replace(lock, aside)
