@@ -76,6 +76,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "category_date_instruction": settings.category_date_instruction,
             "category5_options": settings.category5_options,
             "strict": is_strict(settings),
+            # the strict-evidence instruction of the answer prompt (qa mode: no answers without)
+            "strict_evidence": settings.strict_evidence if qa else None,
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
             "context_tokenizer": context_tokenizer,
