@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .aggregate import MACRO, MICRO, OVERALL
+from .aggregate import OVERALL, run_summary_names
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
@@ -60,8 +60,8 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     identity = metrics.get("identity", {})
     if headline is None:
         headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
-    table = Table()
-    columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO, OVERALL]
+    table = Table(caption=context_caption(metrics), caption_justify="left")
+    columns = [str(names[c]) for c in sorted(names)] + [*run_summary_names(identity), OVERALL]
     entries = {m: metrics.get(section, {}).get(m) for m in headline}
     entries = {m: e for m, e in entries.items() if e is not None}
     if len(names) > WIDE:  # many categories: one row each, the metrics as columns
@@ -77,6 +77,18 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     for metric, entry in entries.items():
         table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
     return table
+
+
+def context_caption(metrics: Mapping[str, Any]) -> str | None:
+    """What the recall above was measured at: the mean context tokens a question (counted by the
+    run's context tokenizer); ``None`` where the run records none."""
+    tokens = metrics.get("retrieval", {}).get("context_tokens_mean")
+    if tokens is None or tokens != tokens:
+        return None
+    tokenizer = metrics.get("identity", {}).get("context_tokenizer")
+    return (f"context: {float(tokens):,.0f} tokens a question (mean"
+            + (f", {tokenizer} tokens" if tokenizer else "") + "); recall@<T>tok counts only "
+            "the evidence within the first T")
 
 
 def gate_lines(metrics: Mapping[str, Any]) -> list[str]:

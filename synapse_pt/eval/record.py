@@ -15,7 +15,7 @@ import pandas as pd
 from synapse_pt.models.accounting import summarize_usage
 from synapse_pt.models.llm.base import LLM
 
-from .aggregate import summarize
+from .aggregate import answerable_span, summarize, summary_names
 from .outputs import prompt_hashes
 from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
 from .report import run_tables
@@ -182,16 +182,20 @@ def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label
     """This run's own tables (one row, plus the paper's rows where the metric matches), and the
     peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold)."""
     tables = run_tables({run_label: metrics}, names)
+    answerable = tuple(metrics.get("identity", {}).get("answerable_categories") or (1, 2, 3, 4))
     for section in ("peer_rules", "peer_rules_audited"):
         if metrics.get(section):
-            tables[section] = peer_rules_table(metrics[section])
+            tables[section] = peer_rules_table(metrics[section], answerable)
     return tables
 
 
-def peer_rules_table(section: Mapping[str, Any]) -> pd.DataFrame:
+def peer_rules_table(section: Mapping[str, Any], answerable: Sequence[int] = (1, 2, 3, 4)
+                     ) -> pd.DataFrame:
     """Rows ``<rule>@<k>`` (by rule, then k); columns the mean in percent over every question
-    the rule counts (all five categories, as peers publish), over categories 1-4, and the number
-    of questions behind each."""
+    the rule counts (all five categories, as peers publish), over the ``answerable`` categories
+    (``1-4``), and the number of questions behind each."""
+    micro = summary_names(answerable)[1]
+    span = answerable_span(answerable)
     def key(name: str) -> tuple[str, int]:
         rule, _, k = name.rpartition("@")
         return rule, int(k)
@@ -200,7 +204,7 @@ def peer_rules_table(section: Mapping[str, Any]) -> pd.DataFrame:
         return float("nan") if value is None else 100 * float(value)
 
     rows = {name: {"all (%)": pct(v.get("overall")), "n (all)": int(v["n"].get("overall", 0)),
-                   "1-4 (%)": pct(v.get("mean_q_1_4")), "n (1-4)": int(v["n"].get("mean_q_1_4", 0))}
+                   f"{span} (%)": pct(v.get(micro)), f"n ({span})": int(v["n"].get(micro, 0))}
             for name, v in sorted(section.items(), key=lambda item: key(item[0]))}
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "rule@k"

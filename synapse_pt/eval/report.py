@@ -5,17 +5,23 @@ Used by every run (its own ``tables/``) and by ``scripts/make_tables.py`` (many 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from .aggregate import run_summary_names
 from .tables import ablation_table, efficiency_table, main_table
 
 TABLE_METRICS = ("f1_official", "f1_amem", "bleu1", "judge", "recall@5", "recall@10", "recall@30")
 #: the golds a run's numbers can be scored against, in table order, and the suffix of their
 #: tables' names (the official gold's tables keep their names)
 GOLD_SUFFIX = {"official": "", "audited": "_audited"}
+#: the column of every main table beside the metric: the mean context tokens a question the run
+#: showed (``retrieval.context_tokens_mean``): recall@10 of a system that shows 15,000 tokens is
+#: not recall@10 of one that shows 700
+CONTEXT_COLUMN = "context tokens/question"
 
 
 def run_gold(identity: Mapping[str, Any]) -> str:
@@ -56,6 +62,8 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
     all scored against (:func:`common_golds`): the official gold's tables as ``main_<metric>``,
     the audited gold's as ``main_<metric>_audited``; each table names its gold (the index's name,
     ``attrs["gold"]``), and the paper's rows (official gold) stand only beside official ones.
+    Every main table shows each run's mean context tokens a question (:data:`CONTEXT_COLUMN`)
+    beside its metric.
 
     Args:
         runs: ``{row label: metrics.json content}``.
@@ -81,6 +89,7 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
             paper = metric == "f1_official" and locomo and gold == "official"
             main = main_table(results, names, include_paper=paper, metric=metric,
                               answerable=answerable, adversarial=unanswerable)
+            main[CONTEXT_COLUMN] = [_context_tokens(runs.get(label)) for label in main.index]
             tables[f"main_{metric}{suffix}"] = _name_gold(main, gold)
             if ablation_baseline in results and locomo:
                 ablation = ablation_table(results, names, include_paper=paper, metric=metric,
@@ -95,6 +104,12 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
     return tables
 
 
+def _context_tokens(metrics: Mapping[str, Any] | None) -> float:
+    """A run's mean context tokens a question (NaN for a paper row, or a run without it)."""
+    value = ((metrics or {}).get("retrieval") or {}).get("context_tokens_mean")
+    return math.nan if value is None else float(value)
+
+
 def _name_gold(table: pd.DataFrame, gold: str) -> pd.DataFrame:
     """``table`` whose index is named for the gold its numbers were scored against
     (``system (audited gold)``), recorded in ``attrs["gold"]`` too."""
@@ -105,7 +120,8 @@ def _name_gold(table: pd.DataFrame, gold: str) -> pd.DataFrame:
 
 def _efficiency_row(metrics: Mapping[str, Any], gold: str) -> dict[str, float | None]:
     usage = metrics["usage"]
-    f1 = gold_sections(metrics)[gold].get("f1_official", {}).get("mean_cat_1_4")
+    macro = run_summary_names(metrics.get("identity", {}))[0]
+    f1 = gold_sections(metrics)[gold].get("f1_official", {}).get(macro)
     return {"tokens_per_query": usage.get("tokens_per_query"),
             "latency_s": usage.get("latency_s_per_query"),
             "cost_per_1k": usage.get("cost_per_1k_queries"),
