@@ -18,7 +18,7 @@ from synapse_pt.models.llm.base import LLM
 from .aggregate import answerable_span, summarize, summary_names
 from .outputs import prompt_hashes
 from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
-from .report import run_tables
+from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 
@@ -180,12 +180,18 @@ def flatten_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label: str
                  ) -> dict[str, pd.DataFrame]:
     """This run's own tables (one row, plus the paper's rows where the metric matches), and the
-    peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold)."""
+    peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold:
+    ``peer_rules_audited`` under the audited one), each naming its gold."""
     tables = run_tables({run_label: metrics}, names)
-    answerable = tuple(metrics.get("identity", {}).get("answerable_categories") or (1, 2, 3, 4))
-    for section in ("peer_rules", "peer_rules_audited"):
+    identity = metrics.get("identity", {})
+    answerable = tuple(identity.get("answerable_categories") or (1, 2, 3, 4))
+    # peer_rules holds the gold of the run's metrics (the audited one under gold=audited)
+    golds = {"peer_rules": "audited" if run_gold(identity) == "audited" else "official",
+             "peer_rules_audited": "audited"}
+    for section, gold in golds.items():
         if metrics.get(section):
-            tables[section] = peer_rules_table(metrics[section], answerable)
+            tables[f"peer_rules{GOLD_SUFFIX[gold]}"] = name_gold(
+                peer_rules_table(metrics[section], answerable), gold)
     return tables
 
 

@@ -90,17 +90,17 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
             main = main_table(results, names, include_paper=paper, metric=metric,
                               answerable=answerable, adversarial=unanswerable)
             main[CONTEXT_COLUMN] = [_context_tokens(runs.get(label)) for label in main.index]
-            tables[f"main_{metric}{suffix}"] = _name_gold(main, gold)
+            tables[f"main_{metric}{suffix}"] = name_gold(main, gold)
             if ablation_baseline in results and locomo:
                 ablation = ablation_table(results, names, include_paper=paper, metric=metric,
                                           baseline=ablation_baseline)
-                tables[f"ablation_{metric}{suffix}"] = _name_gold(ablation, gold)
+                tables[f"ablation_{metric}{suffix}"] = name_gold(ablation, gold)
     efficiency = {label: _efficiency_row(m, golds[0]) for label, m in runs.items()
                   if "usage" in m}
     if efficiency:
         # the paper's efficiency rows are LoCoMo runs: beside another benchmark they mislead
         table = efficiency_table(efficiency, include_paper=locomo and golds[0] == "official")
-        tables["efficiency"] = _name_gold(table, golds[0])
+        tables["efficiency"] = name_gold(table, golds[0])
     return tables
 
 
@@ -110,7 +110,7 @@ def _context_tokens(metrics: Mapping[str, Any] | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def _name_gold(table: pd.DataFrame, gold: str) -> pd.DataFrame:
+def name_gold(table: pd.DataFrame, gold: str) -> pd.DataFrame:
     """``table`` whose index is named for the gold its numbers were scored against
     (``system (audited gold)``), recorded in ``attrs["gold"]`` too."""
     table.index.name = f"{table.index.name} ({gold} gold)"

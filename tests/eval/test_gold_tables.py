@@ -136,3 +136,16 @@ def test_an_official_and_a_both_run_share_the_official_tables(tmp_path, capsys, 
     assert (out / "main_recall@10.md").is_file()
     assert not (out / "main_recall@10_audited.md").exists()
     assert "dataset.gold" in (out / "protocols.md").read_text()
+
+
+def test_the_peer_rules_tables_name_their_gold():
+    rules = {"session_hit@5": {"overall": 0.5, "mean_q_1_4": 0.5,
+                               "n": {"overall": 5, "mean_q_1_4": 4}}}
+    audited = _metrics("audited", "bm25") | {"peer_rules": rules}
+    tables = build_tables(audited, NAMES, "bm25")
+    assert "peer_rules" not in tables  # an audited run's peer rules are the audited gold's
+    assert tables["peer_rules_audited"].index.name == "rule@k (audited gold)"
+    both = _metrics("both", "bm25") | {"peer_rules": rules, "peer_rules_audited": rules}
+    tables = build_tables(both, NAMES, "bm25")
+    assert tables["peer_rules"].index.name == "rule@k (official gold)"
+    assert tables["peer_rules_audited"].index.name == "rule@k (audited gold)"
