@@ -18,12 +18,17 @@ else its ``task_name``), in folder order (a multirun's job number), the baseline
 - ``rejection``: gated share of category 5 (true rejection), of categories 1-4 (false rejection),
   ROC AUC of C_ret for category 5 against the rest, mean context tokens;
 - ``paper_ablations``: the paper's reported ablation effects (F1, gpt-4o-mini), for reference;
-- ``runs``: which folder, commit, dataset and settings made each row.
+- ``runs``: which folder, commit, dataset, gold and settings made each row.
 
-Runs made under different protocols (the strict setting or its exceptions, the answer style, the
-judge, the prompt texts: ``PROTOCOL_FIELDS`` of ``synapse_pt.eval.collect``) are refused, naming
-what differs; ``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying
-how each row was made and the difference printed.
+Every metric table names the gold its numbers were scored against (``dataset.gold``: the index
+reads ``system (official gold)``); a ``dataset.gold=both`` run's audited numbers get tables of
+their own, ``main_<metric>_audited``, where every run has them. Runs made under different
+protocols (the strict setting or its exceptions, the strict-evidence instruction, the answer
+style, the judge and its unreadable replies, the gold and its audit file, the prompt texts:
+``PROTOCOL_FIELDS`` of ``synapse_pt.eval.collect``) are refused, naming what differs;
+``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying how each row
+was made and the difference printed, tables only under the golds every run was scored against
+(an official-gold and an audited-gold run share none: refused all the same).
 """
 
 from __future__ import annotations
@@ -71,7 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if baseline is None:
         print(f"[make_tables] no run labelled {args.baseline!r}: no ablation tables",
               file=sys.stderr)
-    tables = build_tables(runs, where, baseline)
+    try:
+        tables = build_tables(runs, where, baseline)
+    except ValueError as err:  # runs no table can hold together (different golds, categories)
+        print(f"[make_tables] refused: {err}", file=sys.stderr)
+        return 2
     if differences:
         frame = pd.DataFrame({f: {label: str(v) for label, v in vals.items()}
                               for f, vals in differences.items()})

@@ -4,9 +4,11 @@
 
 Each variant's run folder (resolved config, predictions, metrics) lands in ``OUT/<i>_<label>``;
 ``OUT/tables/`` gets the usual tables (``scripts/make_tables.py``) and ``OUT/study.md`` the study
-table (one row per variant: recall@5/10/30 per category and over categories 1-4, context tokens,
-false/true rejection, AUC of C_ret). Extra arguments are Hydra overrides added to every variant.
-The last line is the study's best recall@10 over categories 1-4.
+table (one row per variant: context tokens a question, recall@5/10/30 and within each context
+budget per category and over the answerable categories, false/true rejection, AUC of C_ret).
+Extra arguments are Hydra overrides added to every variant. The last lines name the study's best
+variant at an equal context budget (recall within the first 1,000 context tokens) and its highest
+recall@10 with the context each needed (never called best: more text buys recall@10).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
-from synapse_pt.eval.study import load_study, study_table
+from synapse_pt.eval.study import best_lines, load_study, study_table
 from synapse_pt.eval.tables import to_markdown
 from synapse_pt.study import run_study
 
@@ -39,8 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# study {args.study} ({study['path']})\n\nrecall and rates as fractions\n\n"
         + to_markdown(table, floatfmt=".3f") + "\n")
     print(to_markdown(table, floatfmt=".3f"))
-    best = table["R@10 (1-4)"].idxmax()
-    print(f"study_best_recall@10: {table.loc[best, 'R@10 (1-4)']:.4f} ({best})")
+    best = best_lines(table)
+    (args.out / "study.md").write_text((args.out / "study.md").read_text()
+                                       + "\n" + "\n".join(f"- {line}" for line in best) + "\n")
+    print("\n".join(best))
     return 0
 
 

@@ -182,7 +182,7 @@ def test_make_tables_on_two_runs(tmp_path, capsys):
                  "paper_ablations", "runs"):
         assert (out / f"{name}.md").is_file() and (out / f"{name}.tex").is_file(), name
     ablation = (out / "ablation_recall@10.md").read_text().splitlines()
-    assert ablation[0].split("|")[1:7] == [" config ", " multi-hop ", " temporal ",
+    assert ablation[0].split("|")[1:7] == [" config (official gold) ", " multi-hop ", " temporal ",
                                           " open-domain ", " single-hop ", " adversarial "]
     assert [ln.split("|")[1].strip() for ln in ablation[2:]] == ["paper_main", "no_gate"]
     rejection = (out / "rejection.md").read_text()
@@ -192,7 +192,7 @@ def test_make_tables_on_two_runs(tmp_path, capsys):
     delta = (out / "delta_recall@10.md").read_text()
     assert "| paper_main | +0.0 |" in delta
     combined = (out / "tables.md").read_text()
-    assert "### ablation_recall@10 (recall@10, x100)" in combined
+    assert "### ablation_recall@10 (recall@10, x100, official gold)" in combined
     assert "### paper_ablations" in combined and "67.2" in combined
 
     # a run folder named twice (directly and through its parent) is read once

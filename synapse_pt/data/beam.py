@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +174,24 @@ def load_beam(folder: str | Path, *, name: str | None = None,
                       source_questions={c.sample_id: len(c.questions) for c in conversations},
                       answerable=tuple(k for k in BEAM_ABILITIES if k != 1), unanswerable=1,
                       f1_rules={k: ("refusal" if k == 1 else "plain") for k in BEAM_ABILITIES},
-                      id_convention="messages", file_sha256=hashes)
-    truncated = [c.sample_id for c, t in loaded if t]
-    if truncated:
-        dataset.notes.append(f"{folder}: {TRUNCATED} read for {len(truncated)} conversations "
-                             f"({', '.join(truncated)}), as upstream's evaluation reads it")
+                      id_convention="messages", file_sha256=hashes,
+                      content_notes=partial(_notes, truncated=frozenset(
+                          c.sample_id for c, t in loaded if t)))
+    return dataset.with_content_notes()
+
+
+def _notes(dataset: Dataset, truncated: frozenset[str]) -> list[str]:
+    """The notes on the conversations and questions ``dataset`` holds: which of them were read
+    from the truncated chat (of ``truncated``, every one that was), and the questions without
+    evidence."""
+    notes = []
+    held = [c.sample_id for c in dataset if c.sample_id in truncated]
+    if held:
+        notes.append(f"{dataset.path}: {TRUNCATED} read for {len(held)} conversations "
+                     f"({', '.join(held)}), as upstream's evaluation reads it")
     no_evidence = [q.key for q in dataset.questions() if not q.evidence]
-    dataset.notes.append(f"{len(no_evidence)} question(s) carry no evidence (left out of "
-                         f"retrieval metrics): {', '.join(no_evidence[:12])}"
-                         + (" ..." if len(no_evidence) > 12 else ""))
-    return dataset
+    if no_evidence:
+        notes.append(f"{len(no_evidence)} question(s) carry no evidence (left out of retrieval "
+                     f"metrics): {', '.join(no_evidence[:12])}"
+                     + (" ..." if len(no_evidence) > 12 else ""))
+    return notes

@@ -87,19 +87,26 @@ def load_locomo(path: str | Path, *, turn_offset_seconds: float = 60.0,
                       field_sha256={c.sample_id: {k: content_sha256(v) for k, v in s.items()}
                                     for c, s in zip(conversations, samples, strict=True)},
                       source_order=[c.sample_id for c in conversations],
-                      source_questions={c.sample_id: len(c.questions) for c in conversations})
-    unresolved = dataset.unresolved_evidence()
-    if unresolved:
-        shown = ", ".join(f"{s}/{i}:{p!r}" for s, i, p in unresolved[:8])
-        more = "" if len(unresolved) <= 8 else f", ... ({len(unresolved) - 8} more)"
-        msg = (f"{path}: {len(unresolved)} evidence id(s) could not be resolved to a turn and are "
-               f"kept in Question.evidence_unresolved: {shown}{more}")
+                      source_questions={c.sample_id: len(c.questions) for c in conversations},
+                      content_notes=unresolved_note)
+    for msg in unresolved_note(dataset):
         # the upstream release's own quirks (SPEC §3) are known: said, not warned about
         upstream = any(dataset.content_sha256 == (m or {}).get("content_sha256")
                        for m in (upstream_manifest(n) for n in KNOWN_RELEASES))
         log.log(logging.INFO if upstream else logging.WARNING, msg)
-        dataset.notes.append(msg)
-    return dataset
+    return dataset.with_content_notes()
+
+
+def unresolved_note(dataset: Dataset) -> list[str]:
+    """The note on the evidence ids of ``dataset``'s questions that resolve to no turn (none
+    when every one does): a function of the questions held, so a subset's note counts its own."""
+    unresolved = dataset.unresolved_evidence()
+    if not unresolved:
+        return []
+    shown = ", ".join(f"{s}/{i}:{p!r}" for s, i, p in unresolved[:8])
+    more = "" if len(unresolved) <= 8 else f", ... ({len(unresolved) - 8} more)"
+    return [f"{dataset.path}: {len(unresolved)} evidence id(s) could not be resolved to a turn "
+            f"and are kept in Question.evidence_unresolved: {shown}{more}"]
 
 
 def _require(path: str, record: str, obj: dict[str, Any], key: str, kind: type | tuple[type, ...],

@@ -157,10 +157,16 @@ def load_realtalk(folder: str | Path, *, name: str = "realtalk") -> Dataset:
                       source_order=[c.sample_id for c in conversations],
                       source_questions={c.sample_id: len(c.questions) for c in conversations},
                       answerable=(1, 2, 3), unanswerable=None, id_convention="messages",
-                      file_sha256=hashes)
+                      file_sha256=hashes, content_notes=_notes)
+    return dataset.with_content_notes()
+
+
+def _notes(dataset: Dataset) -> list[str]:
+    """The note on the evidence pieces of ``dataset``'s questions that name no message (none when
+    every one does), counted over the questions held."""
     unresolved = dataset.unresolved_evidence()
-    if unresolved:
-        dataset.notes.append(f"{folder}: {len(unresolved)} evidence piece(s) name no message and "
-                             "are kept in Question.evidence_unresolved (REALTALK's own: ids of "
-                             "removed photo messages, malformed strings)")
-    return dataset
+    if not unresolved:
+        return []
+    return [f"{dataset.path}: {len(unresolved)} evidence piece(s) name no message and are kept "
+            "in Question.evidence_unresolved (REALTALK's own: ids of removed photo messages, "
+            "malformed strings)"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -109,13 +109,21 @@ class Conversation(Dialogue):
 
 @dataclass
 class Dataset:
-    """A loaded dataset: its conversations and where it came from."""
+    """A loaded dataset: its conversations and where it came from.
+
+    ``notes`` says what a reader of its numbers should know: notes on the file (its upstream
+    check, a fallback to the sample) and the loader's notes on the conversations and questions
+    held (:attr:`content_notes`: unresolved evidence, questions without evidence, truncated
+    chats), which :meth:`subset` computes again on the subset."""
 
     conversations: list[Conversation]
     path: str
     name: str = "locomo"
     sha256: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the loader's notes on the conversations and questions a dataset holds, a function of the
+    #: dataset (``None``: none); :meth:`subset` replaces them with the subset's
+    content_notes: Callable[[Dataset], list[str]] | None = None
     #: sha256 of the parsed content as canonical JSON (sorted keys, no spaces): the same data
     #: under another serialisation has the same content hash (:mod:`synapse_pt.data.integrity`)
     content_sha256: str | None = None
@@ -212,4 +220,14 @@ class Dataset:
                              c.questions[:max_questions])
                 for c in convs
             ]
-        return dataclasses.replace(self, conversations=list(convs), notes=list(self.notes))
+        held = set(self.content_notes(self)) if self.content_notes is not None else set()
+        smaller = dataclasses.replace(self, conversations=list(convs),
+                                      notes=[n for n in self.notes if n not in held])
+        return smaller.with_content_notes()
+
+    def with_content_notes(self) -> Dataset:
+        """This dataset with its :attr:`content_notes` appended to :attr:`notes` (what a loader
+        calls once its dataset is built, and :meth:`subset` on the subset)."""
+        if self.content_notes is not None:
+            self.notes.extend(n for n in self.content_notes(self) if n not in self.notes)
+        return self

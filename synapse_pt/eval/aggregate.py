@@ -12,6 +12,10 @@ and the official LoCoMo code's figure, which its published numbers include:
   refusal rule). ``snap-research/locomo`` (branch ``code``) ``task_eval/evaluation_stats.py``
   averages every question's score this way.
 
+The two summaries are named by the categories they cover (:func:`summary_names`): LoCoMo's
+``mean_cat_1_4`` and ``mean_q_1_4``, REALTALK's ``mean_cat_1_3`` / ``mean_q_1_3`` (its categories
+1-3), BEAM's ``mean_cat_2_10`` / ``mean_q_2_10`` (its abilities but abstention, 1).
+
 Means are NaN-aware: a NaN score (a metric that does not apply, e.g. recall for a question without
 evidence, or a judge failure) is left out of both the mean and the count. The macro mean is over the
 categories 1-4 that have at least one value (a smoke run may lack some); ``n`` says how many values
@@ -26,11 +30,38 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MACRO", "MICRO", "OVERALL", "per_category", "summarize"]
+__all__ = ["MACRO", "MICRO", "OVERALL", "answerable_span", "per_category", "run_summary_names",
+           "summarize", "summary_names"]
 
+#: LoCoMo's two summaries (its answerable categories 1-4); other datasets': :func:`summary_names`
 MACRO = "mean_cat_1_4"
 MICRO = "mean_q_1_4"
 OVERALL = "overall"
+
+
+def answerable_span(answerable: Sequence[int]) -> str:
+    """The answerable categories in a label: ``"1-4"`` for a run of consecutive numbers, else the
+    numbers joined by ``","`` (``"1,3"``)."""
+    cats = sorted(int(c) for c in answerable)
+    if not cats:
+        raise ValueError("aggregate: no answerable category to summarise")
+    if cats == list(range(cats[0], cats[-1] + 1)) and len(cats) > 1:
+        return f"{cats[0]}-{cats[-1]}"
+    return ",".join(map(str, cats))
+
+
+def summary_names(answerable: Sequence[int] = (1, 2, 3, 4)) -> tuple[str, str]:
+    """``(macro, micro)``: the names of the mean of the per-category means and of the mean over
+    the questions of the ``answerable`` categories, e.g. ``("mean_cat_1_4", "mean_q_1_4")``
+    (LoCoMo), ``("mean_cat_2_10", "mean_q_2_10")`` (BEAM's abilities but abstention)."""
+    span = answerable_span(answerable).replace("-", "_").replace(",", "_")
+    return f"mean_cat_{span}", f"mean_q_{span}"
+
+
+def run_summary_names(identity: Mapping[str, Any]) -> tuple[str, str]:
+    """:func:`summary_names` of a run from its ``metrics.json`` identity (its
+    ``answerable_categories``; LoCoMo's 1-4 where an older run has none)."""
+    return summary_names(tuple(identity.get("answerable_categories") or (1, 2, 3, 4)))
 
 
 def _check(df: pd.DataFrame, metrics: Sequence[str], names: Mapping[int, str]) -> None:
@@ -60,10 +91,10 @@ def per_category(
         answerable: the categories the two summary rows cover.
 
     Returns:
-        Index: the names of the categories present (in category-number order), then
-        :data:`MACRO`, :data:`MICRO` and :data:`OVERALL`. Columns: a ``(metric, "mean" | "n")``
-        MultiIndex. The macro row's ``n`` is the number of question values behind it, as for the
-        micro row.
+        Index: the names of the categories present (in category-number order), then the macro
+        and micro means (:func:`summary_names` of ``answerable``) and :data:`OVERALL`. Columns:
+        a ``(metric, "mean" | "n")`` MultiIndex. The macro row's ``n`` is the number of question
+        values behind it, as for the micro row.
     """
     _check(df, metrics, names)
     cats = df["category"].astype(int)
@@ -83,7 +114,7 @@ def per_category(
         overall[(m, "mean")] = every.mean(skipna=True)
         overall[(m, "n")] = int(every.notna().sum())
     grouped.index = [names[int(c)] for c in grouped.index]
-    summary = pd.DataFrame([macro, micro, overall], index=[MACRO, MICRO, OVERALL])
+    summary = pd.DataFrame([macro, micro, overall], index=[*summary_names(answerable), OVERALL])
     summary.columns = pd.MultiIndex.from_tuples(summary.columns)
     out = pd.concat([grouped, summary[grouped.columns]])
     out.index.name = "category"
@@ -112,14 +143,16 @@ def summarize(
     Returns:
         ``{metric: {<category name>: mean, ..., "mean_cat_1_4": macro, "mean_q_1_4": micro,
         "overall": mean over every question, "n": {<category name>: count, ...,
-        "mean_q_1_4": count over 1-4, "overall": count over all}}}``. Means are floats,
-        NaN written as ``None``; counts are ints.
+        "mean_q_1_4": count over 1-4, "overall": count over all}}}`` (the summaries named by
+        :func:`summary_names` of ``answerable``). Means are floats, NaN written as ``None``;
+        counts are ints.
     """
     table = per_category(df, metrics, names, answerable=answerable)
+    macro_name = summary_names(answerable)[0]
     out: dict[str, dict[str, Any]] = {}
     for m in metrics:
         entry: dict[str, Any] = {str(k): _json_number(v) for k, v in table[(m, "mean")].items()}
-        counts = {str(k): int(v) for k, v in table[(m, "n")].items() if k != MACRO}
+        counts = {str(k): int(v) for k, v in table[(m, "n")].items() if k != macro_name}
         entry["n"] = counts
         out[m] = entry
     return out

@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import paper_numbers
 from .record import build_label
-from .report import run_tables
+from .report import run_gold, run_tables
 from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
 
 REJECTION_COLUMNS = {
@@ -118,14 +118,27 @@ def paper_ablation_table() -> pd.DataFrame:
 
 
 #: What makes two runs' numbers comparable besides their configs: how answers were asked for and
-#: scored (identity fields of metrics.json; ``prompts`` holds the prompt texts' hashes).
+#: scored, and what they were scored against (identity fields of metrics.json, dotted for nested
+#: ones; ``prompts`` holds the prompt texts' hashes, ``dataset.gold`` the gold and
+#: ``dataset.audit.sha256`` the audit file that corrected it).
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
-                   "answer_style", "scoring_protocols", "judge_protocol", "prompts")
+                   "strict_evidence", "answer_style", "scoring_protocols", "judge_protocol",
+                   "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts")
+#: the value of a protocol field a run recorded before the field existed, where it is known: a run
+#: from before ``dataset.gold`` scored the release's gold
+PROTOCOL_DEFAULTS = {"dataset.gold": "official"}
 
 
 def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's protocol (``PROTOCOL_FIELDS``; a field an older run lacks is ``None``)."""
-    return {f: identity.get(f) for f in PROTOCOL_FIELDS}
+    """A run's protocol (``PROTOCOL_FIELDS``; a field an older run lacks is its
+    ``PROTOCOL_DEFAULTS`` value, else ``None``)."""
+    out = {}
+    for f in PROTOCOL_FIELDS:
+        node: Any = identity
+        for part in f.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        out[f] = PROTOCOL_DEFAULTS.get(f) if node is None else node
+    return out
 
 
 def protocol_differences(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -155,6 +168,7 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
         mem = ident.get("memory", {})
         rows[label] = {"folder": str(where[label]), "git_commit": ident.get("git_commit"),
                        "dataset": ident.get("dataset", {}).get("name"),
+                       "gold": run_gold(ident),
                        "questions": ident.get("dataset", {}).get("questions"),
                        "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
                        "build": mem.get("build"), "llm_free": mem.get("llm_free"),
@@ -194,11 +208,12 @@ def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Pat
         md = to_markdown(df, floatfmt=fmt)
         scale = df.attrs.get("scale")
         parts = [df.attrs.get("metric"), f"x{scale:g}" if scale else None,
-                 f"minus {df.attrs['delta_from']}" if "delta_from" in df.attrs else None]
+                 f"minus {df.attrs['delta_from']}" if "delta_from" in df.attrs else None,
+                 f"{df.attrs['gold']} gold" if "gold" in df.attrs else None]
         note = f" ({', '.join(filter(None, parts))})" if any(parts) else ""
         sections.append(f"### {name}{note}\n\n{md}")
-        for suffix, text in ((".md", md), (".tex", to_latex(df, floatfmt=fmt,
-                                                            caption=name.replace("_", " ")))):
+        caption = name.replace("_", " ") + note
+        for suffix, text in ((".md", md), (".tex", to_latex(df, floatfmt=fmt, caption=caption))):
             path = out / f"{name}{suffix}"
             path.write_text(text)
             written.append(path)

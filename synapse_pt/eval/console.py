@@ -1,9 +1,11 @@
 """The compact, titled table a run prints when it ends (the full metrics stay in ``metrics.json``).
 
 Rows are the run's headline metrics (recall@10 in retrieval mode; F1 under both protocols, BLEU-1
-and the judge in QA mode), columns the categories and the two means of categories 1-4; below it the
-gate figures. The title names the run and the data it actually loaded, and says so loudly when that
-was the shipped sample conversation rather than LoCoMo-10.
+and the judge in QA mode), columns the categories and the two means of the answerable categories
+(``mean_q_1_4`` on LoCoMo, ``mean_q_2_10`` on BEAM); below it the mean context tokens a question
+the recall was measured at, then the gate figures. The title names the run and the data it
+actually loaded, and says so loudly when that was the shipped sample conversation rather than
+LoCoMo-10.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .aggregate import MACRO, MICRO, OVERALL
+from .aggregate import OVERALL, run_summary_names
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
@@ -61,7 +63,7 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     if headline is None:
         headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
     table = Table()
-    columns = [str(names[c]) for c in sorted(names)] + [MACRO, MICRO, OVERALL]
+    columns = [str(names[c]) for c in sorted(names)] + [*run_summary_names(identity), OVERALL]
     entries = {m: metrics.get(section, {}).get(m) for m in headline}
     entries = {m: e for m, e in entries.items() if e is not None}
     if len(names) > WIDE:  # many categories: one row each, the metrics as columns
@@ -77,6 +79,18 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     for metric, entry in entries.items():
         table.add_row(metric, *(_fmt(entry.get(c)) for c in columns))
     return table
+
+
+def context_line(metrics: Mapping[str, Any]) -> str | None:
+    """What the recall in the table above it was measured at: the mean context tokens a question
+    (counted by the run's context tokenizer); ``None`` where the run records none."""
+    tokens = metrics.get("retrieval", {}).get("context_tokens_mean")
+    if tokens is None or tokens != tokens:
+        return None
+    tokenizer = metrics.get("identity", {}).get("context_tokenizer")
+    return (f"context: {float(tokens):,.0f} tokens a question (mean"
+            + (f", {tokenizer} tokens" if tokenizer else "") + "); recall@<T>tok counts only "
+            "the evidence within the first T")
 
 
 def gate_lines(metrics: Mapping[str, Any]) -> list[str]:
@@ -110,7 +124,8 @@ def extraction_warning(extraction: Mapping[str, Any]) -> str:
 
 def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: str,
                    output_dir: str, width: int = 120) -> str:
-    """The whole end-of-run text: table, gate line, where the outputs went."""
+    """The whole end-of-run text: table, the context its recall was measured at, gate line,
+    where the outputs went."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
     identity = metrics.get("identity", {})
@@ -120,13 +135,18 @@ def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: 
         console.print("official gold:" if gold == "both" else
                       "audited gold (the LoCoMo audit's corrections; its unanswerable questions "
                       "left out):", soft_wrap=True)
+    context = context_line(metrics)
     console.print(headline_table(metrics, names))
+    if context:
+        console.print(context, soft_wrap=True)
     if "metrics_audited" in metrics:
         audit = identity.get("dataset", {}).get("audit") or {}
         console.print(f"audited gold ({audit.get('entries', '?')} questions corrected, "
                       f"{audit.get('unanswerable_as_asked', '?')} unanswerable as asked left "
                       "out):", soft_wrap=True)
         console.print(headline_table(metrics, names, section="metrics_audited"))
+        if context:
+            console.print(context, soft_wrap=True)
     for line in gate_lines(metrics):
         console.print(line)
     extraction = metrics.get("extraction")

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from .aggregate import run_summary_names
+
 
 def metric_frame(runs: Mapping[str, Mapping[str, Any]], metric: str,
                  columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -21,8 +23,9 @@ def metric_frame(runs: Mapping[str, Mapping[str, Any]], metric: str,
         rows[label] = {k: v for k, v in entry.items() if k != "n"}
     frame = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     if columns is None:
-        first = next(iter(runs.values()))["identity"].get("category_names", {})
-        ordered = [first[k] for k in sorted(first, key=int)] + ["mean_cat_1_4", "mean_q_1_4"]
+        identity = next(iter(runs.values()))["identity"]
+        first = identity.get("category_names", {})
+        ordered = [first[k] for k in sorted(first, key=int)] + list(run_summary_names(identity))
         columns = [c for c in ordered if c in frame.columns]
         columns += [c for c in frame.columns if c not in columns]
     return frame[list(columns)]
@@ -89,13 +92,15 @@ def roc_plot(roc: pd.DataFrame, path: str | Path, *, target_fr: float = 0.025,
     return _finish(fig, path)
 
 
-def budget_frame(runs: Mapping[str, Mapping[str, Any]], key: str = "mean_q_1_4"
+def budget_frame(runs: Mapping[str, Mapping[str, Any]], key: str | None = None
                  ) -> pd.DataFrame:
     """Rows = runs, columns = context-token budgets T (ints), values = ``recall@<T>tok`` at
-    ``key`` (default: over the questions of categories 1-4)."""
+    ``key`` (default: over the questions of the run's answerable categories, ``mean_q_1_4`` on
+    LoCoMo)."""
     rows = {}
     for label, m in runs.items():
-        rows[label] = {int(k[7:-3]): v.get(key) for k, v in m["metrics"].items()
+        at = key or run_summary_names(m["identity"])[1]
+        rows[label] = {int(k[7:-3]): v.get(at) for k, v in m["metrics"].items()
                        if k.startswith("recall@") and k.endswith("tok")}
     frame = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     return frame[sorted(frame.columns)]

@@ -20,10 +20,10 @@ from synapse_pt.data.records import Dataset
 from synapse_pt.models.accounting import summarize_usage
 from synapse_pt.models.llm.base import LLM
 
-from .aggregate import summarize
+from .aggregate import answerable_span, summarize, summary_names
 from .outputs import config_hash, git_commit, prompt_hashes, without_result_neutral
 from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
-from .report import run_tables
+from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 
@@ -121,6 +121,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "category_date_instruction": settings.category_date_instruction,
             "category5_options": settings.category5_options,
             "strict": is_strict(settings),
+            # the strict-evidence instruction of the answer prompt (qa mode: no answers without)
+            "strict_evidence": settings.strict_evidence if qa else None,
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
             "context_tokenizer": context_tokenizer,
@@ -257,18 +259,28 @@ def lookup_metric(metrics: Mapping[str, Any], name: str) -> float:
 def build_tables(metrics: Mapping[str, Any], names: Mapping[int, str], run_label: str
                  ) -> dict[str, pd.DataFrame]:
     """This run's own tables (one row, plus the paper's rows where the metric matches), and the
-    peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold)."""
+    peers' retrieval rules (``peer_rules``: one row per rule and cut-off, under each gold:
+    ``peer_rules_audited`` under the audited one), each naming its gold."""
     tables = run_tables({run_label: metrics}, names)
-    for section in ("peer_rules", "peer_rules_audited"):
+    identity = metrics.get("identity", {})
+    answerable = tuple(identity.get("answerable_categories") or (1, 2, 3, 4))
+    # peer_rules holds the gold of the run's metrics (the audited one under gold=audited)
+    golds = {"peer_rules": "audited" if run_gold(identity) == "audited" else "official",
+             "peer_rules_audited": "audited"}
+    for section, gold in golds.items():
         if metrics.get(section):
-            tables[section] = peer_rules_table(metrics[section])
+            tables[f"peer_rules{GOLD_SUFFIX[gold]}"] = name_gold(
+                peer_rules_table(metrics[section], answerable), gold)
     return tables
 
 
-def peer_rules_table(section: Mapping[str, Any]) -> pd.DataFrame:
+def peer_rules_table(section: Mapping[str, Any], answerable: Sequence[int] = (1, 2, 3, 4)
+                     ) -> pd.DataFrame:
     """Rows ``<rule>@<k>`` (by rule, then k); columns the mean in percent over every question
-    the rule counts (all five categories, as peers publish), over categories 1-4, and the number
-    of questions behind each."""
+    the rule counts (all five categories, as peers publish), over the ``answerable`` categories
+    (``1-4``), and the number of questions behind each."""
+    micro = summary_names(answerable)[1]
+    span = answerable_span(answerable)
     def key(name: str) -> tuple[str, int]:
         rule, _, k = name.rpartition("@")
         return rule, int(k)
@@ -277,7 +289,7 @@ def peer_rules_table(section: Mapping[str, Any]) -> pd.DataFrame:
         return float("nan") if value is None else 100 * float(value)
 
     rows = {name: {"all (%)": pct(v.get("overall")), "n (all)": int(v["n"].get("overall", 0)),
-                   "1-4 (%)": pct(v.get("mean_q_1_4")), "n (1-4)": int(v["n"].get("mean_q_1_4", 0))}
+                   f"{span} (%)": pct(v.get(micro)), f"n ({span})": int(v["n"].get(micro, 0))}
             for name, v in sorted(section.items(), key=lambda item: key(item[0]))}
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "rule@k"

@@ -3,8 +3,9 @@
 A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares)
 and ``variants`` (``{label: [overrides]}``); :func:`load_study` reads and checks it, and
 :func:`synapse_pt.study.run_study` runs its variants. :func:`study_table` gives one row per
-variant: evidence recall@5/10/30 per category and over the questions of categories 1-4, context
-tokens, and the gate figures.
+variant: context tokens a question, evidence recall@5/10/30 and within each context budget per
+category and over the questions of the answerable categories, and the gate figures;
+:func:`best_lines` names the best variant at an equal context budget.
 
     python scripts/run_study.py readings --out multirun/readings
 """
@@ -18,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 from omegaconf import OmegaConf
+
+from .aggregate import answerable_span, run_summary_names
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 STUDY_DIR = CONFIG_DIR.parent / "studies"
@@ -47,32 +50,43 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
     return {"base": base, "variants": study["variants"], "path": str(path)}
 
 
+#: the context budget (tokens a question) at which a study names its best system: recall within
+#: the first 1,000 context tokens (``recall@1000tok``), so a system showing more text is not
+#: named best for it
+EQUAL_BUDGET = 1000
+CONTEXT = "context tokens"
+
+
 def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 10, 30),
                 categories: Sequence[int] | None = None) -> pd.DataFrame:
-    """One row per run: recall@k per category and ``mean_q_1_4``, recall within each context-token
-    budget (``recall@<T>tok``, per category and ``mean_q_1_4``), context tokens, gate figures and
-    the build (ingest) seconds where the run built its memory (NaN where it reused one)."""
+    """One row per run: the mean context tokens a question first (what every recall beside it
+    was measured at), recall@k per category and over the questions of the answerable categories
+    (``R@10 (1-4)`` on LoCoMo, ``R@10 (2-10)`` on BEAM), recall within each context-token budget
+    (``recall@<T>tok``, per category and over those questions), gate figures and the build
+    (ingest) seconds where the run built its memory (NaN where it reused one)."""
     rows = {}
     for label, m in runs.items():
-        names = {int(k): v for k, v in m["identity"]["category_names"].items()}
-        cats = categories or m["identity"].get("answerable_categories", (1, 2, 3, 4))
-        row: dict[str, float | None] = {}
+        identity = m["identity"]
+        names = {int(k): v for k, v in identity["category_names"].items()}
+        answerable = identity.get("answerable_categories") or (1, 2, 3, 4)
+        cats = categories or answerable
+        span, micro = answerable_span(answerable), run_summary_names(identity)[1]
+        ret = m.get("retrieval", {})
+        row: dict[str, float | None] = {CONTEXT: ret.get("context_tokens_mean")}
         for k in ks:
             rec = m["metrics"].get(f"recall@{k}", {})
             for c in cats:
                 row[f"R@{k} {names[c]}"] = rec.get(names[c])
-            row[f"R@{k} (1-4)"] = rec.get("mean_q_1_4")
+            row[f"R@{k} ({span})"] = rec.get(micro)
         budgets = sorted((int(key[7:-3]), key) for key in m["metrics"]
                          if key.startswith("recall@") and key.endswith("tok"))
         for t, key in budgets:
             rec = m["metrics"][key]
             for c in cats:
                 row[f"R@{t}tok {names[c]}"] = rec.get(names[c])
-            row[f"R@{t}tok (1-4)"] = rec.get("mean_q_1_4")
-        ret = m.get("retrieval", {})
-        row["context tokens"] = ret.get("context_tokens_mean")
-        row["FR (1-4)"] = ret.get("false_rejection_rate")
-        row["TR (5)"] = ret.get("true_rejection_rate")
+            row[f"R@{t}tok ({span})"] = rec.get(micro)
+        row[f"FR ({span})"] = ret.get("false_rejection_rate")
+        row[f"TR ({identity.get('unanswerable_category', 5)})"] = ret.get("true_rejection_rate")
         row["AUC C_ret"] = ret.get("c_ret_auc_adversarial")
         row["AUC gate"] = ret.get("gate_score_auc_adversarial")
         timing = m.get("timing", {})
@@ -82,3 +96,32 @@ def study_table(runs: Mapping[str, Mapping[str, Any]], ks: Sequence[int] = (5, 1
     df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     df.index.name = "variant"
     return df
+
+
+def best_lines(table: pd.DataFrame, budget: int = EQUAL_BUDGET) -> list[str]:
+    """What a study's summary says of its best system (of :func:`study_table`): the best at an
+    equal context budget, by recall over the answerable questions within the first ``budget``
+    context tokens, then the highest recall@10 with the context each system needed for it
+    (recall@10 alone favours a system that shows more text: it is never called best)."""
+    def tokens(label: str) -> str:
+        value = table.loc[label, CONTEXT]
+        return "?" if pd.isna(value) else f"{value:,.0f}"
+
+    lines = []
+    at_budget = [c for c in table.columns if c.startswith(f"R@{budget}tok (")]
+    if at_budget and table[at_budget[0]].notna().any():
+        column = at_budget[0]
+        best = table[column].idxmax()
+        lines.append(f"study_best_at_{budget}_tokens: {table.loc[best, column]:.4f} ({best}; "
+                     f"recall within the first {budget:,} context tokens, {column}; it shows "
+                     f"{tokens(best)} context tokens a question in all)")
+    else:
+        lines.append(f"study_best_at_{budget}_tokens: none named (the runs record no "
+                     f"recall@{budget}tok: set eval.recall_budgets to include {budget})")
+    at_10 = [c for c in table.columns if c.startswith("R@10 (")]
+    if at_10 and table[at_10[0]].notna().any():
+        column = at_10[0]
+        top = table[column].idxmax()
+        lines.append(f"highest {column}, at any context size: {table.loc[top, column]:.4f} "
+                     f"({top}, {tokens(top)} context tokens a question)")
+    return lines

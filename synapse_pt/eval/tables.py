@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from . import paper_numbers
-from .aggregate import MACRO, MICRO, OVERALL
+from .aggregate import OVERALL, summary_names
 
 __all__ = [
     "PAPER_AVERAGE",
@@ -38,7 +38,8 @@ EFFICIENCY_COLUMNS = ("tokens/query", "latency s/query", "$ per 1,000 queries", 
 def _columns(names: Mapping[int, str], answerable: Sequence[int], adversarial: int | None
              ) -> list[str]:
     extra = [] if adversarial is None else [names[adversarial]]
-    return [names[c] for c in answerable] + [*extra, MACRO, MICRO, OVERALL, PAPER_AVERAGE]
+    return [names[c] for c in answerable] + [*extra, *summary_names(answerable), OVERALL,
+                                             PAPER_AVERAGE]
 
 
 def _our_row(entry: Mapping[str, Any], columns: Sequence[str], scale: float) -> dict[str, float]:
@@ -87,8 +88,9 @@ def main_table(
 
     Returns:
         Rows: systems (in the given order), then the paper rows. Columns: the names of the
-        answerable categories, the adversarial category, ``mean_cat_1_4``, ``mean_q_1_4``,
-        ``paper_average``. ``attrs`` records ``metric`` and ``scale``.
+        answerable categories, the adversarial category, the two means over the answerable ones
+        (:func:`~synapse_pt.eval.aggregate.summary_names`: ``mean_cat_1_4``, ``mean_q_1_4`` for
+        LoCoMo), ``overall``, ``paper_average``. ``attrs`` records ``metric`` and ``scale``.
     """
     columns = _columns(names, answerable, adversarial)
     rows = {s: _our_row(_entry(results, s, metric), columns, scale) for s in results}
