@@ -6,14 +6,15 @@
 
 The memory is built once from the run config (``configs/run.yaml`` plus overrides; default
 ``experiment=paper_main``). Candidates come from the memory's declared search space
-(``search_space``, synapse_pt/memory/declare.py; SYNAPSE: random combinations of the SPEC §1.5
-readings and of the discrete settings, each with random continuous hyperparameters): the run's
-own configuration first, then random combinations of the discrete settings, each with
-``--per-combination`` draws of the continuous ones. Every candidate is evaluated on every
-question (SYNAPSE in batched sweeps, any other memory reconfigured and retrieved per
-candidate); then, per fold, the candidate with the best recall@10 over the *other*
-conversations' answerable questions is read on the fold's questions, and tau_gate is calibrated
-on the other conversations for ``--target-fr`` false rejection (:mod:`synapse_pt.eval.heldout`).
+(``search_space``, synapse_pt/memory/declare.py; SYNAPSE: the SPEC §1.5 readings, discrete
+settings and continuous hyperparameters): its reference values first (the paper's or the public
+code's), then random combinations of the discrete settings, each with ``--per-combination``
+draws of the continuous ones; every setting the space does not vary keeps the run's value.
+Every candidate is evaluated on every question (SYNAPSE in batched sweeps, any other memory
+reconfigured and retrieved per candidate); then, per fold, the candidate with the best
+recall@10 over the *other* conversations' answerable questions is read on the fold's questions,
+and tau_gate is calibrated on the other conversations for ``--target-fr`` false rejection
+(:mod:`synapse_pt.eval.heldout`).
 Writes ``OUT/heldout.md`` (held-out table, folds, chosen configs), ``OUT/folds.json``,
 ``OUT/per_question_<scheme>.parquet``, ``OUT/candidates.parquet`` (in-sample recall of every
 candidate, labelled as such) and ``OUT/chosen_on_all.json`` (the configuration the same
@@ -41,7 +42,6 @@ from synapse_pt.eval.heldout import (
     HeldoutStudy,
     candidates,
     fold_table,
-    run_values,
     search_matrix,
 )
 from synapse_pt.eval.outputs import git_commit
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "comma-separated list of test conversations (a fixed split); all "
                              "are read from one sweep")
     parser.add_argument("--combinations", type=int, default=24,
-                        help="combinations of the discrete settings (the run's first)")
+                        help="combinations of the discrete settings (the reference's first)")
     parser.add_argument("--per-combination", type=int, default=32,
                         help="continuous draws per combination (one where the memory's search "
                              "space has no continuous settings)")
@@ -74,7 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f"paths.output_dir={args.out}"])
     space = get_class(str(cfg.memory["_target_"])).declared_search_space()
     memory_cfg = OmegaConf.to_container(cfg.memory, resolve=True)
-    base = run_values(memory_cfg, space)  # before the build: a missing key fails fast
     t0 = time.perf_counter()
     memory, dataset = ingested_memory(cfg, "held-out tuning")
     ingest_s = time.perf_counter() - t0
@@ -83,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          run_category_names(cfg), args.target_fr,
                          answerable=dataset.answerable, unanswerable=dataset.unanswerable)
 
-    cands = candidates(space, base, args.combinations, args.per_combination, args.seed)
+    cands = candidates(space, args.combinations, args.per_combination, args.seed)
     t0 = time.perf_counter()
     with torch.no_grad():
         sweep = search_matrix(memory, memory_cfg, space, questions,
@@ -92,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     best_all, tau_all, in_sample = study.chosen_on_all(sweep)
     chosen_all = {"config": sweep.configs[best_all], "tau_gate": tau_all,
                   "in_sample_recall@10": in_sample}
-    own = study.in_sample(sweep, 0)
+    reference = study.in_sample(sweep, 0)
     # the fold table shows the discrete choices, and the continuous ones when few
     shown = [*space.discrete, *(space.continuous if len(space.continuous) <= 4 else ())]
 
@@ -115,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "target_fr": args.target_fr, "ingest_s": ingest_s, "sweep_s": sweep_s,
             "search_space": {"discrete": {k: list(v) for k, v in space.discrete.items()},
                              "continuous": {k: list(v) for k, v in space.continuous.items()}},
-            "run_configuration": own, "schemes": []}
+            "reference": reference, "schemes": []}
     results = study.schemes(sweep)
     for r in results:
         meta["schemes"].append({"scheme": r.label, "folds": r.folds, "records": r.records,
@@ -127,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "gate (tau_gate calibrated on the training conversations): " + ", ".join(
                      f"{k} {v:.3f}" for k, v in r.gate.items()), "",
                  f"### {r.label}: folds", "", to_markdown(fold_rows, floatfmt=".3f"), ""]
-    text += [f"the run's configuration (candidate 0), all questions: {own}", "",
+    text += [f"reference values (candidate 0), all questions: {reference}", "",
              f"chosen on all conversations (in-sample {chosen_all['in_sample_recall@10']:.3f}): "
              f"{json.dumps(chosen_all['config'])}, tau_gate {chosen_all['tau_gate']:.4f}"]
     study.write(args.out, "heldout", text, meta, chosen_all, results, "heldout_recall@10")

@@ -13,8 +13,9 @@ conversations' answerable questions (the paper's < 2.5 % false rejection).
 
 Candidates come from the memory's declared search space
 (:class:`~synapse_pt.memory.declare.SearchSpace`): random combinations of its discrete
-settings, each with ``per_combination`` random draws of its continuous ranges; the run's own
-configuration is candidate 0 (``experiment=paper_main``: the paper's values).
+settings, each with ``per_combination`` random draws of its continuous ranges; its reference
+configuration (the paper's or the public code's values, never values tuned on the data) is
+candidate 0.
 """
 
 from __future__ import annotations
@@ -67,31 +68,13 @@ def make_folds(sample_ids: Sequence[str], scheme: str | Sequence[str]) -> list[l
     return [test]
 
 
-_ABSENT = object()
-
-
-def run_values(memory_cfg: Mapping[str, Any], space: SearchSpace) -> dict[str, Any]:
-    """The run's own value of every key of ``space`` (dotted keys into the resolved memory
-    config): candidate 0 of the search. An error names ``memory.<key>`` where the config has
-    none."""
-    out = {}
-    for key in space.keys:
-        node: Any = memory_cfg
-        for part in key.split("."):
-            node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT
-        if node is _ABSENT:
-            raise ValueError(f"memory.{key}: the search space varies it, but the memory config "
-                             "has no value there (set it: candidate 0 is the run's own value)")
-        out[key] = node
-    return out
-
-
-def candidates(space: SearchSpace, base: Mapping[str, Any], num_combinations: int,
-               per_combination: int, seed: int) -> list[Candidate]:
-    """``[(discrete settings, {key: [per_combination] tensor})]`` from ``space``; the run's
-    values (``base``, :func:`run_values`) first: ``num_combinations`` combinations of the
-    discrete settings (the run's, then random others), each with ``per_combination`` draws of
-    the continuous ranges (one draw where the space has none)."""
+def candidates(space: SearchSpace, num_combinations: int, per_combination: int, seed: int
+               ) -> list[Candidate]:
+    """``[(discrete settings, {key: [per_combination] tensor})]`` from ``space``, its
+    reference values first: ``num_combinations`` combinations of the discrete settings (the
+    reference's, then random others), each with ``per_combination`` draws of the continuous
+    ranges (one draw where the space has none)."""
+    base = space.reference
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     grid = list(itertools.product(*space.discrete.values()))
@@ -129,6 +112,9 @@ def retrieval_settings_of(memory_cfg: Mapping[str, Any], config: Mapping[str, An
         *path, last = key.split(".")
         node = merged
         for part in path:
+            if not isinstance(node.get(part), Mapping):
+                raise ValueError(f"memory.{key}: the search space varies it, but the memory "
+                                 f"config has no mapping memory.{part}")
             node = node[part]
         node[last] = value
     return {field: merged[field] for field in sorted(space.fields())}

@@ -148,7 +148,7 @@ class VectorRAG(TurnMemory):
     needs_bm25 = False
     cost_model = CostModel(TurnContext("k"))
     # nothing but the depth is retrieval-only: k below 10 is the only change recall@10 sees
-    search_space = SearchSpace(discrete={"k": (5, 10, 30)})
+    search_space = SearchSpace(discrete={"k": (5, 10, 30)}, reference={"k": 30})
 
     def score(self, questions, mask, query_graph):
         return self._dense(questions)
@@ -161,7 +161,7 @@ class BM25Memory(TurnMemory):
     needs_embeddings = False
     cost_model = CostModel(TurnContext("k"))
     # nothing but the depth is retrieval-only: k below 10 is the only change recall@10 sees
-    search_space = SearchSpace(discrete={"k": (5, 10, 30)})
+    search_space = SearchSpace(discrete={"k": (5, 10, 30)}, reference={"k": 30})
 
     def __init__(self, encoder: TextEncoder | None = None, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
@@ -182,7 +182,8 @@ class HybridRRF(TurnMemory):
     int_minimums = {"k": 1, "k_rrf": 0}  # RRF's 1 / (k_rrf + rank), ranks from 1
     cost_model = CostModel(TurnContext("k"))
     # RRF's constant: small values favour the top of either ranking, large ones agreement
-    search_space = SearchSpace(discrete={"k_rrf": (0, 5, 10, 20, 30, 60, 100, 200)})
+    search_space = SearchSpace(discrete={"k_rrf": (0, 5, 10, 20, 30, 60, 100, 200)},
+                               reference={"k_rrf": 60})  # the usual RRF constant
 
     def __init__(self, encoder: TextEncoder | None = None, *, k_rrf: int = 60, **kwargs) -> None:
         super().__init__(encoder, **kwargs)

@@ -108,15 +108,19 @@ class SearchSpace:
     of the memory's ``retrieval_fields`` (the search reconfigures the ingested memory, it never
     rebuilds it).
 
-    Candidate 0 is the run's own configuration; the others are random combinations of the
-    ``discrete`` values, each with random draws of the ``continuous`` ranges
-    (:func:`synapse_pt.eval.heldout.candidates`). An empty space (``SearchSpace()``) declares
-    that nothing is tuned: the run's configuration is the one candidate, read held out as every
-    other memory's choice is (full context).
+    Candidate 0 is the ``reference`` configuration: the method's published values (the paper's,
+    the public code's), never values tuned on the data a search is scored on (a config such as
+    ``configs/fusion/search4.yaml`` was chosen on all of LoCoMo-10: as candidate 0 it would
+    leak into every fold). The others are random combinations of the ``discrete`` values, each
+    with random draws of the ``continuous`` ranges (:func:`synapse_pt.eval.heldout.candidates`).
+    Settings the space does not vary keep the run's values. An empty space (``SearchSpace()``)
+    declares that nothing is tuned: the run's configuration is the one candidate, read held out
+    as every other memory's choice is (full context).
 
     Attributes:
         discrete: key -> the values to combine.
         continuous: key -> ``(low, high)``, drawn uniformly.
+        reference: key -> its reference value, for every key of the space.
         batched: the memory evaluates many candidates in one batched call
             (``sweep(questions, params)``: SYNAPSE's activation columns); otherwise each
             candidate is set with ``configure_retrieval`` and retrieved for every question.
@@ -124,9 +128,15 @@ class SearchSpace:
 
     discrete: Mapping[str, tuple] = field(default_factory=dict)
     continuous: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    reference: Mapping[str, object] = field(default_factory=dict)
     batched: bool = False
 
     def __post_init__(self) -> None:
+        keys = {*self.discrete, *self.continuous}
+        if set(self.reference) != keys:
+            raise ValueError(f"SearchSpace: the reference must give every key a value; missing "
+                             f"{sorted(keys - set(self.reference))}, unknown "
+                             f"{sorted(set(self.reference) - keys)}")
         both = sorted(set(self.discrete) & set(self.continuous))
         if both:
             raise ValueError(f"SearchSpace: {both} are both discrete and continuous")

@@ -100,9 +100,13 @@ class FusedMemory(TurnMemory):
     int_minimums = {"k": 1}
     cost_model = CostModel(TurnContext("k"))
     # a weight per signal and the two propagations (scripts/tune_fused.py searches the same
-    # weights on precomputed signals, with the BM25 variants besides)
-    search_space = SearchSpace(continuous={**{f"weights.{s}": (0.0, 1.0) for s in SIGNALS},
-                                           "rho": (0.0, 0.5), "sigma": (0.0, 0.5)})
+    # weights on precomputed signals, with the BM25 variants besides); the reference is the
+    # untuned default, dense + BM25 (configs/fusion/ holds weights chosen on LoCoMo-10)
+    search_space = SearchSpace(
+        continuous={**{f"weights.{s}": (0.0, 1.0) for s in SIGNALS}, "rho": (0.0, 0.5),
+                    "sigma": (0.0, 0.5)},
+        reference={**{f"weights.{s}": float(s in ("dense", "bm25")) for s in SIGNALS},
+                   "rho": 0.0, "sigma": 0.0})
     needs_bm25 = False  # its own analyser's indices, built below
 
     def __init__(self, encoder: TextEncoder | None = None, *,

@@ -196,7 +196,8 @@ class MemboxMemory(MemorySystem):
                "trace_context": TRACE_CONTEXTS}
     cost_model = CostModel(SessionUnits("k", label="k boxes"), extraction=ModelDependentBuild())
     search_space = SearchSpace(discrete={"mode": MODES, "trace_context": TRACE_CONTEXTS,
-                                         "k": (3, 5, 10)})
+                                         "k": (3, 5, 10)},
+                               reference={"mode": "trace", "trace_context": "code", "k": 5})
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,

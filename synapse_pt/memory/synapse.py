@@ -99,6 +99,16 @@ def _scalar(value: object) -> object:
     return value
 
 
+#: the paper's values of the settings a held-out search varies (its candidate 0)
+PAPER_REFERENCE = {f"{node}.{name}": getattr(SynapseParams(), name)
+                   for node, names in (("readings", ("rank_episodic_only", "energy", "inhibition",
+                                                    "inhibition_scope", "pagerank_scale",
+                                                    "fire_zero", "k_anchor")),
+                                       ("params", ("fan", "T", "S", "delta", "beta", "gamma",
+                                                   "theta", "lambda1", "lambda2", "lambda3")))
+                   for name in names}
+
+
 class SynapseMemory(MemorySystem):
     """SYNAPSE: ingest conversations into graphs; retrieve by spreading activation (SPEC §1.2).
 
@@ -156,7 +166,7 @@ class SynapseMemory(MemorySystem):
                     "params.beta": (0.0, 0.5), "params.gamma": (1.0, 10.0),
                     "params.theta": (0.1, 0.9), "params.lambda1": (0.0, 1.0),
                     "params.lambda2": (0.0, 1.0), "params.lambda3": (0.0, 0.5)},
-        batched=True)
+        reference=dict(PAPER_REFERENCE), batched=True)
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  graph: Mapping[str, Any] | None = None,

@@ -17,9 +17,10 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from two_conversations import COPY_ID, write_two_conversations
 
 from synapse_pt.estimate import estimate
-from synapse_pt.eval.heldout import candidates, expand, run_values
+from synapse_pt.eval.heldout import candidates, expand, retrieval_settings_of
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import CostModel, SearchSpace, TurnContext
+from synapse_pt.run import run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tune_heldout.py"
 #: the memories of the comparison (configs/memory/), each with its own declarations
@@ -64,16 +65,19 @@ def test_every_memory_declares_a_cost_model_and_a_search_space_its_checks_accept
     assert isinstance(cls.declared_cost_model(), CostModel)
     space = cls.declared_search_space()
     assert space.fields() <= set(cls.retrieval_fields)
-    # every candidate value passes the memory's own checks (int_minimums, choices)
+    # every candidate value, and the reference, passes the memory's own checks
     for key, values in space.discrete.items():
-        for value in values:
+        for value in (*values, space.reference[key]):
             if key in cls.int_minimums:
                 assert value >= cls.int_minimums[key], (key, value)
             if key in cls.choices:
                 assert value in cls.choices[key], (key, value)
-    # the run's config sets every key the space varies (candidate 0 is the run's own)
-    base = run_values(OmegaConf.to_container(cfg.memory, resolve=True), space)
-    assert set(base) == set(space.keys)
+    for key, (lo, hi) in space.continuous.items():
+        assert lo <= space.reference[key] <= hi, key
+    # every key lands in the config node configure_retrieval takes
+    settings = retrieval_settings_of(OmegaConf.to_container(cfg.memory, resolve=True),
+                                     space.reference, space)
+    assert set(settings) == space.fields()
 
 
 def test_the_estimate_refuses_a_memory_without_a_cost_model(undeclared):
@@ -96,7 +100,7 @@ def test_held_out_search_refuses_a_memory_without_a_search_space(undeclared, tmp
 def test_a_search_key_outside_the_retrieval_fields_is_refused():
     class Wrong(MemorySystem):
         retrieval_fields = ("k",)
-        search_space = SearchSpace(discrete={"window": (1, 2)})
+        search_space = SearchSpace(discrete={"window": (1, 2)}, reference={"window": 1})
 
         def ingest_dialogues(self, dialogues):  # pragma: no cover - never built
             raise AssertionError
@@ -124,23 +128,27 @@ def test_the_estimate_follows_the_declared_rule_not_the_class(undeclared, monkey
 
 
 def test_candidates_start_with_the_run_values_and_cover_the_space():
-    space = SearchSpace(discrete={"a": (1, 2, 3), "b": ("x", "y")}, continuous={"r": (0.0, 0.5)})
-    cands = candidates(space, {"a": 2, "b": "y", "r": 0.25}, 4, 3, seed=0)
+    space = SearchSpace(discrete={"a": (1, 2, 3), "b": ("x", "y")}, continuous={"r": (0.0, 0.5)},
+                        reference={"a": 2, "b": "y", "r": 0.25})
+    cands = candidates(space, 4, 3, seed=0)
     assert cands[0][0] == {"a": 2, "b": "y"} and float(cands[0][1]["r"][0]) == 0.25
     assert len({tuple(d.values()) for d, _ in cands}) == 4  # distinct combinations
     flat = expand(cands)
     assert len(flat) == 12 and all(0.0 <= c["r"] <= 0.5 for c in flat)
-    assert candidates(space, {"a": 2, "b": "y", "r": 0.25}, 4, 3, seed=0)[2][0] == cands[2][0]
+    assert candidates(space, 4, 3, seed=0)[2][0] == cands[2][0]
     # no continuous settings: one configuration per combination; an empty space: the run's own
-    assert len(expand(candidates(SearchSpace(discrete={"a": (1, 2)}), {"a": 1}, 5, 9, 0))) == 2
-    assert expand(candidates(SearchSpace(), {}, 5, 9, 0)) == [{}]
+    one = SearchSpace(discrete={"a": (1, 2)}, reference={"a": 1})
+    assert len(expand(candidates(one, 5, 9, 0))) == 2
+    assert expand(candidates(SearchSpace(), 5, 9, 0)) == [{}]
+    with pytest.raises(ValueError, match=r"reference must give every key a value; missing \['a'\]"):
+        SearchSpace(discrete={"a": (1, 2)})
 
 
 @pytest.mark.parametrize("memory", MEMORIES)
 def test_held_out_search_runs_for_every_memory(memory, tmp_path):
-    """Chosen on one conversation, read on the other: with the second conversation an exact
-    copy of the first, every fold's test recall equals its training recall (each conversation is
-    searched in its own memory), and the run's configuration leads the candidates."""
+    """Chosen on one conversation, read on the other, the reference configuration leading the
+    candidates; a run of the configuration fold 0 chose, on fold 0's conversation, scores each
+    question as the search did (the search's recall is the run's)."""
     data = write_two_conversations(tmp_path)
     out = tmp_path / "out"
     assert tune_heldout().main([
@@ -154,12 +162,20 @@ def test_held_out_search_runs_for_every_memory(memory, tmp_path):
     assert [r["test"] for r in scheme["records"]] == [["sample-1"], [COPY_ID]]
     for record in scheme["records"]:
         assert set(record["config"]) == set(space.keys)
-        assert record["test_recall@10"] == pytest.approx(record["train_recall@10"])
     per_q = pd.read_parquet(out / "per_question_kfold2.parquet")
     assert len(per_q) == 28 and per_q["c_ret"].notna().all()
+    chosen = scheme["records"][0]["config"]
+    overrides = [f"memory.{k}={str(v).lower() if isinstance(v, bool) else v}"
+                 for k, v in chosen.items()]
+    run(make_cfg(*FAST, f"dataset.path={data}", "dataset.sample_ids=[sample-1]",
+                 f"memory={memory}", *overrides, f"paths.cache_dir={tmp_path / 'cache'}",
+                 output_dir=str(tmp_path / "check")))
+    ran = pd.read_parquet(tmp_path / "check" / "predictions.parquet")["recall@10"]
+    held = per_q[per_q["sample_id"] == "sample-1"]["recall@10"]
+    pd.testing.assert_series_equal(held.reset_index(drop=True).astype(float),
+                                   ran.reset_index(drop=True).astype(float), check_names=False)
     cand = pd.read_parquet(out / "candidates.parquet")
-    base = run_values(OmegaConf.to_container(cfg.memory, resolve=True), space)
     first = cand.iloc[0]
     assert all(first[k] == pytest.approx(v) if isinstance(v, float) else first[k] == v
-               for k, v in base.items())
+               for k, v in space.reference.items())
     assert (out / "heldout.md").read_text().startswith("# held-out ")
