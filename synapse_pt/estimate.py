@@ -12,17 +12,20 @@ What is exact and what is a bound:
   repair round (at most one more call per window) is not counted: it is a failure case.
 * Answers: one call per question, an upper bound (questions the gate rejects cost none). Each
   question's request is rendered exactly as the run renders it (instruction, date instruction,
-  category-5 options) around the largest context the memory can retrieve: the conversation's
-  ``k`` longest turns as context lines (full context: every turn). GAAMA and Membox: an
-  estimate, not a bound (their units exist only once built): GAAMA's ``max_words`` pack, ``k``
-  Membox boxes at the mean tokens of a session; the basis column says which.
+  category-5 options) around the largest context the memory can retrieve. The memory's declared
+  cost model (``cost_model``, :mod:`synapse_pt.memory.declare`) says how large that is: the
+  conversation's ``k`` longest turns as context lines (:class:`TurnContext`), every turn
+  (:class:`WholeConversation`), or, not a bound but an estimate where the units exist only once
+  built, a pack of ``max_words`` words (:class:`WordBudget`, GAAMA) or ``k`` units at the mean
+  tokens of a session (:class:`SessionUnits`, Membox's boxes); the basis column says which. A
+  memory that declares no cost model is refused with an error naming it.
 * Judge: ``eval.judge_runs`` calls per judged question (BEAM's rubric judge: per rubric item; the
   dataset's unanswerable category left out but under the rubric judge); the answer is bounded
   by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
   under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.pipeline.answer_limits`).
-* GAAMA's and Membox's LLM builds: their extraction depends on the model's replies (the facts
-  GAAMA's reflections group, the boxes Membox's Topic Loom closes); they are not estimated, and a
-  row says so.
+* GAAMA's and Membox's LLM builds (:class:`ModelDependentBuild`): their extraction depends on
+  the model's replies (the facts GAAMA's reflections group, the boxes Membox's Topic Loom
+  closes); they are not estimated, and a row says so.
 
 Tokens are counted with the bundled MiniLM WordPiece tokenizer (``eval.context_tokenizer``;
 offline), plus :data:`~synapse_pt.models.llm.base.MESSAGE_OVERHEAD_TOKENS` per message. The bound
@@ -41,6 +44,7 @@ from typing import Any
 
 import hydra
 import pandas as pd
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.data.records import Conversation, Dataset
@@ -56,7 +60,16 @@ from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.base import EPISODIC, MemorySystem, RetrievedItem
+from synapse_pt.memory.declare import (
+    CostModel,
+    ModelDependentBuild,
+    SessionUnits,
+    TurnContext,
+    WholeConversation,
+    WindowExtraction,
+    WordBudget,
+)
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
 
@@ -79,18 +92,47 @@ def _row(stage: str, calls: int, prompt: int, completion: int, basis: str) -> di
             "completion_tokens_max": completion, "basis": basis}
 
 
+def memory_class(cfg: DictConfig) -> type[MemorySystem]:
+    """The memory class ``cfg.memory`` builds; an error naming ``memory._target_`` otherwise."""
+    target = str(cfg.memory.get("_target_", ""))
+    cls = get_class(target) if target else None
+    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
+        raise ValueError(f"memory._target_={target!r} is not a MemorySystem class")
+    return cls
+
+
+def cost_model(cfg: DictConfig) -> CostModel:
+    """The cost model the memory of ``cfg`` declares (an error naming it where it declares
+    none: :meth:`~synapse_pt.memory.base.MemorySystem.declared_cost_model`)."""
+    return memory_class(cfg).declared_cost_model()
+
+
+def _setting(cfg: DictConfig, key: str) -> Any:
+    """The memory config's value at the dotted ``key`` a cost model names; an error naming
+    ``memory.<key>`` where the config has none."""
+    value = OmegaConf.select(cfg.memory, key, default=None)
+    if value is None:
+        raise ValueError(f"memory.{key}: the cost model of {memory_class(cfg).__name__} reads it, "
+                         "but the memory config has no value there")
+    return value
+
+
 def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                      ) -> list[dict[str, Any]]:
     if bool(cfg.extractor.get("llm_free", True)):
         return [_row("extraction", 0, 0, 0, "LLM-free extractor: no calls")]
-    target = str(cfg.memory.get("_target_", ""))
-    if not target.endswith("SynapseMemory"):
-        name = target.rsplit(".", 1)[-1]
+    rule = cost_model(cfg).extraction
+    name = memory_class(cfg).__name__
+    if rule is None:
+        return [_row("extraction", 0, 0, 0, f"{name} uses no extractor: no calls")]
+    if isinstance(rule, ModelDependentBuild):
         return [_row("extraction", 0, 0, 0, f"{name} LLM build: not estimated (its calls "
                                            "depend on the model's replies)")]
+    if not isinstance(rule, WindowExtraction):
+        raise TypeError(f"{name}.cost_model.extraction: no estimate for {rule!r}")
     extractor = LLMConceptExtractor(llm=None, max_concepts=int(cfg.extractor.max_concepts),  # type: ignore[arg-type]
                                     max_tokens=int(cfg.extractor.max_tokens))
-    size = int(cfg.memory.graph.window)
+    size = int(_setting(cfg, rule.window))
     requests = [extractor.request(w) for conv in dataset
                 for w in windows_of(list(conv.turns()), size)]
     return [_row("extraction", len(requests), _prompt_tokens(requests, counter),
@@ -101,11 +143,6 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
 #: tokens per English word for estimating GAAMA's word-trimmed pack: a rule of thumb of ours
 #: (GAAMA's code counts words, one token each, when it chunks; it never converts)
 TOKENS_PER_WORD = 4 / 3
-
-
-#: the memories whose answer context is ``k`` rendered turns (concept labels for SYNAPSE's
-#: semantic nodes), bounded exactly by the ``k`` longest
-TURN_MEMORIES = ("SynapseMemory", "BM25Memory", "VectorRAG", "HybridRRF", "FusedMemory")
 
 
 def _turn_items(conv: Conversation, renderer: TurnRenderer) -> list[RetrievedItem]:
@@ -125,30 +162,34 @@ def _longest(items: list[RetrievedItem], k: int, counter: HFTokenCounter) -> lis
 def _context_items(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                    ) -> tuple[dict[str, list[RetrievedItem]] | None, str]:
     """Per conversation, the items of the largest answer context the memory can retrieve, and
-    how it was chosen; ``None`` where the memory's units are not turns (GAAMA, Membox)."""
-    memory = cfg.memory
-    target = str(memory.get("_target_", "")).rsplit(".", 1)[-1]
+    how it was chosen (its declared context rule); ``None`` where its units are not turns
+    (:class:`WordBudget`, :class:`SessionUnits`: estimated by :func:`_unit_estimate`)."""
+    rule = cost_model(cfg).context
     renderer = TurnRenderer(str(cfg.turn_template))
-    if target == "FullContext":
+    if isinstance(rule, WholeConversation):
         return {c.sample_id: _turn_items(c, renderer) for c in dataset}, "the whole conversation"
-    if target not in TURN_MEMORIES:
-        return None, target
-    k = int(memory.params.k) if "params" in memory else int(memory.k)
+    if not isinstance(rule, TurnContext):
+        return None, ""
+    k = int(_setting(cfg, rule.k))
     items = {c.sample_id: _longest(_turn_items(c, renderer), k, counter) for c in dataset}
     basis = f"the k={k} longest turns of the conversation"
-    if target == "SynapseMemory":
-        basis += " (a concept node's line assumed no longer than the longest turn's)"
+    if rule.note:
+        basis += f" ({rule.note})"
     return items, basis
 
 
 def _unit_estimate(cfg: DictConfig, conv: Conversation, counter: HFTokenCounter) -> int:
-    """GAAMA's and Membox's context tokens, estimated (their units exist only once built)."""
-    memory = cfg.memory
+    """The context tokens of a memory whose units exist only once built, estimated by its
+    declared rule: a pack of ``words`` words, or ``k`` units at a session's mean tokens."""
+    rule = cost_model(cfg).context
+    if isinstance(rule, WordBudget):
+        return math.ceil(int(_setting(cfg, rule.words)) * TOKENS_PER_WORD)
+    if not isinstance(rule, SessionUnits):
+        raise TypeError(f"{memory_class(cfg).__name__}.cost_model.context: no estimate for "
+                        f"{rule!r}")
     tokens = counter.count_many(TurnRenderer(str(cfg.turn_template)).render(conv.turns()))
-    if str(memory.get("_target_", "")).endswith("GAAMAMemory"):
-        return math.ceil(int(memory.max_words) * TOKENS_PER_WORD)
     per_session = sum(tokens) / max(1, len(conv.sessions))
-    return math.ceil(int(memory.k) * per_session)
+    return math.ceil(int(_setting(cfg, rule.k)) * per_session)
 
 
 def _eval_settings(cfg: DictConfig) -> EvalSettings:
@@ -165,9 +206,9 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
     For the turn memories (and full context) a bound: the request is rendered exactly as the run
     renders it (:func:`~synapse_pt.eval.pipeline.answer_request`: instruction, date instruction,
     category-5 options) around the largest context the memory can retrieve, its ``k`` longest
-    turns. For GAAMA and Membox an estimate, not a bound: the instruction exact, the context at
-    GAAMA's ``max_words`` pack (:data:`TOKENS_PER_WORD`, ours) or ``k``
-    boxes at a session's mean tokens."""
+    turns. For a memory whose units exist only once built (GAAMA, Membox) an estimate, not a
+    bound: the instruction exact, the context at its declared rule (a ``max_words`` pack at
+    :data:`TOKENS_PER_WORD`, ours, or ``k`` units at a session's mean tokens)."""
     items, basis = _context_items(cfg, dataset, counter)
     speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
     extra = {} if items is not None else {c.sample_id: _unit_estimate(cfg, c, counter)
@@ -178,8 +219,8 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
         request = answer_request(q, context, speakers[q.sample_id], ev)
         out[q.key] = _prompt_tokens([request], counter) + extra.get(q.sample_id, 0)
     if items is None:
-        memory = "GAAMA's max_words pack" if basis == "GAAMAMemory" else "k boxes"
-        return out, f"estimate, not a bound: context {memory} at mean tokens"
+        rule = cost_model(cfg).context
+        return out, f"estimate, not a bound: context {rule.label} at mean tokens"  # type: ignore[union-attr]
     return out, f"upper bound: every question (the gate skips some); context {basis}"
 
 

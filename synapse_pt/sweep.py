@@ -18,6 +18,7 @@ from typing import Any
 import hydra
 import torch
 from hydra.experimental.callback import Callback
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import ingested_memory
@@ -32,18 +33,18 @@ TABLE = "sweep.parquet"
 def sweep(cfg: DictConfig) -> Path:
     """Evaluate configurations ``chunk_bounds(sweep.configs, sweep.chunks, sweep.chunk)`` of
     the grid drawn from ``sweep.seed``; returns the written table's path."""
-    from synapse_pt.memory.synapse import SynapseMemory
-
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     s = cfg.sweep
     start, stop = chunk_bounds(int(s.configs), int(s.chunks), int(s.chunk))
+    if not get_class(str(cfg.memory._target_)).declared_search_space().batched:
+        raise ValueError(f"sweep: memory={cfg.memory._target_} has no batched sweep; the sweep "
+                         "varies SYNAPSE's hyperparameters as activation columns (use "
+                         "experiment=paper_main or memory=synapse; any memory: "
+                         "scripts/tune_heldout.py or a multirun of synapse_pt.run)")
     t0 = time.perf_counter()
     memory, dataset = ingested_memory(cfg, "a sweep")
-    if not isinstance(memory, SynapseMemory):
-        raise ValueError(f"sweep: memory={cfg.memory._target_} is not SYNAPSE; the sweep varies "
-                         "SYNAPSE's hyperparameters (use experiment=paper_main or memory=synapse)")
     ingest_seconds = time.perf_counter() - t0
     questions = list(dataset.questions())
     device = str(cfg.device)

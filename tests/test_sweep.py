@@ -121,4 +121,4 @@ def test_sweep_refuses_a_memory_that_is_not_synapse(tmp_path):
                            f"hydra.run.dir={tmp_path / 'run'}"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "is not SYNAPSE" in proc.stderr
+    assert "has no batched sweep" in proc.stderr

@@ -1,27 +1,33 @@
-"""Held-out tuning of SYNAPSE's retrieval hyperparameters (SPEC §1.5: tuned numbers held out).
+"""Held-out tuning of a memory's retrieval settings (SPEC §1.5: tuned numbers held out).
 
-The search evaluates every candidate configuration on every question once, batched
+The search evaluates every candidate configuration on every question once, giving ``[C, Q]``
+matrices of evidence recall@k and ``C_ret`` (:func:`search_matrix`): SYNAPSE in batched sweeps
 (:meth:`~synapse_pt.memory.synapse.SynapseMemory.sweep`: the (configuration, question) pairs are
-the activation columns), giving ``[C, Q]`` matrices of evidence recall@k and ``C_ret``. Folds are
-sets of *conversations*: for each fold the configuration with the best recall@10 over the
-answerable questions of the other conversations is chosen, and only then read on the fold's own
-questions. Every question is thus scored by a configuration chosen without it. The gate's
-``tau_gate`` is calibrated the same way: the ``target_fr`` quantile of ``C_ret`` over the training
+the activation columns), any other memory by setting each candidate on the ingested memory
+(``configure_retrieval``) and retrieving for every question in one call. Folds are sets of
+*conversations*: for each fold the configuration with the best recall@10 over the answerable
+questions of the other conversations is chosen, and only then read on the fold's own questions.
+Every question is thus scored by a configuration chosen without it. The gate's ``tau_gate`` is
+calibrated the same way: the ``target_fr`` quantile of ``C_ret`` over the training
 conversations' answerable questions (the paper's < 2.5 % false rejection).
 
-Candidates: random combinations of the discrete readings (``DISCRETE``), each with
-``per_combination`` random draws of the continuous hyperparameters (``CONTINUOUS`` ranges); the
-paper's values are candidate 0.
+Candidates come from the memory's declared search space
+(:class:`~synapse_pt.memory.declare.SearchSpace`): random combinations of its discrete
+settings, each with ``per_combination`` random draws of its continuous ranges; its reference
+configuration (the paper's or the public code's values, never values tuned on the data) is
+candidate 0.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,20 +36,17 @@ from tqdm import tqdm
 
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Question
+from synapse_pt.memory.base import MemorySystem
+from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
 
-from .scorers.retrieval import evidence_recall_from_index, roc_auc
+from .scorers.retrieval import evidence_recall_from_index, roc_auc, unit_recall
 
-CONTINUOUS: dict[str, tuple[float, float]] = {
-    "S": (0.2, 1.0), "delta": (0.0, 1.0), "beta": (0.0, 0.5), "gamma": (1.0, 10.0),
-    "theta": (0.1, 0.9), "lambda1": (0.0, 1.0), "lambda2": (0.0, 1.0), "lambda3": (0.0, 0.5)}
-DISCRETE: dict[str, tuple] = {
-    "rank_episodic_only": (False, True), "energy": ("cosine", "max", "constant"),
-    "inhibition": ("every_step", "last_step"), "inhibition_scope": ("all", "neighbourhood"),
-    "pagerank_scale": ("minmax", "max", "none"), "fire_zero": (False, True), "fan": (True, False),
-    "k_anchor": (5, 10, 20), "T": (1, 2, 3)}
 KS = (5, 10, 30)
+
+#: a candidate: its discrete settings and ``[per_combination]`` draws of its continuous ones
+Candidate = tuple[dict[str, Any], dict[str, torch.Tensor]]
 
 
 def make_folds(sample_ids: Sequence[str], scheme: str | Sequence[str]) -> list[list[str]]:
@@ -65,25 +68,56 @@ def make_folds(sample_ids: Sequence[str], scheme: str | Sequence[str]) -> list[l
     return [test]
 
 
-def candidates(num_combinations: int, per_combination: int, seed: int
-               ) -> list[tuple[dict, dict[str, torch.Tensor]]]:
-    """``[(discrete settings, {name: [per_combination] tensor})]``; the paper's values first."""
+def candidates(space: SearchSpace, num_combinations: int, per_combination: int, seed: int
+               ) -> list[Candidate]:
+    """``[(discrete settings, {key: [per_combination] tensor})]`` from ``space``, its
+    reference values first: ``num_combinations`` combinations of the discrete settings (the
+    reference's, then random others), each with ``per_combination`` draws of the continuous
+    ranges (one draw where the space has none)."""
+    base = space.reference
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
-    defaults = SynapseParams()
-    grid = list(itertools.product(*DISCRETE.values()))
-    literal = tuple(getattr(defaults, k) for k in DISCRETE)
+    grid = list(itertools.product(*space.discrete.values()))
+    literal = tuple(base[k] for k in space.discrete)
     rest = [g for g in grid if g != literal]
     chosen = [literal, *rng.sample(rest, min(num_combinations - 1, len(rest)))]
     out = []
     for i, combo in enumerate(chosen):
         values = {name: lo + (hi - lo) * torch.rand(per_combination, generator=gen)
-                  for name, (lo, hi) in CONTINUOUS.items()}
+                  for name, (lo, hi) in space.continuous.items()}
         if i == 0:
-            for name in CONTINUOUS:
-                values[name][0] = float(getattr(defaults, name))
-        out.append((dict(zip(DISCRETE, combo, strict=True)), values))
+            for name in space.continuous:
+                values[name][0] = float(base[name])
+        out.append((dict(zip(space.discrete, combo, strict=True)), values))
     return out
+
+
+def expand(cands: Sequence[Candidate]) -> list[dict[str, Any]]:
+    """Every configuration of ``cands``, one flat ``{key: value}`` each, in order."""
+    out = []
+    for discrete, values in cands:
+        n = next(iter(values.values())).numel() if values else 1
+        out.extend({**discrete, **{k: float(v[i]) for k, v in values.items()}}
+                   for i in range(n))
+    return out
+
+
+def retrieval_settings_of(memory_cfg: Mapping[str, Any], config: Mapping[str, Any],
+                          space: SearchSpace) -> dict[str, Any]:
+    """The ``configure_retrieval`` arguments that set ``config`` (dotted keys) over the run's
+    memory config: every retrieval field the space touches, whole (a nested one, such as the
+    fused retriever's ``weights``, with the candidate's entries set in it)."""
+    merged = copy.deepcopy(dict(memory_cfg))
+    for key, value in config.items():
+        *path, last = key.split(".")
+        node = merged
+        for part in path:
+            if not isinstance(node.get(part), Mapping):
+                raise ValueError(f"memory.{key}: the search space varies it, but the memory "
+                                 f"config has no mapping memory.{part}")
+            node = node[part]
+        node[last] = value
+    return {field: merged[field] for field in sorted(space.fields())}
 
 
 @dataclass
@@ -95,25 +129,32 @@ class SweepMatrix:
     c_ret: torch.Tensor
 
 
+def _field(key: str) -> str:
+    """The :class:`SynapseParams` field of a SYNAPSE config key (``params.S`` -> ``S``)."""
+    return key.split(".", 1)[-1]
+
+
 def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
-                 blinded: Sequence[Question],
-                 cands: Sequence[tuple[dict, Mapping[str, torch.Tensor]]],
+                 blinded: Sequence[Question], cands: Sequence[Candidate],
                  base: SynapseParams, chunk: int = 32) -> SweepMatrix:
     """Evaluate every candidate on every question (``questions`` for evidence, ``blinded`` go to
-    the memory), ``chunk`` continuous draws per batched call."""
+    the memory), ``chunk`` continuous draws per batched call (SYNAPSE's batched sweep: candidate
+    keys ``params.<field>`` / ``readings.<field>``; every other field is ``base``'s)."""
     evidence = memory.evidence_index(questions)
     B = len(questions)
     recall: dict[int, list[torch.Tensor]] = {k: [] for k in KS}
     c_ret: list[torch.Tensor] = []
     configs: list[dict] = []
-    fixed = {k: v for k, v in vars(base).items() if k not in CONTINUOUS and k not in DISCRETE}
+    searched = {_field(k) for discrete, values in cands for k in (*discrete, *values)}
+    fixed = {k: v for k, v in vars(base).items() if k not in searched}
     fixed["tau_gate"] = 0.0  # the gate is calibrated afterwards, from c_ret
     for discrete, values in tqdm(cands, desc="sweep", unit="combination", disable=None):
         n = next(iter(values.values())).numel()
         for c0 in range(0, n, chunk):
             part = {k: v[c0:c0 + chunk].to(memory.device) for k, v in values.items()}
             C = next(iter(part.values())).numel()
-            params = SynapseParams(**fixed, **discrete, **part)
+            params = SynapseParams(**fixed, **{_field(k): v for k, v in discrete.items()},
+                                   **{_field(k): v for k, v in part.items()})
             ranked = memory.sweep(blinded, params)
             rec = evidence_recall_from_index(ranked.index, ranked.valid, evidence.repeat(C, 1),
                                              ks=KS)
@@ -123,6 +164,42 @@ def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
             configs.extend({**discrete, **{k: float(v[i]) for k, v in part.items()}}
                            for i in range(C))
     return SweepMatrix(configs, {k: torch.cat(v) for k, v in recall.items()}, torch.cat(c_ret))
+
+
+def retrieval_matrix(memory: MemorySystem, memory_cfg: Mapping[str, Any], space: SearchSpace,
+                     questions: Sequence[Question], blinded: Sequence[Question],
+                     cands: Sequence[Candidate]) -> SweepMatrix:
+    """Evaluate every candidate on every question by setting it on the ingested memory
+    (``configure_retrieval``, :func:`retrieval_settings_of`) and retrieving for all questions
+    in one call; recall@k counts the evidence the first k items cover, as a run scores it
+    (:func:`~synapse_pt.eval.scorers.retrieval.unit_recall`). The memory is left set to the
+    run's own configuration (``memory_cfg``)."""
+    evidence = [list(q.evidence) for q in questions]
+    configs = expand(cands)
+    recall: dict[int, list[torch.Tensor]] = {k: [] for k in KS}
+    c_ret: list[torch.Tensor] = []
+    try:
+        for config in tqdm(configs, desc="search", unit="candidate", disable=None):
+            memory.configure_retrieval(**retrieval_settings_of(memory_cfg, config, space))
+            result = memory.retrieve(blinded)
+            for k, v in unit_recall(result.units(), evidence, KS).items():
+                recall[int(k)].append(v)
+            c_ret.append(result.c_ret.float().cpu())
+    finally:
+        memory.configure_retrieval(**retrieval_settings_of(memory_cfg, {}, space))
+    return SweepMatrix(configs, {k: torch.stack(v) for k, v in recall.items()},
+                       torch.stack(c_ret))
+
+
+def search_matrix(memory: MemorySystem, memory_cfg: Mapping[str, Any], space: SearchSpace,
+                  questions: Sequence[Question], blinded: Sequence[Question],
+                  cands: Sequence[Candidate], chunk: int = 32) -> SweepMatrix:
+    """Every candidate on every question: the memory's batched sweep where its space says it
+    has one (:attr:`SearchSpace.batched`: SYNAPSE), else :func:`retrieval_matrix`."""
+    if space.batched:
+        return sweep_matrix(memory, questions, blinded, cands, memory.params,  # type: ignore[arg-type, attr-defined]
+                            chunk=chunk)
+    return retrieval_matrix(memory, memory_cfg, space, questions, blinded, cands)
 
 
 def _mean(recall: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:

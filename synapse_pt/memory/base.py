@@ -17,6 +17,7 @@ import torch
 from synapse_pt.data.records import Conversation, Dialogue, Question
 from synapse_pt.errors import ConfigError
 
+from .declare import CostModel, SearchSpace
 from .gate import RejectionGate
 
 EPISODIC = "episodic"
@@ -147,6 +148,38 @@ class MemorySystem(ABC):
     # settings that name a rule and the rules allowed, checked on construction
     # (:func:`require_choice`) and again when a sweep changes them (configure_retrieval)
     choices: Mapping[str, tuple[object, ...]] = {}
+    # how large an answer context it can hand the answer model and what its build asks of an
+    # LLM, read by the estimate (memory/declare.py); every memory declares its own
+    cost_model: CostModel | None = None
+    # the retrieval settings a held-out search draws candidates from (memory/declare.py)
+    search_space: SearchSpace | None = None
+
+    @classmethod
+    def declared_cost_model(cls) -> CostModel:
+        """The class's :attr:`cost_model`; an error naming the memory where it declares none (the
+        estimate never falls back on another memory's rule)."""
+        if not isinstance(cls.cost_model, CostModel):
+            raise NotImplementedError(
+                f"{cls.__module__}.{cls.__name__} declares no cost model: set the class "
+                "attribute cost_model = CostModel(context=...) (synapse_pt/memory/declare.py, "
+                "docs/adding_a_memory.md) so that the estimate can size its answer context")
+        return cls.cost_model
+
+    @classmethod
+    def declared_search_space(cls) -> SearchSpace:
+        """The class's :attr:`search_space`; an error naming the memory where it declares none,
+        or where a key is not under one of its ``retrieval_fields``."""
+        if not isinstance(cls.search_space, SearchSpace):
+            raise NotImplementedError(
+                f"{cls.__module__}.{cls.__name__} declares no search space: set the class "
+                "attribute search_space = SearchSpace(discrete={...}, continuous={...}) over its "
+                "retrieval_fields (synapse_pt/memory/declare.py, docs/adding_a_memory.md) so "
+                "that a held-out search can tune it")
+        outside = sorted(cls.search_space.fields() - set(cls.retrieval_fields))
+        if outside:
+            raise ValueError(f"{cls.__name__}.search_space varies {outside}, which are not "
+                             f"retrieval fields (those are {list(cls.retrieval_fields)})")
+        return cls.search_space
 
     def configure_retrieval(self, **settings: object) -> None:
         """Change retrieval-only settings (``retrieval_fields``) of an ingested memory; every

@@ -24,6 +24,7 @@ from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mas
 from synapse_pt.retrieval.tokenize import tokenize
 
 from .base import MemorySystem, RetrievalResult, padded_rows, require_int
+from .declare import CostModel, SearchSpace, TurnContext, WholeConversation
 from .episodic import TurnRegistry
 from .gate import build_gate
 
@@ -146,6 +147,9 @@ class VectorRAG(TurnMemory):
 
     name = "vector_rag"
     needs_bm25 = False
+    cost_model = CostModel(TurnContext("k"))
+    # nothing but the depth is retrieval-only: k below 10 is the only change recall@10 sees
+    search_space = SearchSpace(discrete={"k": (5, 10, 30)}, reference={"k": 30})
 
     def score(self, questions, mask, query_graph):
         return self._dense(questions)
@@ -156,6 +160,9 @@ class BM25Memory(TurnMemory):
 
     name = "bm25"
     needs_embeddings = False
+    cost_model = CostModel(TurnContext("k"))
+    # nothing but the depth is retrieval-only: k below 10 is the only change recall@10 sees
+    search_space = SearchSpace(discrete={"k": (5, 10, 30)}, reference={"k": 30})
 
     def __init__(self, encoder: TextEncoder | None = None, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
@@ -174,6 +181,10 @@ class HybridRRF(TurnMemory):
     name = "hybrid"
     retrieval_fields = ("k", "tau_gate", "k_rrf")
     int_minimums = {"k": 1, "k_rrf": 0}  # RRF's 1 / (k_rrf + rank), ranks from 1
+    cost_model = CostModel(TurnContext("k"))
+    # RRF's constant: small values favour the top of either ranking, large ones agreement
+    search_space = SearchSpace(discrete={"k_rrf": (0, 5, 10, 20, 30, 60, 100, 200)},
+                               reference={"k_rrf": 60})  # the usual RRF constant
 
     def __init__(self, encoder: TextEncoder | None = None, *, k_rrf: int = 60, **kwargs) -> None:
         super().__init__(encoder, **kwargs)
@@ -190,6 +201,8 @@ class FullContext(TurnMemory):
 
     name = "full_context"
     retrieval_fields = ()
+    cost_model = CostModel(WholeConversation())
+    search_space = SearchSpace()  # nothing to tune: the run's configuration is the one candidate
     needs_embeddings = False
     needs_bm25 = False
 

@@ -51,6 +51,7 @@ from synapse_pt.retrieval.text import (
 from synapse_pt.retrieval.tokenize import tokenize
 
 from .baselines import TurnMemory
+from .declare import CostModel, SearchSpace, TurnContext
 
 SIGNALS = ("dense", "dense_named", "dense_sentence", "dense_resolved", "dense_prf", "bm25",
            "bm25_window", "speaker")
@@ -98,6 +99,15 @@ class FusedMemory(TurnMemory):
     name = "fused"
     retrieval_fields = ("k", "tau_gate", "weights", "rho", "sigma")
     int_minimums = {"k": 1}
+    cost_model = CostModel(TurnContext("k"))
+    # a weight per signal and the two propagations (scripts/tune_fused.py searches the same
+    # weights on precomputed signals, with the BM25 variants besides); the reference is the
+    # untuned default, dense + BM25 (configs/fusion/ holds weights chosen on LoCoMo-10)
+    search_space = SearchSpace(
+        continuous={**{f"weights.{s}": (0.0, 1.0) for s in SIGNALS}, "rho": (0.0, 0.5),
+                    "sigma": (0.0, 0.5)},
+        reference={**{f"weights.{s}": float(s in ("dense", "bm25")) for s in SIGNALS},
+                   "rho": 0.0, "sigma": 0.0})
     needs_bm25 = False  # its own analyser's indices, built below
 
     def __init__(self, encoder: TextEncoder | None = None, *,

@@ -79,6 +79,7 @@ from .base import (
     require_choice,
     require_int,
 )
+from .declare import CostModel, ModelDependentBuild, SearchSpace, WordBudget
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
@@ -262,6 +263,17 @@ class GAAMAMemory(MemorySystem):
     choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
                "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
                "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES}
+    cost_model = CostModel(WordBudget("max_words", label="GAAMA's max_words pack"),
+                           extraction=ModelDependentBuild())
+    # the seeds, the walk and the readings of issue 30 (only cosine : PPR's ratio matters)
+    search_space = SearchSpace(
+        discrete={"seeds": (20, 40, 80), "depth": (1, 2, 3), "hub_dampening": HUB_DAMPENING,
+                  "graph_only_cosine": ("real", "zero"), "similarity": SIMILARITY_SCALES,
+                  "candidates": CANDIDATE_RULES, "trim": TRIM_RULES},
+        continuous={"alpha": (0.3, 0.9), "ppr_weight": (0.0, 1.0)},
+        reference={"seeds": 40, "depth": 2, "hub_dampening": "code", "graph_only_cosine": "real",
+                   "similarity": "code", "candidates": "code", "trim": "code", "alpha": 0.6,
+                   "ppr_weight": 0.1})  # the code's values (graph_only_cosine: SPEC §2's)
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,

@@ -57,6 +57,7 @@ from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mas
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
 from .base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
+from .declare import CostModel, ModelDependentBuild, SearchSpace, SessionUnits
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
@@ -193,6 +194,10 @@ class MemboxMemory(MemorySystem):
     int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
     choices = {"mode": MODES, "weave": WEAVES, "unmatched": ("chain", "single"),
                "trace_context": TRACE_CONTEXTS}
+    cost_model = CostModel(SessionUnits("k", label="k boxes"), extraction=ModelDependentBuild())
+    search_space = SearchSpace(discrete={"mode": MODES, "trace_context": TRACE_CONTEXTS,
+                                         "k": (3, 5, 10)},
+                               reference={"mode": "trace", "trace_context": "code", "k": 5})
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,

@@ -40,6 +40,7 @@ from synapse_pt.retrieval.synapse import (
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
+from .declare import CostModel, SearchSpace, TurnContext, WindowExtraction
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
@@ -99,6 +100,16 @@ def _scalar(value: object) -> object:
     return value
 
 
+#: the paper's values of the settings a held-out search varies (its candidate 0)
+PAPER_REFERENCE = {f"{node}.{name}": getattr(SynapseParams(), name)
+                   for node, names in (("readings", ("rank_episodic_only", "energy", "inhibition",
+                                                    "inhibition_scope", "pagerank_scale",
+                                                    "fire_zero", "k_anchor")),
+                                       ("params", ("fan", "T", "S", "delta", "beta", "gamma",
+                                                   "theta", "lambda1", "lambda2", "lambda3")))
+                   for name in names}
+
+
 class SynapseMemory(MemorySystem):
     """SYNAPSE: ingest conversations into graphs; retrieve by spreading activation (SPEC §1.2).
 
@@ -138,6 +149,25 @@ class SynapseMemory(MemorySystem):
 
     name = "synapse"
     retrieval_fields = ("params", "readings", "engine")
+    # the answer context: at most params.k nodes, each a turn's line or a concept's label
+    cost_model = CostModel(TurnContext("params.k", note="a concept node's line assumed no longer "
+                                                        "than the longest turn's"),
+                           extraction=WindowExtraction("graph.window"))
+    # held-out search (SPEC §1.5): combinations of the discrete readings and settings, each with
+    # draws of the continuous hyperparameters, evaluated as activation columns (``sweep``)
+    search_space = SearchSpace(
+        discrete={"readings.rank_episodic_only": (False, True),
+                  "readings.energy": ("cosine", "max", "constant"),
+                  "readings.inhibition": ("every_step", "last_step"),
+                  "readings.inhibition_scope": ("all", "neighbourhood"),
+                  "readings.pagerank_scale": ("minmax", "max", "none"),
+                  "readings.fire_zero": (False, True), "params.fan": (True, False),
+                  "readings.k_anchor": (5, 10, 20), "params.T": (1, 2, 3)},
+        continuous={"params.S": (0.2, 1.0), "params.delta": (0.0, 1.0),
+                    "params.beta": (0.0, 0.5), "params.gamma": (1.0, 10.0),
+                    "params.theta": (0.1, 0.9), "params.lambda1": (0.0, 1.0),
+                    "params.lambda2": (0.0, 1.0), "params.lambda3": (0.0, 0.5)},
+        reference=dict(PAPER_REFERENCE), batched=True)
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  graph: Mapping[str, Any] | None = None,

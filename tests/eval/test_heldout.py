@@ -69,15 +69,20 @@ def test_choose_and_calibrate() -> None:
     assert calibrate_tau(torch.arange(101.0), 0.025) == pytest.approx(2.5)
 
 
-def test_candidates_start_with_the_paper_values() -> None:
-    cands = candidates(4, 3, seed=0)
+def test_synapse_candidates_start_with_the_paper_values() -> None:
+    from synapse_pt.memory.synapse import SynapseMemory
+
+    space = SynapseMemory.declared_search_space()
+    cands = candidates(space, 4, 3, seed=0)
     assert len(cands) == 4
     discrete, values = cands[0]
-    p = SynapseParams()
-    assert all(discrete[k] == getattr(p, k) for k in discrete)
-    assert all(float(v[0]) == pytest.approx(float(getattr(p, k))) for k, v in values.items())
+    p = SynapseParams()  # the paper's values
+    field = lambda key: key.split(".", 1)[1]  # noqa: E731 (params.S -> S)
+    assert all(discrete[k] == getattr(p, field(k)) for k in discrete)
+    assert all(float(v[0]) == pytest.approx(float(getattr(p, field(k))))
+               for k, v in values.items())
     assert len({tuple(d.values()) for d, _ in cands}) == 4
-    assert candidates(4, 3, seed=0)[2][0] == cands[2][0]  # seeded
+    assert candidates(space, 4, 3, seed=0)[2][0] == cands[2][0]  # seeded
 
 
 def test_fold_table_and_write_study(tmp_path, capsys) -> None:
