@@ -1,8 +1,12 @@
 """synapse_pt: a GPU-accelerated research framework for SYNAPSE-style graph agent memory.
 
-Layers, bottom up (each imports only those below it)::
+Layers, bottom up (each imports only those below it; ``tests/test_layering.py`` holds the same
+list and checks every import against it)::
 
-    run.py                      entry point: compose config, call plain functions, write outputs
+    study.py                    run every variant of a study file (studies/) through run()
+    run.py sweep.py estimate.py entry points: one run; the batched sweep; a run's cost beforehand
+    build.py cli.py             builders from the composed config; the Hydra callbacks
+    study_key.py tracking.py    names of resumable studies; W&B or nothing
     eval/                       QA pipeline, scorers, tables
     memory/                     MemorySystem implementations (synapse, baselines)
     retrieval/                  triggers (BM25, dense), scoring, gate

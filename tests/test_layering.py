@@ -7,6 +7,7 @@ functions alike (a function-level import that closes a cycle is still a cycle)."
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -78,6 +79,28 @@ def import_graph() -> dict[str, set[str]]:
 def test_every_room_has_a_layer() -> None:
     rooms = {room(m) for m in import_graph()}
     assert rooms <= set(LAYERS), f"rooms without a layer in LAYERS: {sorted(rooms - set(LAYERS))}"
+
+
+def test_the_package_docstring_lists_every_room_in_its_layer() -> None:
+    """synapse_pt/__init__.py's layer list (top down, one layer per line) names every room once,
+    each line's rooms share a layer, and no line sits below one of a lower layer."""
+    doc = (PACKAGE / "__init__.py").read_text().split("::\n", 1)[1].split('"""', 1)[0]
+    lines = []  # the rooms each line of the list starts with, top down
+    for line in doc.splitlines():
+        rooms = []
+        for token in line.split():
+            named = re.fullmatch(r"([a-z_]+)(?:\.py|/)", token)
+            if named is None:
+                break
+            rooms.append(named.group(1))
+        if rooms:
+            lines.append(rooms)
+    listed = [r for rooms in lines for r in rooms]
+    assert sorted(listed) == sorted(set(LAYERS) - {"__init__"}), listed
+    layers = [{LAYERS[r] for r in rooms} for rooms in lines]
+    assert all(len(on_line) == 1 for on_line in layers), lines
+    order = [on_line.pop() for on_line in layers]
+    assert order == sorted(order, reverse=True), lines
 
 
 def test_no_import_points_up_or_sideways() -> None:

@@ -42,6 +42,7 @@ def test_every_notebook_is_tested():
     assert {p.stem for p in NOTEBOOKS} == set(EXPECT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path):
     env = {k: v for k, v in os.environ.items()

@@ -82,6 +82,19 @@ def transformers_serve(model: Path, log: Path) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
+def locked_copy() -> Path:
+    """The safetensors copy in the cache, made by one process at a time: a pytest-xdist worker
+    that finds the other one making it (a fresh clone) waits for that copy instead of making a
+    second one beside it."""
+    from filelock import FileLock
+
+    from synapse_pt.models.llm.safetensors_copy import safetensors_copy
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(CACHE / "safetensors_copy.lock")):
+        return safetensors_copy(CACHE)
+
+
 def run_cli(tmp_path: Path, name: str, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "synapse_pt.run", "eval=qa", "llm=vllm", "dataset=sample",
@@ -92,6 +105,7 @@ def run_cli(tmp_path: Path, name: str, *overrides: str) -> subprocess.CompletedP
         env={**os.environ, "VLLM_API_KEY": "unused", "TQDM_DISABLE": "1"})
 
 
+@pytest.mark.slow
 def test_safetensors_copy_matches_the_gguf_model(tmp_path: Path) -> None:
     """The copy is the GGUF model: the same logits on a prompt; a second call reuses it."""
     import torch
@@ -100,7 +114,7 @@ def test_safetensors_copy_matches_the_gguf_model(tmp_path: Path) -> None:
     from synapse_pt.models.llm.safetensors_copy import MARKER, safetensors_copy
     from synapse_pt.models.llm.transformers_local import resolve_llm
 
-    folder = safetensors_copy(CACHE)
+    folder = locked_copy()
     assert (folder / "model.safetensors").is_file() and (folder / MARKER).is_file()
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert safetensors_copy(CACHE) == folder
@@ -123,10 +137,8 @@ def test_safetensors_copy_matches_the_gguf_model(tmp_path: Path) -> None:
 def test_qa_on_the_sample_through_transformers_serve(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from synapse_pt.models.llm.safetensors_copy import safetensors_copy
-
     transformers_cli()  # skip (or, in CI, fail) before the copy when serve cannot run
-    model = safetensors_copy(CACHE)
+    model = locked_copy()
     with transformers_serve(model, tmp_path / "serve.log") as url:
         common = (f"llm.backend.base_url={url}",)
         first = run_cli(tmp_path, "run", f"llm.backend.model={model}", *common)

@@ -139,6 +139,7 @@ def test_lookup_metric():
         lookup_metric(metrics, "recall@10.open-domain")
 
 
+@pytest.mark.slow
 def test_cli_prints_outputs_and_objective(tmp_path):
     out = tmp_path / "cli_run"
     proc = subprocess.run(

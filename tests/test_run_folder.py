@@ -90,6 +90,7 @@ def test_a_failed_start_folder_accepts_the_corrected_command(tmp_path: Path) -> 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_an_unwritable_run_folder_is_one_line_naming_it(tmp_path: Path) -> None:
     """Issue 31, defect 4: a run folder that cannot be made (here under a regular file; a
     read-only folder fails the same way for a non-root user) ends in one line naming the folder

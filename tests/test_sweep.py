@@ -15,6 +15,7 @@ import yaml
 from synapse_pt.eval.record import lookup_metric
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # every test here runs a sweep in subprocesses (seconds each)
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
 OBJECTIVE = "recall@10.mean_q_1_4"
 

@@ -104,6 +104,7 @@ def test_a_gold_needs_its_audit(ds):
                  gold="silver")
 
 
+@pytest.mark.slow
 @pytest.mark.locomo
 def test_a_run_on_locomo_scores_both_golds_and_prints_both(locomo_path, tmp_path):
     from synapse_pt.build import composed_config, run_category_names
