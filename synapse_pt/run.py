@@ -42,7 +42,7 @@ from synapse_pt.eval.outputs import (
     write_predictions,
     write_tables,
 )
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.pipeline import EvalSettings, evaluate, for_memory
 from synapse_pt.eval.record import (
     build_tables,
     flatten_metrics,
@@ -186,8 +186,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         timings = dict(built.timings)
         timings["setup_seconds"] += loading  # the data and the model as well as the memory
 
-        settings = EvalSettings(**{k: v for k, v in resolved["eval"].items()
-                                   if k in EvalSettings.__dataclass_fields__})
+        settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
+                                              if k in EvalSettings.__dataclass_fields__}), memory)
         counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
                                  else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                      cache=derived))

@@ -17,7 +17,7 @@ from synapse_pt.models.llm.base import LLM
 
 from .aggregate import summarize
 from .outputs import prompt_hashes
-from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
+from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict, upstream_files
 from .report import run_tables
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
@@ -49,6 +49,18 @@ def run_label(identity: Mapping[str, Any]) -> str:
     return build_label(name, identity.get("memory"))
 
 
+def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[str, str]:
+    """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
+    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.pipeline.
+    upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
+    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`)."""
+    from synapse_pt.data.upstream import pinned_sha256
+
+    files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
+    pinned = pinned_sha256()
+    return {rel: pinned[rel] for rel in sorted(set(files))}
+
+
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
                 settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
                 llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
@@ -78,6 +90,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "strict": is_strict(settings),
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
+            "prompt_source": settings.prompts,
+            "upstream_prompts": upstream_prompts(settings, identity.get("memory") or {}),
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},
             "answerable_categories": list(answerable),
