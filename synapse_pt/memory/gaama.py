@@ -38,8 +38,8 @@ the public code (gaama ``2d992f7``) by default, our earlier reading kept as a fl
 5. score :math:`1.0 \cdot \mathrm{sim} / \max \mathrm{sim} + 0.1 \cdot \mathrm{PPR} / \max
    \mathrm{PPR}` over the candidates. The code has no similarity for nodes found only through the
    graph, outside its nearest set (its ``compute_similarity`` does not exist), so they get 0
-   (``graph_only_cosine="zero"``); the default, as SPEC §2 asks, computes their real similarity
-   (``"real"``, ours). Under ``candidates="neighbourhood"`` "graph-only" means every non-seed
+   (``graph_only_cosine="zero"``, the default since issue 44: ``services/ltm_retriever.py``
+   194-197); ``"real"`` (ours, the default before) computes their real similarity. Under ``candidates="neighbourhood"`` "graph-only" means every non-seed
    (our earlier reading);
 6. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
    ``max_episodes`` (80) episodes (concepts never), episodes re-sorted by time, trimmed to
@@ -222,8 +222,8 @@ class GAAMAMemory(MemorySystem):
         hub_dampening, hub_degree: ``"code"`` (cancels, as the code), ``"effective"`` or ``"off"``;
             hubs have degree above ``hub_degree`` (code: 50).
         cosine_weight, ppr_weight: the additive score (code: 1.0, 0.1).
-        graph_only_cosine: ``"real"`` (ours, SPEC §2's choice) or ``"zero"`` (the code's
-            behaviour: 0 outside the nearest set).
+        graph_only_cosine: ``"zero"`` (the code's behaviour: 0 outside the nearest set) or
+            ``"real"`` (ours: their real similarity).
         similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
         candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
         knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
@@ -267,7 +267,7 @@ class GAAMAMemory(MemorySystem):
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
                  edge_weight: float = 0.8, hub_dampening: str = "code", hub_degree: int = 50,
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
-                 graph_only_cosine: str = "real", similarity: str = "code",
+                 graph_only_cosine: str = "zero", similarity: str = "code",
                  candidates: str = "code", knn: int | None = None, trim: str = "code",
                  max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,

@@ -185,7 +185,7 @@ def test_graph_only_candidates_get_cosine_zero_as_in_the_code(conv) -> None:
     block = m.blocks[conv.sample_id]
     q = ENC.encode([conv.questions[0].question])
     score, cand = m.scores(block, q)
-    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10)
+    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10, graph_only_cosine="real")
     ref.ingest([conv])
     real, _ = ref.scores(ref.blocks[conv.sample_id], q)
     cos = cosine_scores(block.x, q)[:, 0].double()
@@ -308,3 +308,18 @@ def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
     assert m.retrieve(questions).items[0]
     with pytest.raises(ValueError, match="fused_seeds.k"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), fused_seeds={"k": 3})
+
+
+def test_graph_only_cosine_defaults_to_the_code_rule() -> None:
+    """Issue 44: a candidate reached only through the graph scores similarity 0 by default, as
+    gaama's services/ltm_retriever.py 194-197 leave it (its compute_similarity does not exist);
+    the class and the config agree, and the config names the file and lines."""
+    from pathlib import Path
+
+    import yaml
+
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).graph_only_cosine == "zero"
+    path = Path(__file__).resolve().parents[2] / "configs" / "memory" / "gaama.yaml"
+    assert yaml.safe_load(path.read_text())["graph_only_cosine"] == "zero"
+    line = next(x for x in path.read_text().splitlines() if x.startswith("graph_only_cosine"))
+    assert "services/ltm_retriever.py 194-197" in path.read_text().split(line)[1][:300] + line
