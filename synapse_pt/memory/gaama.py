@@ -39,8 +39,8 @@ the public code (gaama ``2d992f7``) by default, our earlier reading kept as a fl
    \mathrm{PPR}` over the candidates. The code has no similarity for nodes found only through the
    graph, outside its nearest set (its ``compute_similarity`` does not exist), so they get 0
    (``graph_only_cosine="zero"``, the default since issue 44: ``services/ltm_retriever.py``
-   194-197); ``"real"`` (ours, the default before) computes their real similarity. Under ``candidates="neighbourhood"`` "graph-only" means every non-seed
-   (our earlier reading);
+   194-197); ``"real"`` (ours, the default before) computes their real similarity. Under
+   ``candidates="neighbourhood"`` "graph-only" means every non-seed (our earlier reading);
 6. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
    ``max_episodes`` (80) episodes (concepts never), episodes re-sorted by time, trimmed to
    ``max_words`` (1,000) words: ``trim="code"`` cuts each type in proportion to its budget
