@@ -52,6 +52,7 @@ from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date, format_day
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.long_text import whole_text_encoder
 from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
@@ -86,6 +87,8 @@ WEAVES = ("code", "per_event")
 #: shown (or that has none) left out (``_build_trace_contexts``); ``"every_box"``: every top box
 #: followed by its trace, traces repeated (ours before).
 TRACE_CONTEXTS = ("code", "every_box")
+#: a box index text beyond the encoder's window: the whole text (windows) or its first window
+BOX_LONG_TEXT = ("windows", "truncate")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
@@ -178,6 +181,10 @@ class MemboxMemory(MemorySystem):
         trace_context: ``"code"`` (a box whose trace was already shown, or without one, is left
             out) or ``"every_box"`` (ours before).
         index_topic: the topic phrase in the box's index text (code) or not (ours before).
+        box_long_text: a box index text longer than the encoder's window: ``"windows"`` (the
+            whole text reaches the embedding, :func:`~synapse_pt.models.long_text.
+            whole_text_encoder`, as the code's encoder, text-embedding-3-small with an 8,191-token
+            window, sees it whole) or ``"truncate"`` (its first window only, ours before #44).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         max_tokens: LLM build: completion budget of a box extraction, verification,
@@ -199,7 +206,7 @@ class MemboxMemory(MemorySystem):
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
                  min_event_words: int = 4, max_tokens: int = 512, weave: str = "code",
                  unmatched: str = "chain", trace_context: str = "code", index_topic: bool = True,
-                 fused_ranking: Mapping[str, Any] | None = None,
+                 box_long_text: str = "windows", fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = extractor_llm(extractor, "membox")
@@ -209,12 +216,16 @@ class MemboxMemory(MemorySystem):
         for key, value in (("mode", mode), ("weave", weave), ("unmatched", unmatched),
                            ("trace_context", trace_context)):
             require_choice(key, value, self.choices[key])
+        require_choice("box_long_text", box_long_text, BOX_LONG_TEXT)
+        self.box_long_text = box_long_text
         self.weave, self.unmatched, self.trace_context = weave, unmatched, trace_context
         self.index_topic = bool(index_topic)
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{min_keywords}, {max_keywords}")
         self.encoder, self.extractor = encoder, extractor
+        # the encoder of the box index texts: the whole text under "windows"
+        self.box_encoder = whole_text_encoder(encoder) if box_long_text == "windows" else encoder
         self.mode, self.k = mode, k
         self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
             trace_threshold)
@@ -251,7 +262,8 @@ class MemboxMemory(MemorySystem):
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
                 "trace_threshold": self.trace_threshold, "weave": self.weave,
                 "unmatched": self.unmatched, "trace_context": self.trace_context,
-                "index_topic": self.index_topic, "turn_template": self.renderer.template,
+                "index_topic": self.index_topic, "box_long_text": self.box_long_text,
+                "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
     # ---------------------------------------------------------------------------- ingest
@@ -265,7 +277,8 @@ class MemboxMemory(MemorySystem):
         else:
             self._seal_llm(groups)
         new = self.boxes[first:]
-        emb = self.encoder.encode([b.index_text(self.index_topic) for b in new]).to(self.device)
+        emb = self.box_encoder.encode([b.index_text(self.index_topic)
+                                       for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
         self._weave(first)
         if self.fused is not None:

@@ -206,3 +206,28 @@ def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:
                      for b in m.boxes]
         want = sorted(range(len(box_score)), key=lambda b: (-box_score[b], b))[:3]
         assert [it.node_id for it in result.items[j]] == [f"B:{b}" for b in want]
+
+
+def test_box_index_text_beyond_the_window_reaches_the_embedding_whole(conv) -> None:
+    """Issue 44: the code embeds a box's whole index text (text-embedding-3-small, 8,191-token
+    window); ``box_long_text="windows"`` (the default) embeds each box as an encoder configured
+    with ``long_text="windows"`` does, ``"truncate"`` as a plain one (its first window). With a
+    16-token window every box text here is longer, so the two differ."""
+    from synapse_pt.models.embedder import HFEmbedder
+
+    enc = HFEmbedder(max_length=16)
+    whole = MemboxMemory(enc, KeywordConceptExtractor(), boundary_threshold=0.3)
+    whole.ingest([conv])
+    texts = [b.index_text() for b in whole.boxes]
+    assert all(len(enc._tokenizer(t)["input_ids"]) > 16 for t in texts)
+    expected = HFEmbedder(max_length=16, long_text="windows").encode(texts)
+    torch.testing.assert_close(whole.box_emb, expected, atol=1e-5, rtol=0)
+    cut = MemboxMemory(enc, KeywordConceptExtractor(), boundary_threshold=0.3,
+                       box_long_text="truncate")
+    cut.ingest([conv])
+    assert [b.index_text() for b in cut.boxes] == texts  # the same boxes, only the index differs
+    torch.testing.assert_close(cut.box_emb, enc.encode(texts), atol=1e-5, rtol=0)
+    assert not torch.allclose(whole.box_emb, cut.box_emb, atol=1e-3)
+    assert whole.describe()["box_long_text"] == "windows"
+    with pytest.raises(ValueError, match="memory.box_long_text"):
+        MemboxMemory(ENC, KeywordConceptExtractor(), box_long_text="sometimes")
