@@ -37,6 +37,14 @@ ANSWER_END = "Answer:"  # every answer template of ours and Membox's end so
 pytestmark = needs_upstream  # the answer steps read GAAMA's and Membox's files (issue 44)
 
 
+def event_text(line: str) -> str:
+    """A trace event line as Membox's code writes it, ``<box start>: <event>``, the start the
+    session's date string as the data holds it: the event, its date checked."""
+    starts = [s.date_time_raw for s in SAMPLE.sessions if line.startswith(s.date_time_raw + ": ")]
+    assert starts, line
+    return line[len(starts[0]) + 2:]
+
+
 def sha256_of(rel: str) -> str:
     """sha256 of an upstream file (``membox`` for membox/membox.py), hashed here."""
     import hashlib
@@ -153,7 +161,7 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
         # trace is the one shown, so they are left out
         assert prompt.count("Events:\n") == 1
         events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
-        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A, EVENT_B] * 3
+        assert [event_text(e) for e in events] == [EVENT_A, EVENT_B] * 3
     assert (preds["prediction"] == ANSWER).all()
 
 
@@ -175,7 +183,7 @@ def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkey
         prompt = user_messages(body)[0]
         assert prompt.count("Events:\n") == 1
         events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
-        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A] * 3
+        assert [event_text(e) for e in events] == [EVENT_A] * 3
     assert len(preds) == QUESTIONS
 
 
