@@ -42,7 +42,7 @@ from synapse_pt.eval.outputs import (
     write_predictions,
     write_tables,
 )
-from synapse_pt.eval.pipeline import EvalSettings, evaluate, for_memory
+from synapse_pt.eval.pipeline import EvalSettings, evaluate, for_memory, require_upstream
 from synapse_pt.eval.record import (
     build_tables,
     flatten_metrics,
@@ -181,13 +181,15 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         llm = build_llm(cfg.llm)
         derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
         loading = time.perf_counter() - t0
+        settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
+                                              if k in EvalSettings.__dataclass_fields__}),
+                              str(cfg.memory["_target_"]).rsplit(".", 1)[-1])
+        require_upstream(settings)  # a missing prompt file stops the run before the build
         built = run_memory(cfg, resolved, dataset, llm, derived)
         encoder, memory = built.encoder, built.memory
         timings = dict(built.timings)
         timings["setup_seconds"] += loading  # the data and the model as well as the memory
 
-        settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
-                                              if k in EvalSettings.__dataclass_fields__}), memory)
         counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
                                  else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                      cache=derived))

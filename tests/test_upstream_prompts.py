@@ -210,3 +210,22 @@ def test_gaama_judge_retries_with_its_retry_prompt_and_scores_zero_after_three()
     assert all("Expecting value: line 1 column 1 (char 0)" in p for p in retries)
     assert "Your previous output:\nHard to say about Q2." in retries[-1]
     assert "_MAX_RETRIES = 3" in first and "max_tokens=400" in first
+
+
+def test_a_run_without_the_files_stops_before_its_build(tmp_path, monkeypatch) -> None:
+    """memory=gaama eval=qa with an empty eval.upstream_path: one UpstreamNotFoundError line
+    naming the file and where to put it, before the memory is built (no output written)."""
+    from test_configs import make_cfg
+
+    from synapse_pt.run import run
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = make_cfg("dataset=sample", "embedder=hashing", "logger=none", "memory=gaama",
+                   "eval=qa", "llm=openai", "llm.backend.base_url=http://127.0.0.1:9/v1",
+                   f"eval.upstream_path={tmp_path / 'empty'}",
+                   f"paths.cache_dir={tmp_path / 'cache'}", output_dir=str(tmp_path / "run"))
+    with pytest.raises(upstream.UpstreamNotFoundError,
+                       match="gaama/prompts/answer_from_memory.md: not found") as err:
+        run(cfg)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "run" / "predictions.parquet").exists()

@@ -232,6 +232,16 @@ def upstream_files(settings: EvalSettings) -> list[str]:
     return files
 
 
+def require_upstream(settings: EvalSettings) -> None:
+    """Find and check every upstream file the run's answers and judge will read (raises
+    :class:`~synapse_pt.data.upstream.UpstreamNotFoundError` naming where to put a missing one),
+    so that a run stops before it builds its memory, not after."""
+    from synapse_pt.data.upstream import resolve_upstream_file
+
+    for rel in upstream_files(settings):
+        resolve_upstream_file(rel, settings.upstream_path)
+
+
 def blind(question: Question) -> Question:
     """The question as a memory system may see it: sample id, index and text only."""
     return dataclasses.replace(question, answer=None, category=BLIND_CATEGORY, evidence=(),
