@@ -53,6 +53,7 @@ from synapse_pt.eval.pipeline import (
     EvalSettings,
     answer_limits,
     answer_request,
+    for_memory,
     judge_skip_categories,
 )
 from synapse_pt.eval.prompts import format_item
@@ -193,10 +194,11 @@ def _unit_estimate(cfg: DictConfig, conv: Conversation, counter: HFTokenCounter)
 
 
 def _eval_settings(cfg: DictConfig) -> EvalSettings:
-    """The ``eval`` group as the run reads it."""
+    """The ``eval`` group as the run reads it (``system`` steps resolved for the memory)."""
     resolved = OmegaConf.to_container(cfg.eval, resolve=True)
-    return EvalSettings(**{k: v for k, v in resolved.items()
-                           if k in EvalSettings.__dataclass_fields__})
+    return for_memory(EvalSettings(**{k: v for k, v in resolved.items()
+                                      if k in EvalSettings.__dataclass_fields__}),
+                      str(cfg.memory["_target_"]).rsplit(".", 1)[-1])
 
 
 def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter,

@@ -28,7 +28,7 @@ from synapse_pt.data.resolve import build_audit, build_dataset
 from synapse_pt.errors import ConfigError
 from synapse_pt.eval.console import render_summary
 from synapse_pt.eval.outputs import write_run_outputs
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.pipeline import EvalSettings, evaluate, for_memory, require_upstream
 from synapse_pt.eval.record import (
     build_tables,
     lookup_metric,
@@ -97,10 +97,12 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
     llm = build_llm(cfg.llm)
     derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
     loading = time.perf_counter() - t0
+    settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
+                                          if k in EvalSettings.__dataclass_fields__}),
+                          str(cfg.memory["_target_"]).rsplit(".", 1)[-1])
+    require_upstream(settings)  # a missing prompt file stops the run before the build
     built = run_memory(cfg, resolved, dataset, llm, derived)
 
-    settings = EvalSettings(**{k: v for k, v in resolved["eval"].items()
-                               if k in EvalSettings.__dataclass_fields__})
     counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None
                              else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                  cache=derived))

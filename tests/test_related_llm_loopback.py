@@ -23,15 +23,40 @@ from typing import Any
 import pandas as pd
 from loopback import completion_body, run_sample_on_loopback
 from scripted_memory import scripted_reply
+from upstream_files import ROOT, gaama_answer_md, membox_qa_template, needs_upstream
 
 from synapse_pt.data import load_locomo, sample_path
+from synapse_pt.data.upstream import ENV_VAR
 
 SAMPLE = load_locomo(sample_path()).conversations[0]
 QUESTIONS = len(SAMPLE.questions)  # 14
 EVENT_A = "Nora went to a pottery class with her friends on 7 March 2024."
 EVENT_B = "Tomas painted a sunset over the lake in March 2024."
 ANSWER = "In March 2024."
-ANSWER_END = "Answer:"  # every answer template ends so
+ANSWER_END = "Answer:"  # every answer template of ours and Membox's end so
+pytestmark = needs_upstream  # the answer steps read GAAMA's and Membox's files (issue 44)
+
+
+def event_text(line: str) -> str:
+    """A trace event line as Membox's code writes it, ``<box start>: <event>``, the start the
+    session's date string as the data holds it: the event, its date checked."""
+    starts = [s.date_time_raw for s in SAMPLE.sessions if line.startswith(s.date_time_raw + ": ")]
+    assert starts, line
+    return line[len(starts[0]) + 2:]
+
+
+def sha256_of(rel: str) -> str:
+    """sha256 of an upstream file (``membox`` for membox/membox.py), hashed here."""
+    import hashlib
+
+    path = ROOT / ("membox/membox.py" if rel == "membox" else rel)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_answer(prompt: str) -> bool:
+    """An answer request: a template ending in "Answer:", or GAAMA's answer_from_memory.md."""
+    return (prompt.rstrip().endswith(ANSWER_END)
+            or prompt.startswith(gaama_answer_md().split("{{query}}")[0]))
 
 
 def user_messages(body: dict[str, Any]) -> list[str]:
@@ -77,8 +102,10 @@ def run_against(tmp_path: Path, monkeypatch, reply, *overrides: str
     ``reply`` and every answer prompt with :data:`ANSWER`."""
     def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
         prompt = user_messages(body)[0]  # route on the original prompt (repairs append)
-        text = ANSWER if prompt.rstrip().endswith(ANSWER_END) else reply(prompt)
+        text = ANSWER if is_answer(prompt) else reply(prompt)
         return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 5}), 0.0
+
+    monkeypatch.setenv(ENV_VAR, str(ROOT))
 
     _, metrics, bodies = run_sample_on_loopback(tmp_path, monkeypatch, behaviour, "eval=qa",
                                                 *overrides)
@@ -97,13 +124,13 @@ def loom_decisions() -> int:
 
 
 def answers(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [b for b in bodies if user_messages(b)[0].rstrip().endswith(ANSWER_END)]
+    return [b for b in bodies if is_answer(user_messages(b)[0])]
 
 
 def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     metrics, bodies, preds = run_against(tmp_path, monkeypatch,
                                          lambda p: membox_reply(p, garble_chains=False),
-                                         "memory=membox", "eval.answer_style=membox")
+                                         "memory=membox")  # its own answer step by default
     assert loom_decisions() == 34 and len(SAMPLE.sessions) == 3
     assert len(of_kind(bodies, "Does the new message continue")) == 34
     assert len(of_kind(bodies, "3-8 keywords")) == 3  # one box per session
@@ -119,14 +146,22 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     assert set(preds["build"]) == {"membox-llm"}
     asked = answers(bodies)
     assert len(asked) == QUESTIONS  # no gate configured: every question answered
+    # the run names the file its prompts came from, with the sha256 it was checked against
+    assert metrics["identity"]["upstream_prompts"] == {"membox/membox.py": sha256_of("membox")}
+    assert metrics["identity"]["answer_style"] == "membox"
+    head, tail = membox_qa_template().split("{memories}")
+    ends = {tail.format(question=q.question) for q in SAMPLE.questions}
     for body in asked:
+        # Membox's PROMPT_QA_ANSWER, read from membox.py, as the only message (issue 44)
+        assert [m["role"] for m in body["messages"]] == ["user"]
         prompt = user_messages(body)[0]
-        assert "Turn every relative time" in prompt  # the mem0-style date conversion, always
+        assert prompt.startswith(head) and any(prompt.endswith(end) for end in ends)
+        assert body["max_tokens"] == 16384 and not body.get("stop")
         # one trace (A, B of all three boxes) follows the top box; the other two boxes' first
         # trace is the one shown, so they are left out
         assert prompt.count("Events:\n") == 1
         events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
-        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A, EVENT_B] * 3
+        assert [event_text(e) for e in events] == [EVENT_A, EVENT_B] * 3
     assert (preds["prediction"] == ANSWER).all()
 
 
@@ -148,16 +183,17 @@ def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkey
         prompt = user_messages(body)[0]
         assert prompt.count("Events:\n") == 1
         events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
-        assert [e.split("] ", 1)[1] for e in events] == [EVENT_A] * 3
+        assert [event_text(e) for e in events] == [EVENT_A] * 3
     assert len(preds) == QUESTIONS
 
 
 def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     """Facts (one per message, as scripted) and reflections parsed into the graph; every
-    extraction request counted; answers under GAAMA's answer step: the memory in sections by type
-    and the code's budget of 512 completion tokens with no stop sequence."""
+    extraction request counted; answers under GAAMA's answer step (the default for memory=gaama):
+    its answer_from_memory.md, the memory in sections by type and the code's budget of 512
+    completion tokens with no stop sequence."""
     metrics, bodies, preds = run_against(tmp_path, monkeypatch, scripted_reply,
-                                         "memory=gaama", "eval.answer_style=gaama")
+                                         "memory=gaama")  # its own answer step by default
     facts = of_kind(bodies, "Write the atomic facts")
     reflections = [b for b in bodies if "Facts about" in user_messages(b)[0]
                    and "reflections" in user_messages(b)[0] and not is_repair(b)]
@@ -167,9 +203,17 @@ def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     assert set(preds["build"]) == {"gaama-llm"}
     asked = answers(bodies)
     assert len(asked) == QUESTIONS
+    assert metrics["identity"]["upstream_prompts"] == {
+        "gaama/prompts/answer_from_memory.md": sha256_of("gaama/prompts/answer_from_memory.md")}
+    assert metrics["identity"]["answer_style"] == "gaama"
+    head, tail = gaama_answer_md().split("{{memory_text}}")
+    heads = {head.replace("{{query}}", q.question) for q in SAMPLE.questions}
     for body in asked:
+        # GAAMA's answer_from_memory.md, read from the file, as the only message (issue 44)
+        assert [m["role"] for m in body["messages"]] == ["user"]
         prompt = user_messages(body)[0]
-        assert "## Facts\n" in prompt and "## Episodes (in time order)\n" in prompt
+        assert any(prompt.startswith(h) for h in heads) and prompt.endswith(tail)
+        assert "## Facts\n" in prompt and "## Episodes (in temporal order)\n" in prompt
         assert body["max_tokens"] == 512 and not body.get("stop")
         facts_shown = prompt.split("## Facts\n")[1].split("\n\n")[0].splitlines()
         assert facts_shown and all(" said: " in f for f in facts_shown)  # the scripted facts

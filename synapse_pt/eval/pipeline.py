@@ -36,14 +36,24 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from .prompts import (
     ANSWER_STYLES,
     NO_RECORD_REPLY,
+    PROMPT_SOURCES,
     STYLE_BUDGETS,
+    UPSTREAM_ANSWER_FILES,
+    UPSTREAM_BUDGETS,
+    UPSTREAM_STYLES,
     answer_messages,
     category5_options,
     format_context,
     resolve_option_reply,
 )
 from .scorers.amem import score_amem
-from .scorers.judge import JUDGE_PROTOCOLS, JUDGE_UNREADABLE, JudgeResult, judge_answers
+from .scorers.judge import (
+    GAAMA_JUDGE_FILE,
+    JUDGE_PROTOCOLS,
+    JUDGE_UNREADABLE,
+    JudgeResult,
+    judge_answers,
+)
 from .scorers.membox import score_membox
 from .scorers.official import score_official
 from .scorers.peer_rules import peer_metrics
@@ -77,10 +87,16 @@ class EvalSettings:
             (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
-        answer_style: the answer step: ``"shared"`` (every system on equal terms), ``"gaama"`` /
-            ``"membox"`` (our wording of the rules, sections and budget of their code's answer
-            prompts) or ``"gaama_line"`` / ``"membox_line"`` (our one-line instructions from
-            before issue 30, not the code's prompts).
+        answer_style: the answer step: ``"system"`` (the default: the memory's own where its
+            code has one, :data:`SYSTEM_STEPS`, else ``"shared"``), ``"shared"`` (every system
+            on equal terms), ``"gaama"`` / ``"membox"`` (their code's answer prompts, read from
+            the upstream files; under ``prompts=ours`` our wording of them) or ``"gaama_line"``
+            / ``"membox_line"`` (our one-line instructions from before issue 30).
+        prompts: where the related systems' prompts come from (:data:`~synapse_pt.eval.
+            prompts.PROMPT_SOURCES`): ``"upstream"`` (their code's files, sha256-checked,
+            :mod:`synapse_pt.data.upstream`) or ``"ours"`` (our wordings).
+        upstream_path: the folder of the upstream files (``null``: ``$SYNAPSE_UPSTREAM``, else
+            ``../shared/data/upstream`` beside the checkout, else the cache or a download).
         category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
             one place the pipeline reads a category before scoring. Off in the strict setting.
         category5_options: the official generation's category-5 prompt (choose between the
@@ -97,10 +113,11 @@ class EvalSettings:
         seed: seed of the answer requests (judge runs use ``seed + r``).
         judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
         judge_max_tokens: generation budget of a judge reply (it explains, then labels).
-        judge_protocol: ``"mem0"`` (CORRECT/WRONG, the default), ``"gaama"`` (GAAMA's
-            fraction of the reference's key facts covered, categories 1-4), ``"realtalk"``
-            (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"`` (BEAM: the share of
-            the question's rubric items satisfied).
+        judge_protocol: ``"system"`` (the default: the memory's own judge where its code has
+            one, :data:`SYSTEM_STEPS`, else ``"mem0"``), ``"mem0"`` (CORRECT/WRONG),
+            ``"gaama"`` (GAAMA's fraction of the reference's key facts covered, categories 1-4),
+            ``"realtalk"`` (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"``
+            (BEAM: the share of the question's rubric items satisfied).
         judge_unreadable: what an unreadable judge reply counts as
             (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
             ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
@@ -113,7 +130,9 @@ class EvalSettings:
     recall_ks: tuple[int, ...] = (5, 10, 30)
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
-    answer_style: str = "shared"  # shared | gaama | membox | gaama_line | membox_line
+    answer_style: str = "system"  # system | shared | gaama | membox | gaama_line | membox_line
+    prompts: str = "upstream"  # upstream (the related systems' files) | ours
+    upstream_path: str | None = None
     category_date_instruction: bool = False  # a label-reading exception; off when strict
     category5_options: bool = False  # the other one (official cat-5 two-option prompt)
     max_answer_tokens: int = 32
@@ -123,7 +142,7 @@ class EvalSettings:
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
-    judge_protocol: str = "mem0"  # mem0 | gaama | realtalk | beam_rubric (scorers/judge.py)
+    judge_protocol: str = "system"  # system | mem0 | gaama | realtalk | beam_rubric
     judge_max_tokens: int = 128
     judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
     peer_ks: tuple[int, ...] = (1, 5, 10)
@@ -154,12 +173,15 @@ class EvalSettings:
             setattr(self, name, int(value))
         if self.judge_runs < 0:
             raise ConfigError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
-        if self.answer_style not in ANSWER_STYLES:
-            raise ConfigError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got "
+        if self.answer_style not in (SYSTEM, *ANSWER_STYLES):
+            raise ConfigError(f"eval.answer_style must be one of {[SYSTEM, *ANSWER_STYLES]}, got "
                               f"{self.answer_style!r}")
-        if self.judge_protocol not in JUDGE_PROTOCOLS:
-            raise ConfigError(f"eval.judge_protocol must be one of {list(JUDGE_PROTOCOLS)}, got "
-                              f"{self.judge_protocol!r}")
+        if self.judge_protocol not in (SYSTEM, *JUDGE_PROTOCOLS):
+            raise ConfigError(f"eval.judge_protocol must be one of {[SYSTEM, *JUDGE_PROTOCOLS]}, "
+                              f"got {self.judge_protocol!r}")
+        if self.prompts not in PROMPT_SOURCES:
+            raise ConfigError(f"eval.prompts must be one of {list(PROMPT_SOURCES)}, got "
+                              f"{self.prompts!r}")
         if self.answer_budget not in ("style", "config"):
             raise ConfigError(f"eval.answer_budget must be 'style' or 'config', got "
                               f"{self.answer_budget!r}")
@@ -174,6 +196,49 @@ class EvalSettings:
         if isinstance(self.retrieval_batch_size, int) and self.retrieval_batch_size < 0:
             raise ConfigError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
                               f"once), got {self.retrieval_batch_size}")
+
+
+#: ``answer_style`` / ``judge_protocol`` value that means "the memory's own"
+SYSTEM = "system"
+#: the memory classes whose code has its own answer step and judge: class name -> (answer style,
+#: judge protocol); every other memory: the shared answer step and mem0's judge
+SYSTEM_STEPS: dict[str, tuple[str, str]] = {"GAAMAMemory": ("gaama", "gaama"),
+                                            "MemboxMemory": ("membox", "mem0")}
+DEFAULT_STEPS = ("shared", "mem0")
+
+
+def for_memory(settings: EvalSettings, memory: MemorySystem | str) -> EvalSettings:
+    """``settings`` with ``"system"`` answer style and judge protocol replaced by the memory's
+    own (:data:`SYSTEM_STEPS`; ``memory`` an instance or its class name); others unchanged."""
+    name = memory if isinstance(memory, str) else type(memory).__name__
+    style, protocol = SYSTEM_STEPS.get(name, DEFAULT_STEPS)
+    return dataclasses.replace(
+        settings,
+        answer_style=style if settings.answer_style == SYSTEM else settings.answer_style,
+        judge_protocol=protocol if settings.judge_protocol == SYSTEM else settings.judge_protocol)
+
+
+def upstream_files(settings: EvalSettings) -> list[str]:
+    """The upstream files (``<system>/<path>``) whose prompts the run's answers and judge read
+    (empty under ``prompts=ours``, or when neither step is a related system's)."""
+    if settings.prompts != "upstream" or settings.mode != "qa":
+        return []
+    files = []
+    if settings.answer_style in UPSTREAM_STYLES:
+        files.append(UPSTREAM_ANSWER_FILES[settings.answer_style])
+    if settings.judge_runs > 0 and settings.judge_protocol == "gaama":
+        files.append(GAAMA_JUDGE_FILE)
+    return files
+
+
+def require_upstream(settings: EvalSettings) -> None:
+    """Find and check every upstream file the run's answers and judge will read (raises
+    :class:`~synapse_pt.data.upstream.UpstreamNotFoundError` naming where to put a missing one),
+    so that a run stops before it builds its memory, not after."""
+    from synapse_pt.data.upstream import resolve_upstream_file
+
+    for rel in upstream_files(settings):
+        resolve_upstream_file(rel, settings.upstream_path)
 
 
 def blind(question: Question) -> Question:
@@ -242,7 +307,8 @@ def answer_request(q: Question, items: Sequence[RetrievedItem], speakers: str,
     messages = answer_messages(q.question, items, speakers,
                                strict_evidence=settings.strict_evidence,
                                date_instruction=wants_date_instruction(q, settings),
-                               style=settings.answer_style, options=answer_options(q, settings))
+                               style=settings.answer_style, options=answer_options(q, settings),
+                               prompts=settings.prompts, upstream_path=settings.upstream_path)
     max_tokens, stop = answer_limits(settings)
     return ChatRequest.from_messages(messages, max_tokens=max_tokens, temperature=0.0,
                                      seed=settings.seed, stop=stop)
@@ -320,9 +386,12 @@ def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int,
 def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
     """``(max tokens, stop sequences)`` of an answer request under ``settings``: the answer
     style's own budget where it has one and ``answer_budget`` is ``"style"``, else the
-    configured ``max_answer_tokens`` / ``answer_stop``."""
-    if settings.answer_budget == "style" and settings.answer_style in STYLE_BUDGETS:
-        return STYLE_BUDGETS[settings.answer_style]
+    configured ``max_answer_tokens`` / ``answer_stop``. Under ``prompts=upstream`` a related
+    system's answer step brings its code's budget (:data:`~synapse_pt.eval.prompts.
+    UPSTREAM_BUDGETS`), else our wording's (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`)."""
+    budgets = UPSTREAM_BUDGETS if settings.prompts == "upstream" else STYLE_BUDGETS
+    if settings.answer_budget == "style" and settings.answer_style in budgets:
+        return budgets[settings.answer_style]
     return int(settings.max_answer_tokens), tuple(settings.answer_stop)
 
 
@@ -338,6 +407,7 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          max_tokens=settings.judge_max_tokens,
                          protocol=settings.judge_protocol,
                          unreadable=settings.judge_unreadable,
+                         prompts=settings.prompts, upstream_path=settings.upstream_path,
                          skip_categories=judge_skip_categories(unanswerable,
                                                                settings.judge_protocol),
                          rubrics=([q.rubric for q in questions]
@@ -541,6 +611,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold != "official" and audit is None:
         raise ConfigError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
+    settings = for_memory(settings, memory)
     questions = list(dataset.questions())
     if not questions:
         raise ValueError(f"{dataset.path}: no questions to evaluate")

@@ -10,6 +10,12 @@ question's category or gold data, SPEC §3):
   distractor and "Not mentioned in the conversation" in a random order
   (``snap-research/locomo`` branch ``code``, ``task_eval/evaluate_gpts.py``); a reply of the bare
   letter is mapped back to the option's text as that code's ``get_cat_5_answer`` does.
+
+The related systems' answer steps (``eval.answer_style=gaama|membox``, the default for their
+memories) send, under ``eval.prompts=upstream``, their code's own prompt read from its source file
+(:mod:`synapse_pt.data.upstream`): one user message, no system message, the code's budget, and no
+strict-evidence line (the file's prompt is the whole step); the two protocol exceptions, when on,
+are appended to the question. ``eval.prompts=ours`` keeps our wordings of those steps.
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ Question: {question}
 {style} {strict}{date_instruction}
 Answer:"""
 
-# The answer instruction: the harness's shared one (every system on equal terms, the default), or
-# an answer step with the rules of a related system's public code (SPEC §2), as a flag.
-# ``"gaama"`` and ``"membox"`` are whole prompts of our wording (GAAMA_TEMPLATE, MEMBOX_TEMPLATE)
-# with the rules, sections and budget of gaama ``prompts/answer_from_memory.md`` (2d992f7) and
-# Membox ``membox.py`` ``PROMPT_QA_ANSWER`` (3d1fa84); their texts are not copied. The one-line
+# The answer instruction: the harness's shared one (every system on equal terms), or a related
+# system's answer step (SPEC §2), as a flag. ``"gaama"`` and ``"membox"`` send, under
+# ``eval.prompts=upstream`` (the default), their code's own prompts read from the files: gaama
+# ``prompts/answer_from_memory.md`` (2d992f7) and Membox ``membox.py`` ``PROMPT_QA_ANSWER``
+# (3d1fa84) (:func:`upstream_answer_messages`); under ``eval.prompts=ours``, whole prompts of our
+# wording with their rules, sections and budget (GAAMA_TEMPLATE, MEMBOX_TEMPLATE). The one-line
 # instructions we used before issue 30 stay as ``"gaama_line"`` / ``"membox_line"`` (ours: one
 # line each from SPEC's description, never the code's prompt).
 ANSWER_STYLES = {
@@ -52,8 +59,15 @@ ANSWER_STYLES = {
 
 #: the answer budget a style brings (``eval.answer_budget=style``): ``(max tokens, stop
 #: sequences)``. GAAMA's code allows 512 completion tokens and its answers run to paragraphs
-#: (``services/answer_from_memory.py``), so no newline stop.
+#: (``services/answer_from_memory.py``), so no newline stop; our wording (``eval.prompts=ours``)
+#: keeps that budget.
 STYLE_BUDGETS: dict[str, tuple[int, tuple[str, ...]]] = {"gaama": (512, ())}
+#: the budgets of the upstream answer steps (``eval.prompts=upstream``). Membox's
+#: ``chat_completion`` (``membox.py``) sets no ``max_tokens`` and no stop, so the model's own
+#: completion limit applies: 16,384 tokens for gpt-4o-mini, its answering model (its prompt asks
+#: for step-by-step work before the answer, which a newline stop or 32 tokens would cut off).
+UPSTREAM_BUDGETS: dict[str, tuple[int, tuple[str, ...]]] = {"gaama": (512, ()),
+                                                            "membox": (16384, ())}
 
 #: GAAMA's answer step (our wording): the question, the memory in sections by type (facts,
 #: reflections, episodes in time order; the code's MemoryPack.to_text), and its rules: a direct
@@ -125,6 +139,80 @@ def rank_order_context(items: Sequence[RetrievedItem]) -> str:
     return "\n\n".join(parts) or "(empty)"
 
 
+#: where the related systems' prompts come from (``eval.prompts``): ``upstream``, their code's own
+#: files (:mod:`synapse_pt.data.upstream`, sha256-checked); ``ours``, our wordings in this module
+PROMPT_SOURCES = ("upstream", "ours")
+#: the answer styles that have an upstream prompt
+UPSTREAM_STYLES = ("gaama", "membox")
+#: the upstream files each style's answer step reads (recorded in a run's identity)
+UPSTREAM_ANSWER_FILES = {"gaama": "gaama/prompts/answer_from_memory.md",
+                         "membox": "membox/membox.py"}
+
+#: MemoryPack.to_text (gaama ``core/types.py``, include_citations=False, as
+#: ``services/answer_from_memory.py`` calls it from the LoCoMo evaluation): a section per kind
+_PACK_SECTIONS = (("fact", "Facts"), ("reflection", "Reflections"), ("skill", "Skills"),
+                  (EPISODIC, "Episodes (in temporal order)"))
+
+
+def gaama_memory_text(items: Sequence[RetrievedItem]) -> str:
+    """The pack as GAAMA's ``MemoryPack.to_text`` writes it: ``## <Section>`` then ``- <text>``
+    lines and a blank line per non-empty kind (facts and reflections in rank order, episodes in
+    time order as its evaluation re-sorts them), stripped. An episode whose text does not carry
+    its date gets ``[<date>] `` in front (upstream's episode text is ``[<date>] speaker: text``).
+    Items of another kind (another memory under this style) follow under ``## Other memory``."""
+    lines: list[str] = []
+    known = {k for k, _ in _PACK_SECTIONS}
+    sections = [*_PACK_SECTIONS, ("", "Other memory")]
+    for kind, title in sections:
+        these = [it for it in items if (it.kind == kind if kind else it.kind not in known)]
+        if kind == EPISODIC:
+            these = sorted(these, key=lambda it: (it.timestamp is None,
+                                                  it.timestamp or datetime.min))
+        if not these:
+            continue
+        lines.append(f"## {title}")
+        for it in these:
+            dated = kind == EPISODIC and not it.dated and it.timestamp is not None
+            lines.append(f"- [{format_timestamp(it.timestamp)}] {it.text}" if dated
+                         else f"- {it.text}")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
+def membox_memories(items: Sequence[RetrievedItem]) -> str:
+    """Membox's ``{memories}`` (``membox.py``, ``_answer_one`` and ``_build_trace_contexts``):
+    each box's stored text, followed under trace mode by ``Events:`` and its trace's event
+    lines, contexts joined by blank lines, in rank order. Any other item: its text."""
+    contexts: list[str] = []
+    for it in items:
+        if it.kind == "trace" and contexts:
+            contexts[-1] = f"{contexts[-1]}\nEvents:\n{it.text}"
+        elif it.kind == "trace":
+            contexts.append(f"Events:\n{it.text}")
+        else:
+            contexts.append(it.text)
+    return "\n\n".join(contexts)
+
+
+def upstream_answer_messages(style: str, query: str, items: Sequence[RetrievedItem],
+                             upstream_path: str | None = None) -> list[dict[str, str]]:
+    """The answer request's messages as the related system's code sends them: one user message,
+    no system message. GAAMA: ``prompts/answer_from_memory.md`` with ``{{query}}`` and
+    ``{{memory_text}}`` filled (``services/answer_from_memory.py``); Membox: ``Config.
+    PROMPT_QA_ANSWER`` with ``str.format(memories=..., question=...)`` (``membox.py``)."""
+    from synapse_pt.data.upstream import gaama_prompt, membox_constant
+
+    if style == "gaama":
+        user = gaama_prompt("answer_from_memory", upstream_path).render(
+            query=query, memory_text=gaama_memory_text(items))
+    elif style == "membox":
+        user = membox_constant("PROMPT_QA_ANSWER", upstream_path).render(
+            memories=membox_memories(items), question=query)
+    else:
+        raise ValueError(f"answer style {style!r} has no upstream prompt ({UPSTREAM_STYLES})")
+    return [{"role": "user", "content": user}]
+
+
 # LoCoMo's own instruction for temporal (category 2) questions; used only when the flag is on.
 DATE_INSTRUCTION = " Use the DATE of the memory entries to answer with an approximate date."
 
@@ -194,15 +282,26 @@ _LAYOUTS = {"gaama": (GAAMA_TEMPLATE, gaama_sections),
 def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str, *,
                     strict_evidence: bool = True, date_instruction: bool = False,
                     style: str = "shared",
-                    options: tuple[str, str] | None = None) -> list[dict[str, str]]:
+                    options: tuple[str, str] | None = None, prompts: str = "upstream",
+                    upstream_path: str | None = None) -> list[dict[str, str]]:
     """Chat messages of the answer prompt for one question.
 
     Reads no category and no gold: whether the date instruction or the category-5 options are
     added is decided by the caller (:func:`synapse_pt.eval.pipeline.wants_date_instruction`,
     :func:`synapse_pt.eval.pipeline.answer_options`), only under their protocol flags.
+
+    ``prompts`` (:data:`PROMPT_SOURCES`): under ``"upstream"`` the ``gaama`` and ``membox``
+    styles send their code's own prompt, read from its file (:func:`upstream_answer_messages`);
+    under ``"ours"`` our wordings (:data:`GAAMA_TEMPLATE`, :data:`MEMBOX_TEMPLATE`).
     """
     if style not in ANSWER_STYLES:
         raise ConfigError(f"eval.answer_style must be one of {list(ANSWER_STYLES)}, got {style!r}")
+    if prompts not in PROMPT_SOURCES:
+        raise ConfigError(f"eval.prompts must be one of {list(PROMPT_SOURCES)}, got {prompts!r}")
+    if prompts == "upstream" and style in UPSTREAM_STYLES:
+        query = (question + (OPTIONS_TEMPLATE.format(*options) if options else "")
+                 + (DATE_INSTRUCTION if date_instruction else ""))
+        return upstream_answer_messages(style, query, items, upstream_path)
     fill = {"style": ANSWER_STYLES[style], "speakers": speakers,
             "question": question + (OPTIONS_TEMPLATE.format(*options) if options else ""),
             "strict": STRICT_EVIDENCE if strict_evidence else "",

@@ -22,7 +22,7 @@ from synapse_pt.models.llm.base import LLM
 
 from .aggregate import answerable_span, summarize, summary_names
 from .outputs import config_hash, git_commit, prompt_hashes, without_result_neutral
-from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict
+from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict, upstream_files
 from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
@@ -94,6 +94,18 @@ def run_timings(built: Mapping[str, float], loading_seconds: float, summary: dic
     return timings
 
 
+def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[str, str]:
+    """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
+    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.pipeline.
+    upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
+    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`)."""
+    from synapse_pt.data.upstream import pinned_sha256
+
+    files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
+    pinned = pinned_sha256()
+    return {rel: pinned[rel] for rel in sorted(set(files))}
+
+
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
                 settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
                 llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
@@ -125,6 +137,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "strict_evidence": settings.strict_evidence if qa else None,
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
+            "prompt_source": settings.prompts,
+            "upstream_prompts": upstream_prompts(settings, identity.get("memory") or {}),
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},
             "answerable_categories": list(answerable),

@@ -38,9 +38,9 @@ the public code (gaama ``2d992f7``) by default, our earlier reading kept as a fl
 5. score :math:`1.0 \cdot \mathrm{sim} / \max \mathrm{sim} + 0.1 \cdot \mathrm{PPR} / \max
    \mathrm{PPR}` over the candidates. The code has no similarity for nodes found only through the
    graph, outside its nearest set (its ``compute_similarity`` does not exist), so they get 0
-   (``graph_only_cosine="zero"``); the default, as SPEC §2 asks, computes their real similarity
-   (``"real"``, ours). Under ``candidates="neighbourhood"`` "graph-only" means every non-seed
-   (our earlier reading);
+   (``graph_only_cosine="zero"``, the default since issue 44: ``services/ltm_retriever.py``
+   194-197); ``"real"`` (ours, the default before) computes their real similarity. Under
+   ``candidates="neighbourhood"`` "graph-only" means every non-seed (our earlier reading);
 6. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
    ``max_episodes`` (80) episodes (concepts never), episodes re-sorted by time, trimmed to
    ``max_words`` (1,000) words: ``trim="code"`` cuts each type in proportion to its budget
@@ -110,6 +110,9 @@ CANDIDATE_RULES = ("code", "neighbourhood")
 #: ``evals/locomo/locomo_eval.py``, ``_trim_memory_pack``); ``"facts_first"``: facts, then
 #: reflections, then episodes by time until the words run out (our earlier reading).
 TRIM_RULES = ("code", "facts_first")
+#: an episode's text: "code" ([<session date string>] <speaker>: <text>, run_create_ltm.py) or
+#: "shared" (the shared turn_template, ours before issue 44)
+EPISODE_TEXTS = ("code", "shared")
 
 
 def code_similarity(cos: float | torch.Tensor) -> float | torch.Tensor:
@@ -223,8 +226,8 @@ class GAAMAMemory(MemorySystem):
         hub_dampening, hub_degree: ``"code"`` (cancels, as the code), ``"effective"`` or ``"off"``;
             hubs have degree above ``hub_degree`` (code: 50).
         cosine_weight, ppr_weight: the additive score (code: 1.0, 0.1).
-        graph_only_cosine: ``"real"`` (ours, SPEC §2's choice) or ``"zero"`` (the code's
-            behaviour: 0 outside the nearest set).
+        graph_only_cosine: ``"zero"`` (the code's behaviour: 0 outside the nearest set) or
+            ``"real"`` (ours: their real similarity).
         similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
         candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
         knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
@@ -236,8 +239,12 @@ class GAAMAMemory(MemorySystem):
         reflection_edge_weight: weight of ``DERIVED_FROM_FACT`` edges (code: 0.5).
         chunk_tokens, context_cosine: LLM build: chunk size and the context threshold (code:
             about 500, 0.75 on the ``similarity`` scale).
-        chunk_token_rule: LLM build: ``"code"`` (one token per word of speaker and text, the
-            code's count) or ``"four_thirds"`` (4/3 per word of the text, ours before).
+        chunk_token_rule: LLM build: ``"code"`` (one token per word of the speaker and the
+            episode text, the code's count of actor + content, ``services/orchestrator.py``
+            134-137) or ``"four_thirds"`` (4/3 per word of the text, ours before).
+        episode_text: ``"code"`` (an episode is ``[<session date as the data writes it>]
+            <speaker>: <text>``, no image caption: gaama ``evals/locomo/run_create_ltm.py``,
+            ``_session_to_events``) or ``"shared"`` (the shared ``turn_template``, ours before).
         context_facts: LLM build: the facts of the older messages in the context join it (the
             code's ``existing_facts``); ``False``: messages only (ours before).
         reflection_group, reflections_per_group: LLM build: facts per reflection request and
@@ -279,12 +286,12 @@ class GAAMAMemory(MemorySystem):
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
                  edge_weight: float = 0.8, hub_dampening: str = "code", hub_degree: int = 50,
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
-                 graph_only_cosine: str = "real", similarity: str = "code",
+                 graph_only_cosine: str = "zero", similarity: str = "code",
                  candidates: str = "code", knn: int | None = None, trim: str = "code",
                  max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
-                 chunk_token_rule: str = "code",
+                 chunk_token_rule: str = "code", episode_text: str = "code",
                  context_cosine: float = 0.75, context_facts: bool = True,
                  reflection_group: int = 20,
                  reflections_per_group: int = 3, max_tokens: int = 768,
@@ -325,6 +332,8 @@ class GAAMAMemory(MemorySystem):
         self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
         self.context_facts = bool(context_facts)
         self.chunk_token_rule = chunk_token_rule
+        require_choice("episode_text", episode_text, EPISODE_TEXTS)
+        self.episode_text = episode_text
         self.reflection_group = int(reflection_group)
         self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
         self.failures: list[GAAMAFailure] = []
@@ -369,7 +378,7 @@ class GAAMAMemory(MemorySystem):
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
-                "trim": self.trim,
+                "trim": self.trim, "episode_text": self.episode_text,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
                 **self.gate.describe()}
 
@@ -400,10 +409,22 @@ class GAAMAMemory(MemorySystem):
                       edge[:, :2].T.contiguous().to(self.device), edge[:, 2].to(self.device),
                       self.encoder.encode(g.text).to(self.device))
 
+    def episode_texts(self, d: Dialogue) -> dict[str, str]:
+        """``{dia_id: episode text}``: under ``episode_text="code"`` as GAAMA's LoCoMo loader
+        writes an event's content (``[<session date_time string>] <speaker>: <text>``, or
+        ``<speaker>: <text>`` for a session without a date; no caption); else the shared
+        template's rendering."""
+        if self.episode_text != "code":
+            return {t.dia_id: self.renderer(t) for t in d.turns()}
+        return {t.dia_id: (f"[{s.date_time_raw}] {t.speaker}: {t.text}" if s.date_time_raw
+                           else f"{t.speaker}: {t.text}")
+                for s in d.sessions for t in s.turns}
+
     def _episodes(self, d: Dialogue) -> tuple[_GraphBuilder, list[Turn], list[int]]:
         g = _GraphBuilder()
         turns = list(d.turns())
-        episodes = [g.node(EPISODE, self.renderer(t), (t.dia_id,), t.timestamp, t.speaker)
+        texts = self.episode_texts(d)
+        episodes = [g.node(EPISODE, texts[t.dia_id], (t.dia_id,), t.timestamp, t.speaker)
                     for t in turns]
         for a, b in zip(episodes, episodes[1:], strict=False):
             g.link(a, b, "NEXT")
@@ -438,8 +459,9 @@ class GAAMAMemory(MemorySystem):
         chunk ``r`` of every conversation in one batch, so each chunk sees the concepts the
         earlier chunks of its conversation created."""
         built = [self._episodes(d) for d in dialogues]
-        chunks = [chunk_turns(turns, self.chunk_tokens, self.chunk_token_rule)
-                  for _, turns, _ in built]
+        chunks = [chunk_turns(turns, self.chunk_tokens, self.chunk_token_rule,
+                              texts=[g.text[e] for e in episodes])
+                  for g, turns, episodes in built]
         turn_emb = [self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
         for r in range(max((len(c) for c in chunks), default=0)):
             todo = [i for i, c in enumerate(chunks) if r < len(c)]
@@ -658,7 +680,8 @@ class GAAMAMemory(MemorySystem):
             if block.kind[r] == EPISODE:
                 out.append(RetrievedItem(covers[0], block.text[r], EPISODIC, s,
                                          block.timestamp[r], block.speaker[r],
-                                         dated=self.renderer.dated))
+                                         dated=(self.episode_text == "code"
+                                                or self.renderer.dated)))
             else:
                 prefix = "R" if block.kind[r] == REFLECTION else "F"
                 out.append(RetrievedItem(f"{prefix}:{r}", block.text[r], block.kind[r], s,

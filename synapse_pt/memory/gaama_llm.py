@@ -80,17 +80,24 @@ TOKEN_RULES = ("code", "four_thirds")
 
 
 def chunk_turns(turns: Sequence[Turn], chunk_tokens: int = 500,
-                token_rule: str = "code") -> list[list[Turn]]:
+                token_rule: str = "code", texts: Sequence[str] | None = None
+                ) -> list[list[Turn]]:
     """Consecutive turns in chunks of at most ``chunk_tokens`` tokens (a turn is never split;
-    a chunk holds at least one). ``token_rule``: ``"code"`` counts the words of speaker and text,
-    as GAAMA's code does; ``"four_thirds"`` 4/3 tokens per word of the text (ours before)."""
+    a chunk holds at least one). ``token_rule``: ``"code"`` counts the words of the speaker and
+    the turn's episode text (``texts``, aligned with ``turns``; the turn's content when not
+    given), as GAAMA's ``_estimate_event_tokens`` counts actor + content
+    (``services/orchestrator.py`` 134-137; its content carries the date and the speaker);
+    ``"four_thirds"`` 4/3 tokens per word of the text (ours before)."""
     if token_rule not in TOKEN_RULES:
         raise ValueError(f"memory.chunk_token_rule must be one of {TOKEN_RULES}, got "
                          f"{token_rule!r}")
+    if texts is not None and len(texts) != len(turns):
+        raise ValueError(f"chunk_turns: {len(texts)} texts for {len(turns)} turns")
     chunks: list[list[Turn]] = []
     size = 0.0
-    for t in turns:
-        n = (max(1, len(f"{t.speaker} {t.content}".split())) if token_rule == "code"
+    for i, t in enumerate(turns):
+        text = t.content if texts is None else texts[i]
+        n = (max(1, len(f"{t.speaker} {text}".split())) if token_rule == "code"
              else len(t.content.split()) * 4 / 3)
         if not chunks or size + n > chunk_tokens:
             chunks.append([])

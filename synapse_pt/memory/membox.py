@@ -52,6 +52,7 @@ from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date, format_day
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.long_text import whole_text_encoder
 from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
@@ -87,6 +88,10 @@ WEAVES = ("code", "per_event")
 #: shown (or that has none) left out (``_build_trace_contexts``); ``"every_box"``: every top box
 #: followed by its trace, traces repeated (ours before).
 TRACE_CONTEXTS = ("code", "every_box")
+#: a box index text beyond the encoder's window: the whole text (windows) or its first window
+BOX_LONG_TEXT = ("windows", "truncate")
+#: a box's stored text: the code's (``Start:`` header, the data's date strings) or ours
+BOX_TEXTS = ("code", "ours")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
@@ -126,10 +131,15 @@ class Box:
     keywords: list[str]
     topic: str
     events: list[tuple[str, tuple[str, ...], datetime]] = field(default_factory=list)
+    #: the box's first line under ``box_text="code"`` (``"Start: <date>"``), else empty
+    header: str = ""
+    #: the date its trace events carry: the first turn's session date as the data writes it
+    #: (``box_text="code"``) or as our prompts show dates
+    start: str = ""
 
     @property
     def content(self) -> str:
-        return "\n".join(self.lines)
+        return "\n".join([self.header, *self.lines] if self.header else self.lines)
 
     def index_text(self, topic: bool = True) -> str:
         """What the box is embedded as: content, then events, then the topic phrase and the
@@ -179,6 +189,16 @@ class MemboxMemory(MemorySystem):
         trace_context: ``"code"`` (a box whose trace was already shown, or without one, is left
             out) or ``"every_box"`` (ours before).
         index_topic: the topic phrase in the box's index text (code) or not (ours before).
+        box_text: ``"code"`` (a box's text is ``Start: <date>`` then ``<date> <speaker>:
+            <text>`` lines, the date as the data writes it (``"1:56 pm on 8 May, 2023"``), no
+            image caption; a trace event ``<box start>: <event>``: ``membox.py``
+            ``_get_content_str`` and ``_trace_events_for_box``) or ``"ours"`` (``<8 May 2023>
+            <speaker>: <text + caption>`` lines, no header, events ``[08 May 2023] <event>``,
+            before #44).
+        box_long_text: a box index text longer than the encoder's window: ``"windows"`` (the
+            whole text reaches the embedding, :func:`~synapse_pt.models.long_text.
+            whole_text_encoder`, as the code's encoder, text-embedding-3-small with an 8,191-token
+            window, sees it whole) or ``"truncate"`` (its first window only, ours before #44).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         max_tokens: LLM build: completion budget of a box extraction, verification,
@@ -204,6 +224,7 @@ class MemboxMemory(MemorySystem):
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
                  min_event_words: int = 4, max_tokens: int = 512, weave: str = "code",
                  unmatched: str = "chain", trace_context: str = "code", index_topic: bool = True,
+                 box_text: str = "code", box_long_text: str = "windows",
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
@@ -214,12 +235,19 @@ class MemboxMemory(MemorySystem):
         for key, value in (("mode", mode), ("weave", weave), ("unmatched", unmatched),
                            ("trace_context", trace_context)):
             require_choice(key, value, self.choices[key])
+        require_choice("box_long_text", box_long_text, BOX_LONG_TEXT)
+        require_choice("box_text", box_text, BOX_TEXTS)
+        self.box_text = box_text
+        self._raw_date: dict[tuple[str, str], str] = {}  # (sample, dia_id): session date string
+        self.box_long_text = box_long_text
         self.weave, self.unmatched, self.trace_context = weave, unmatched, trace_context
         self.index_topic = bool(index_topic)
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{min_keywords}, {max_keywords}")
         self.encoder, self.extractor = encoder, extractor
+        # the encoder of the box index texts: the whole text under "windows"
+        self.box_encoder = whole_text_encoder(encoder) if box_long_text == "windows" else encoder
         self.mode, self.k = mode, k
         self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
             trace_threshold)
@@ -256,13 +284,17 @@ class MemboxMemory(MemorySystem):
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
                 "trace_threshold": self.trace_threshold, "weave": self.weave,
                 "unmatched": self.unmatched, "trace_context": self.trace_context,
-                "index_topic": self.index_topic, "turn_template": self.renderer.template,
+                "index_topic": self.index_topic, "box_long_text": self.box_long_text,
+                "box_text": self.box_text,
+                "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
     # ---------------------------------------------------------------------------- ingest
     def ingest_dialogues(self, dialogues: Sequence[Dialogue]) -> None:
         start = time.perf_counter()
         self.registry.add(dialogues)
+        self._raw_date.update({(d.sample_id, t.dia_id): s.date_time_raw
+                               for d in dialogues for s in d.sessions for t in s.turns})
         first = len(self.boxes)
         groups = [(d, turns) for d in dialogues for turns in self._loom(d)]
         if self.llm is None:
@@ -270,7 +302,8 @@ class MemboxMemory(MemorySystem):
         else:
             self._seal_llm(groups)
         new = self.boxes[first:]
-        emb = self.encoder.encode([b.index_text(self.index_topic) for b in new]).to(self.device)
+        emb = self.box_encoder.encode([b.index_text(self.index_topic)
+                                       for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
         self._weave(first)
         if self.fused is not None:
@@ -319,7 +352,22 @@ class MemboxMemory(MemorySystem):
         return [box for per_session in boxes for box in per_session]
 
     def _lines(self, turns: Sequence[Turn]) -> list[str]:
+        """A box's message lines (``box_text``): ``<date> <speaker>: <text>``."""
+        if self.box_text == "code":  # membox.py: f"{ts} {m.get('role')}: {m.get('text')}"
+            return [f"{self._raw(t)} {t.speaker}: {t.text.strip()}" for t in turns]
         return [f"{format_date(t)} {t.speaker}: {t.content}" for t in turns]
+
+    def _raw(self, turn: Turn) -> str:
+        """The turn's session date as the data writes it (our date where the data has none)."""
+        return self._raw_date.get((turn.sample_id, turn.dia_id)) or format_date(turn)
+
+    def _box(self, d: Dialogue, turns: list[Turn], keywords: list[str], topic: str,
+             events: list[tuple[str, tuple[str, ...], datetime]]) -> Box:
+        """A sealed box with its lines, header and start date as ``box_text`` writes them."""
+        code = self.box_text == "code"
+        start = self._raw(turns[0]) if code else format_date(turns[0])
+        return Box(d.sample_id, turns, self._lines(turns), keywords, topic, events,
+                   header=f"Start: {start}" if code else "", start=start)
 
     def _seal_llm_free(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
         """Keywords and topic from the LLM-free extractor, events from the box's sentences."""
@@ -333,8 +381,7 @@ class MemboxMemory(MemorySystem):
                                t.timestamp)
                               for s in split_sentences(t.content)
                               if len(_CONTENT(s)) >= self.min_event_words)
-            self.boxes.append(Box(d.sample_id, turns, self._lines(turns), words,
-                                  words[0] if words else "", events))
+            self.boxes.append(self._box(d, turns, words, words[0] if words else "", events))
 
     def _seal_llm(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
         """Keywords, topic and events by the LLM, all boxes in one batch; an event covers its
@@ -350,9 +397,8 @@ class MemboxMemory(MemorySystem):
                 self._fail("box", d.sample_id, f"{covers[0]}..{covers[-1]}",
                            res.error or "unreadable")
                 words, topic, events = [], "", []
-            self.boxes.append(Box(d.sample_id, turns, self._lines(turns),
-                                  words[: self.max_keywords], topic,
-                                  [(e, covers, turns[0].timestamp) for e in events]))
+            self.boxes.append(self._box(d, turns, words[: self.max_keywords], topic,
+                                        [(e, covers, turns[0].timestamp) for e in events]))
 
     def _weave(self, first: int) -> None:
         """Trace Weaver over the boxes from ``first`` on, in order, the boxes of all
@@ -506,7 +552,8 @@ class MemboxMemory(MemorySystem):
         out = []
         for bb, ei in self.traces[trace]:
             text, _, stamp = self.boxes[bb].events[ei]
-            out.append(f"{format_day(stamp)}: {text}")
+            when = self.boxes[bb].start if self.box_text == "code" else format_day(stamp)
+            out.append(f"{when}: {text}")
         return out
 
     def _weave_per_event(self, batch: list[int]) -> None:
@@ -638,7 +685,11 @@ class MemboxMemory(MemorySystem):
 
     def _trace_item(self, trace: int, score: float) -> RetrievedItem:
         events = [self.boxes[bb].events[ei] for bb, ei in self.traces[trace]]
-        text = "\n".join(f"[{stamp:%d %B %Y}] {e}" for e, _, stamp in events)
+        if self.box_text == "code":  # membox.py _trace_events_for_box: f"{ts}: {ev_clean}"
+            text = "\n".join(f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0].strip()}"
+                             for bb, ei in self.traces[trace])
+        else:
+            text = "\n".join(f"[{stamp:%d %B %Y}] {e}" for e, _, stamp in events)
         return RetrievedItem(f"T:{trace}", text, "trace", score, events[0][2],
                              turn_ids=tuple(dict.fromkeys(d for _, ds, _ in events for d in ds)),
                              dated=True)

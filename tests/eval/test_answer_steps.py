@@ -1,5 +1,6 @@
-"""The related systems' answer steps (issue 30): GAAMA's memory in sections by type with its
-rules and budget, Membox's memories in rank order with relative-date conversion; our wording."""
+"""The related systems' answer steps in our wording (issue 30, ``eval.prompts=ours``): GAAMA's
+memory in sections by type with its rules and budget, Membox's memories in rank order with
+relative-date conversion. Their code's own prompts (the default): tests/test_upstream_prompts.py."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_gaama_sections_by_type_facts_by_rank_episodes_by_time() -> None:
         "## Episodes (in time order)", "- [8 May 2023] Ann: I want a pet.",
         "- [1 June 2023] Ann: I adopted a cat!"]
     assert gaama_sections([]) == "(empty)"
-    user = answer_messages("Did Ann get a pet?", _items(), "Ann and Bo", style="gaama")[1]
+    user = answer_messages("Did Ann get a pet?", _items(), "Ann and Bo", style="gaama",
+                           prompts="ours")[1]
     assert user["content"].startswith("Question: Did Ann get a pet?")
     assert "name every one the memory mentions" in user["content"]
 
@@ -49,12 +51,17 @@ def test_membox_context_in_rank_order_with_trace_events() -> None:
                                   "[01 June 2023] Ann adopted a cat.",
                                   "- 1 June 2023 Ann: I adopted a cat!"]
     user = answer_messages("When did Ann adopt a cat?", [box, trace, early], "Ann and Bo",
-                           style="membox")[1]["content"]
+                           style="membox", prompts="ours")[1]["content"]
     assert "Turn every relative time" in user and "Keep the answer under 5-6 words." in user
 
 
 def test_answer_budget_follows_the_style() -> None:
-    assert answer_limits(EvalSettings(mode="qa", answer_style="gaama")) == (512, ())
-    assert answer_limits(EvalSettings(mode="qa", answer_style="gaama",
-                                      answer_budget="config")) == (32, ("\n",))
-    assert answer_limits(EvalSettings(mode="qa", answer_style="membox")) == (32, ("\n",))
+    for prompts in ("ours", "upstream"):
+        assert answer_limits(EvalSettings(mode="qa", answer_style="gaama",
+                                          prompts=prompts)) == (512, ())
+        assert answer_limits(EvalSettings(mode="qa", answer_style="gaama", prompts=prompts,
+                                          answer_budget="config")) == (32, ("\n",))
+    assert answer_limits(EvalSettings(mode="qa", answer_style="membox",
+                                      prompts="ours")) == (32, ("\n",))
+    # Membox's chat_completion sets no max_tokens: gpt-4o-mini's own limit, and no stop
+    assert answer_limits(EvalSettings(mode="qa", answer_style="membox")) == (16384, ())

@@ -475,7 +475,7 @@ def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction:
     question = "What did Tomas do with the voucher Lena gave him, and what did he give her back?"
     memory = HandMemory(items={question: [turn_item(ds, "D1:4", 0.7)]})
     llm = ScriptedLLM()
-    evaluate(memory, ds, settings=dataclasses.replace(QA, answer_style=style),
+    evaluate(memory, ds, settings=dataclasses.replace(QA, answer_style=style, prompts="ours"),
              token_counter=Counter(), llm=llm)
     prompt = user_text(next(r for r in llm.requests if question_of(r) == question))
     assert instruction in prompt

@@ -181,7 +181,8 @@ def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> Non
 
     llm = Coverage()
     res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a and b", "c", "d"], ["a", "c", "x"],
-                        categories=[1, 4, 5], n_runs=2, protocol="gaama")
+                        categories=[1, 4, 5], n_runs=2, protocol="gaama",
+                        prompts="ours")
     assert res.mean[0] == pytest.approx(0.75) and res.std[0] == pytest.approx(0.25)
     # unreadable: counted, and scored 0 as GAAMA's code does (was NaN, left out, before #30)
     assert res.mean[1] == 0.0 and res.n_failures[1] == 2
@@ -300,7 +301,7 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
             return out
 
     res = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
-                        categories=[1, 2], n_runs=2, protocol="gaama")
+                        categories=[1, 2], n_runs=2, protocol="gaama", prompts="ours")
     assert res.unreadable_scored_zero
     np.testing.assert_allclose(res.labels, [[0.5, 0.0], [0.0, 0.0]])
     assert res.mean[0] == pytest.approx(0.25) and res.std[0] == pytest.approx(0.25)
@@ -309,7 +310,8 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
     np.testing.assert_allclose(res.run_accuracy(), [0.25, 0.0])
 
     dropped = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
-                            categories=[1, 2], n_runs=2, protocol="gaama", unreadable="drop")
+                            categories=[1, 2], n_runs=2, protocol="gaama", unreadable="drop",
+                            prompts="ours")
     assert not dropped.unreadable_scored_zero
     assert dropped.mean[0] == pytest.approx(0.5) and math.isnan(dropped.mean[1])
     np.testing.assert_array_equal(dropped.n_failures, [1, 2])

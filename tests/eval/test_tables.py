@@ -135,7 +135,11 @@ def test_related_systems_table_names_each_protocol() -> None:
     # Membox's 53.95 is its overall F1 over categories 1-4, beside mode=compact
     assert df.loc["Membox", "reported mean"] == 53.95
     assert "Compact" in df.loc["Membox", "protocol"]
-    assert df.loc["Membox", "our build"] == "memory=membox memory.mode=compact"
+    # issue 44: the setting that produced the row (Compact, content top-k 10, its answer step)
+    assert df.loc["Membox", "our build"] == ("memory=membox memory.mode=compact memory.k=10 "
+                                             "extractor=llm llm=openai eval=qa")
+    assert df.loc["GAAMA", "our build"] == ("memory=gaama extractor=llm llm=openai eval=judge "
+                                            "eval.judge_runs=1")
     assert "unreadable reply: 0" in df.loc["GAAMA", "protocol"]
 
 

@@ -185,7 +185,7 @@ def test_graph_only_candidates_get_cosine_zero_as_in_the_code(conv) -> None:
     block = m.blocks[conv.sample_id]
     q = ENC.encode([conv.questions[0].question])
     score, cand = m.scores(block, q)
-    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10)
+    ref = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=4, knn=10, graph_only_cosine="real")
     ref.ingest([conv])
     real, _ = ref.scores(ref.blocks[conv.sample_id], q)
     cos = cosine_scores(block.x, q)[:, 0].double()
@@ -308,3 +308,65 @@ def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
     assert m.retrieve(questions).items[0]
     with pytest.raises(ValueError, match="fused_seeds.k"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), fused_seeds={"k": 3})
+
+
+def test_graph_only_cosine_defaults_to_the_code_rule() -> None:
+    """Issue 44: a candidate reached only through the graph scores similarity 0 by default, as
+    gaama's services/ltm_retriever.py 194-197 leave it (its compute_similarity does not exist);
+    the class and the config agree, and the config names the file and lines."""
+    from pathlib import Path
+
+    import yaml
+
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).graph_only_cosine == "zero"
+    path = Path(__file__).resolve().parents[2] / "configs" / "memory" / "gaama.yaml"
+    assert yaml.safe_load(path.read_text())["graph_only_cosine"] == "zero"
+    line = next(x for x in path.read_text().splitlines() if x.startswith("graph_only_cosine"))
+    assert "services/ltm_retriever.py 194-197" in path.read_text().split(line)[1][:300] + line
+
+
+def _raw_sample() -> dict[str, tuple[str, str, str]]:
+    """``{dia_id: (session date string, speaker, text)}`` read from the sample's JSON directly."""
+    import json
+
+    conversation = json.loads(sample_path().read_text())[0]["conversation"]
+    out = {}
+    for key, turns in conversation.items():
+        if key.startswith("session_") and isinstance(turns, list):
+            for t in turns:
+                out[t["dia_id"]] = (conversation[f"{key}_date_time"], t["speaker"], t["text"])
+    return out
+
+
+def test_episode_text_is_the_codes_dated_line_without_caption(conv) -> None:
+    """Issue 44: gaama's run_create_ltm.py stores an episode as "[<session date string>]
+    <speaker>: <text>", the image caption left out; episode_text=shared keeps the shared
+    template."""
+    raw = _raw_sample()
+    m = GAAMAMemory(ENC, KeywordConceptExtractor())
+    m.ingest([conv])
+    block = m.blocks[conv.sample_id]
+    episodes = {block.covers[i][0]: block.text[i] for i in range(len(block.text))
+                if block.kind[i] == EPISODE}
+    assert episodes == {d: f"[{when}] {who}: {text}" for d, (when, who, text) in raw.items()}
+    assert episodes["D1:13"] == ("[2:15 pm on 3 March, 2024] Nora: Here is Biscuit on her first "
+                                 "walk with me.")
+    shared = GAAMAMemory(ENC, KeywordConceptExtractor(), episode_text="shared")
+    shared.ingest([conv])
+    sb = shared.blocks[conv.sample_id]
+    assert any("[shares an image:" in sb.text[i] for i in range(len(sb.text))
+               if sb.kind[i] == EPISODE)
+    with pytest.raises(ValueError, match="memory.episode_text"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), episode_text="raw")
+
+
+def test_chunk_tokens_count_speaker_and_the_dated_episode_text(conv) -> None:
+    """services/orchestrator.py 134-137: words of actor + " " + content, the content carrying
+    the date and the speaker. By hand: "Nora" + "[2:15 pm on 3 March, 2024] Nora: hi there" is
+    1 + 9 = 10 words, so two such turns fit in 20 tokens and a third opens a chunk."""
+    from synapse_pt.memory.gaama_llm import chunk_turns
+
+    turns = list(conv.turns())[:3]
+    texts = ["[2:15 pm on 3 March, 2024] Nora: hi there"] * 3
+    assert [len(c) for c in chunk_turns(turns, 20, texts=texts)] == [2, 1]
+    assert [len(c) for c in chunk_turns(turns, 19, texts=texts)] == [1, 1, 1]

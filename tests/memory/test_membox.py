@@ -206,3 +206,57 @@ def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:
                      for b in m.boxes]
         want = sorted(range(len(box_score)), key=lambda b: (-box_score[b], b))[:3]
         assert [it.node_id for it in result.items[j]] == [f"B:{b}" for b in want]
+
+
+def test_box_index_text_beyond_the_window_reaches_the_embedding_whole(conv) -> None:
+    """Issue 44: the code embeds a box's whole index text (text-embedding-3-small, 8,191-token
+    window); ``box_long_text="windows"`` (the default) embeds each box as an encoder configured
+    with ``long_text="windows"`` does, ``"truncate"`` as a plain one (its first window). With a
+    16-token window every box text here is longer, so the two differ."""
+    from synapse_pt.models.embedder import HFEmbedder
+
+    enc = HFEmbedder(max_length=16)
+    whole = MemboxMemory(enc, KeywordConceptExtractor(), boundary_threshold=0.3)
+    whole.ingest([conv])
+    texts = [b.index_text() for b in whole.boxes]
+    assert all(len(enc._tokenizer(t)["input_ids"]) > 16 for t in texts)
+    expected = HFEmbedder(max_length=16, long_text="windows").encode(texts)
+    torch.testing.assert_close(whole.box_emb, expected, atol=1e-5, rtol=0)
+    cut = MemboxMemory(enc, KeywordConceptExtractor(), boundary_threshold=0.3,
+                       box_long_text="truncate")
+    cut.ingest([conv])
+    assert [b.index_text() for b in cut.boxes] == texts  # the same boxes, only the index differs
+    torch.testing.assert_close(cut.box_emb, enc.encode(texts), atol=1e-5, rtol=0)
+    assert not torch.allclose(whole.box_emb, cut.box_emb, atol=1e-3)
+    assert whole.describe()["box_long_text"] == "windows"
+    with pytest.raises(ValueError, match="memory.box_long_text"):
+        MemboxMemory(ENC, KeywordConceptExtractor(), box_long_text="sometimes")
+
+
+def test_box_text_is_the_codes_start_header_and_dated_lines(conv) -> None:
+    """Issue 44: membox.py's _get_content_str: "Start: <start time>" then "<time> <role>:
+    <text>" per message, the session's date_time string as the data writes it, no caption; a
+    trace event "<box start>: <event>" (_trace_events_for_box). Read from the sample's JSON."""
+    import json
+
+    conversation = json.loads(sample_path().read_text())[0]["conversation"]
+    raw = {t["dia_id"]: (conversation[f"{key}_date_time"], t["speaker"], t["text"])
+           for key, turns in conversation.items()
+           if key.startswith("session_") and isinstance(turns, list) for t in turns}
+    m = MemboxMemory(ENC, KeywordConceptExtractor(), boundary_threshold=0.2)
+    m.ingest([conv])
+    for box in m.boxes:
+        first = raw[box.turns[0].dia_id][0]
+        assert box.content.split("\n") == [f"Start: {first}"] + [
+            f"{raw[t.dia_id][0]} {raw[t.dia_id][1]}: {raw[t.dia_id][2]}" for t in box.turns]
+    assert "[shares an image:" not in "".join(b.content for b in m.boxes)
+    trace = next(t for t in range(len(m.traces)) if m.traces[t])
+    item = m._trace_item(trace, 1.0)
+    assert item.text.split("\n") == [f"{m.boxes[bb].start}: {m.boxes[bb].events[ei][0]}"
+                                     for bb, ei in m.traces[trace]]
+    assert all(m.boxes[bb].start == raw[m.boxes[bb].turns[0].dia_id][0]
+               for bb, _ in m.traces[trace])
+    ours = MemboxMemory(ENC, KeywordConceptExtractor(), boundary_threshold=0.2, box_text="ours")
+    ours.ingest([conv])
+    assert not ours.boxes[0].content.startswith("Start:")
+    assert "[shares an image:" in "".join(b.content for b in ours.boxes)

@@ -18,17 +18,21 @@ Here:
 * category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
   phrase rule instead.
 
-``protocol="gaama"`` is GAAMA's evaluation instead (SPEC §2; the prompt is ours, from its
-description): the judge lists the reference answer's key facts and scores the fraction the answer
-covers, 0-1, extra information not penalised (:data:`COVERAGE_PROMPT`,
-:func:`parse_coverage_score`); the per-question value is that fraction, averaged over runs.
-GAAMA reports it over categories 1-4 only, which the default ``skip_categories`` already gives.
-An unreadable reply under ``"gaama"`` scores **0** by default, as GAAMA's code does
-(gaama ``evals/locomo/locomo_eval.py``, ``_compute_hypothesis_reward``: after its retries fail it
-returns ``reward 0.0``, which enters the mean); ``unreadable="drop"`` keeps our earlier reading
-(NaN, left out of the mean). Either way the reply is counted in ``n_failures``. Two differences
-from that code remain and are stated here: it retries a reply that is not JSON up to three times
-(we ask once) and it clips a reward outside [0, 1] (we count such a reply as unreadable).
+``protocol="gaama"`` is GAAMA's evaluation instead (SPEC §2): the fraction of the reference
+answer's key facts the answer covers, 0-1, extra information not penalised; the per-question value
+is that fraction, averaged over runs. GAAMA reports it over categories 1-4 only, which the default
+``skip_categories`` already gives. Under ``prompts="upstream"`` (the default) it is GAAMA's code
+(gaama ``evals/locomo/locomo_eval.py``, ``_compute_hypothesis_reward``): its prompt and its retry
+prompt read from that file (:data:`GAAMA_JUDGE_FILE`, :mod:`synapse_pt.data.upstream`), JSON
+only, 400 completion tokens, up to three attempts (a reply that does not parse is answered by the
+retry prompt with the parse error and the reply's first 500 characters), a reward outside [0, 1]
+clipped and rounded to two decimals, an empty answer or reference scored 0 without a call
+(:func:`parse_gaama_reward`, :func:`gaama_judge`). Under ``prompts="ours"`` it is our earlier
+reading: the judge lists the key facts, then a JSON score (:data:`COVERAGE_PROMPT`,
+:func:`parse_coverage_score`), one try, out of range unreadable. An unreadable reply (after the
+retries) under ``"gaama"`` scores **0** by default, as GAAMA's code does (it returns
+``reward 0.0``, which enters the mean); ``unreadable="drop"`` leaves it out (NaN). Either way it
+is counted in ``n_failures``.
 
 ``protocol="realtalk"`` is the LLM score REALTALK's authors report beside LoCoMo's official F1
 (danny911kr/REALTALK ``eval_memory/qa_tool.py``, ``gpt_score``): the judge gives the prediction a
@@ -66,6 +70,14 @@ __all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREA
            "unreadable_scores_zero"]
 
 JUDGE_PROTOCOLS = ("mem0", "gaama", "realtalk", "beam_rubric")
+
+#: GAAMA's LoCoMo judge: the file, function and variables its prompts are read from, and the
+#: code's call (``llm.complete(prompt, max_tokens=400, ...)``, ``_MAX_RETRIES = 3``)
+GAAMA_JUDGE_FILE = "gaama/evals/locomo/locomo_eval.py"
+GAAMA_JUDGE_FUNCTION = "_compute_hypothesis_reward"
+GAAMA_JUDGE_MAX_TOKENS = 400
+GAAMA_JUDGE_ATTEMPTS = 3
+GAAMA_RETRY_SHOWN = 500  # characters of the unreadable reply its retry prompt repeats
 
 # What an unreadable judge reply counts as: "protocol" (the protocol's own rule: 0 under "gaama",
 # as its code scores it; left out elsewhere), "zero" (always 0) or "drop" (always left out, NaN; our
@@ -194,6 +206,72 @@ def parse_coverage_score(text: str) -> float | None:
     return None
 
 
+_GAAMA_FENCE_OPEN = re.compile(r"^```(?:json)?\s*\n?")
+_GAAMA_FENCE_CLOSE = re.compile(r"\n?```\s*$")
+
+
+def parse_gaama_reward(text: str) -> tuple[float | None, str, str]:
+    """GAAMA's reading of a judge reply (``_compute_hypothesis_reward``): ``(reward, error, raw)``.
+
+    The reply is stripped and, when it starts with a code fence, unfenced; it must then be a JSON
+    object as a whole (``json.loads``); its ``reward`` (0.0 when the key is missing) is clipped
+    to [0, 1] and rounded to two decimals. An unreadable reply gives ``(None, the parse error's
+    text, the stripped reply)``, which the retry prompt quotes."""
+    raw = (text or "").strip()
+    if raw.startswith("```"):
+        raw = _GAAMA_FENCE_CLOSE.sub("", _GAAMA_FENCE_OPEN.sub("", raw)).strip()
+    try:
+        reward = float(json.loads(raw).get("reward", 0.0))
+    except (json.JSONDecodeError, ValueError, AttributeError, TypeError) as err:
+        return None, str(err), raw
+    return round(max(0.0, min(1.0, reward)), 2), "", raw
+
+
+def gaama_judge(llm: LLM, questions: Sequence[str], golds: Sequence[str],
+                predictions: Sequence[str], *, seed: int = 0, temperature: float = 0.0,
+                extra: Mapping[str, Any] | None = None,
+                upstream_path: str | None = None) -> tuple[list[float | None], list[str]]:
+    """GAAMA's judge over aligned questions (one run): per question the reward (``None`` when
+    every attempt was unreadable) and the replies of its attempts. Each attempt is one
+    ``llm.generate`` batch of the questions still unread: the first sends the file's prompt, a
+    later one the file's retry prompt (the code sends it alone, without the first prompt)."""
+    from synapse_pt.data.upstream import fstring
+
+    retry = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "retry_prompt", upstream_path)
+    n = len(questions)
+    scores: list[float | None] = [None] * n
+    replies: list[list[str]] = [[] for _ in range(n)]
+    asked = [i for i in range(n) if predictions[i] and str(golds[i])]
+    for i in set(range(n)) - set(asked):  # the code: no hypothesis or reference -> 0.0, no call
+        scores[i] = 0.0
+    first = build_judge_requests([questions[i] for i in asked], [golds[i] for i in asked],
+                                 [predictions[i] for i in asked], seed=seed,
+                                 temperature=temperature, extra=extra, protocol="gaama",
+                                 upstream_path=upstream_path)
+    pending = {i: r.messages[0][1] for i, r in zip(asked, first, strict=True)}
+    for _ in range(GAAMA_JUDGE_ATTEMPTS):
+        if not pending:
+            break
+        order = list(pending)
+        requests = [ChatRequest.from_messages([{"role": "user", "content": pending[i]}],
+                                              max_tokens=GAAMA_JUDGE_MAX_TOKENS,
+                                              temperature=temperature, seed=seed,
+                                              extra=dict(extra or {})) for i in order]
+        responses = llm.generate(requests)
+        if len(responses) != len(requests):
+            raise ValueError(f"gaama_judge: the LLM answered {len(responses)} of "
+                             f"{len(requests)} requests")
+        pending = {}
+        for i, resp in zip(order, responses, strict=True):
+            replies[i].append(resp.text)
+            reward, error, raw = parse_gaama_reward(resp.text)
+            if reward is not None:
+                scores[i] = reward
+            else:
+                pending[i] = retry.render(last_error=error, last_raw=raw)
+    return scores, ["\n---\n".join(r) for r in replies]
+
+
 def parse_rubric_verdict(text: str) -> float | None:
     """A rubric item's verdict: 1.0 or 0.0 from the last JSON object with a ``score`` of exactly
     0 or 1 (``None``: unreadable, or another value such as a half mark)."""
@@ -212,13 +290,26 @@ def build_judge_requests(
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
+    prompts: str = "upstream",
+    upstream_path: str | None = None,
 ) -> list[ChatRequest]:
     """Single-message (user) requests with the protocol's prompt filled in: one per question
-    (:data:`ACCURACY_PROMPT` for ``"mem0"``, :data:`COVERAGE_PROMPT` for ``"gaama"``,
-    :data:`SCORE_PROMPT` for ``"realtalk"``), or for ``"beam_rubric"`` one per rubric item
-    (:data:`RUBRIC_PROMPT`), question by question in rubric order (``rubrics`` needed)."""
+    (:data:`ACCURACY_PROMPT` for ``"mem0"``, for ``"gaama"`` the first attempt of GAAMA's code
+    under ``prompts="upstream"`` (its file's prompt, 400 tokens, ``max_tokens`` not used) or
+    :data:`COVERAGE_PROMPT` under ``"ours"``, :data:`SCORE_PROMPT` for ``"realtalk"``), or for
+    ``"beam_rubric"`` one per rubric item (:data:`RUBRIC_PROMPT`), question by question in
+    rubric order (``rubrics`` needed)."""
     if protocol not in JUDGE_PROTOCOLS:
         raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {protocol!r}")
+    if protocol == "gaama" and prompts == "upstream":
+        from synapse_pt.data.upstream import fstring
+
+        first = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "prompt", upstream_path)
+        return [ChatRequest.from_messages(
+            [{"role": "user", "content": first.render(question=q, answer=str(g),
+                                                      hypothesis=p)}],
+            max_tokens=GAAMA_JUDGE_MAX_TOKENS, temperature=temperature, seed=seed,
+            extra=dict(extra or {})) for q, g, p in zip(questions, golds, predictions, strict=True)]
 
     def request(content: str) -> ChatRequest:
         return ChatRequest.from_messages([{"role": "user", "content": content}],
@@ -305,6 +396,8 @@ def judge_answers(
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
     unreadable: str = "protocol",
+    prompts: str = "upstream",
+    upstream_path: str | None = None,
 ) -> JudgeResult:
     """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
 
@@ -323,6 +416,9 @@ def judge_answers(
             protocol's rule (``"protocol"``: 0 under ``"gaama"``, GAAMA's code; left out
             elsewhere), ``"zero"`` or ``"drop"``. Counted in ``n_failures`` either way; under
             ``"beam_rubric"`` with 0, an unreadable item counts as not satisfied.
+        prompts: ``"upstream"``: ``"gaama"`` is GAAMA's code (:func:`gaama_judge`, its prompts
+            read from the file in ``upstream_path``, ``max_tokens`` not used); ``"ours"``: our
+            wording (:data:`COVERAGE_PROMPT`). The other protocols are the same under both.
 
     Raises:
         ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
@@ -361,12 +457,26 @@ def judge_answers(
     failed = np.zeros((n_runs, n), dtype=bool)
     replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
     seeds = [base_seed + r for r in range(n_runs)]
+    upstream_gaama = protocol == "gaama" and prompts == "upstream"
     for r, seed in enumerate(seeds):
+        if upstream_gaama:
+            scores, said = gaama_judge(llm, [questions[i] for i in todo],
+                                       [str(golds[i]) for i in todo],
+                                       [predictions[i] for i in todo], seed=seed,
+                                       temperature=temperature, extra=extra,
+                                       upstream_path=upstream_path)
+            for i, score, text in zip(todo, scores, said, strict=True):
+                replies[r][i] = text
+                failed[r, i] = score is None
+                if score is not None or zero:
+                    labels[r, i] = 0.0 if score is None else score
+            continue
         requests = build_judge_requests(
             [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
             [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
             temperature=temperature, extra=extra, protocol=protocol,
             rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
+            prompts=prompts, upstream_path=upstream_path,
         )
         responses = llm.generate(requests) if requests else []
         if len(responses) != len(requests):
