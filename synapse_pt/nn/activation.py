@@ -7,9 +7,10 @@ constructor argument. The stages compute with the functions of :mod:`synapse_pt.
 (propagation, inhibition, firing: the maths, once), and :class:`ActivationDynamics` is the one
 implementation of the loop: SYNAPSE retrieval, the batched sweep and the functional forms at the
 end of this module (:func:`spreading_activation`, :func:`activation_dynamics`,
-:func:`activation_step`) all run it. How a step's propagation is computed (densely, or on each
-column's sparse active frontier) is the :class:`~synapse_pt.nn.frontier.FrontierEngine` the layer
-takes.
+:func:`activation_step`) all run it; its ``forward`` holds the only loop over the :math:`T`
+steps. Where the activations live between steps (a dense ``[N, B]`` matrix, or each column's
+packed sparse frontier) is the storage the layer's
+:class:`~synapse_pt.nn.frontier.FrontierEngine` picks; both run the same loop.
 
 Hyperparameters are stored as float64 buffers (exactly the Python value; cast to the activations'
 dtype at use, as the functional form does) and can be overridden per call, per column, by passing
@@ -327,10 +328,11 @@ class ActivationDynamics(nn.Module):
             (default: ``"auto"``)
         frontier_density (float): the largest frontier, as a fraction of the :math:`N \times B`
             cells, that ``"auto"`` propagates sparsely. (default: ``0.05``)
-        engine (FrontierEngine, optional): the propagation strategy itself, in place of
+        engine (FrontierEngine, optional): what picks the activations' storage, in place of
             ``frontier`` and ``frontier_density``. (default: ``None``)
         compile (bool): run a dense step's inhibition and firing as one compiled kernel
-            (:func:`~synapse_pt.nn.functional.inhibit_and_fire`, ``torch.compile``) where
+            (:meth:`respond_compiled`: :func:`~synapse_pt.nn.functional.inhibit_and_fire`,
+            ``torch.compile``; the stage :meth:`response_stage` picks per call) where
             every node is a candidate inhibitor (no node or inhibitor mask), the stages are
             the stock ones and no autograd runs; elsewhere the eager stages run. Same result;
             the first call compiles (seconds). (default: ``False``)
