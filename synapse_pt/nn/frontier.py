@@ -126,9 +126,13 @@ class DenseActivations:
                  masks: NodeMasks) -> None:
         self.layer, self.graph, self.masks = layer, graph, masks
         self.a = a
-        self.outside = None if masks.node_mask is None else ~masks.node_mask
-        self.candidates = masks.candidates
         self._adj: tuple[Tensor, Tensor | None] | None = None
+        self._dense_masks()
+
+    def _dense_masks(self) -> None:
+        """The masks in the dense layout: ``outside`` (nodes kept at 0) and the candidates."""
+        self.outside = None if self.masks.node_mask is None else ~self.masks.node_mask
+        self.candidates = self.masks.candidates
 
     def spread(self, p: StepParams) -> Tensor:
         r""":math:`u = (1 - \delta)\, a + S\, P a` of the stored activations (a new tensor)."""
@@ -168,13 +172,19 @@ class FrontierActivations(DenseActivations):
     def __init__(self, engine: FrontierEngine, layer: ActivationDynamics, a: Tensor,
                  graph: GraphInput, masks: NodeMasks, edges: OutEdges,
                  cells: tuple[Tensor, Tensor], exact: bool) -> None:
-        super().__init__(layer, a, graph, masks)
         self.engine, self.edges, self.exact = engine, edges, exact
         nodes, cols = cells  # sorted by node
         #: the non-zero cells ``(nodes, cols, values)``, sorted by node; ``None`` once dense
         self.cells: tuple[Tensor, Tensor, Tensor] | None = (nodes, cols, a[nodes, cols])
         self.packed: Tensor | None = None  # this step's frontier nodes [L, B] (-1: padding)
         self.steps = 0  # steps fired on the frontier
+        super().__init__(layer, a, graph, masks)
+
+    def _dense_masks(self) -> None:
+        if self.cells is None:
+            super()._dense_masks()
+        else:  # each step's spread sets them for its packed frontier (no [N, B] mask here)
+            self.outside = self.candidates = None
 
     def spread(self, p: StepParams) -> Tensor:
         if self.cells is None:
@@ -222,8 +232,7 @@ class FrontierActivations(DenseActivations):
     def _densify(self) -> None:
         self.a = self.dense()
         self.cells = self.packed = None
-        self.outside = None if self.masks.node_mask is None else ~self.masks.node_mask
-        self.candidates = self.masks.candidates
+        self._dense_masks()
 
 
 class FrontierEngine:
