@@ -4,11 +4,13 @@ kernels under them.
 - :mod:`synapse_pt.nn.sparse`: the fan-normalised adjacency, sparse products, frontier edge
   lists, column top-k (also used by the graph and retrieval layers);
 - :mod:`synapse_pt.nn.functional`: one step's maths, stage by stage (propagation, lateral
-  inhibition, firing);
+  inhibition, firing), and a call's ``StepParams`` and ``NodeMasks``;
 - :mod:`synapse_pt.nn.activation`: the PyTorch Geometric layers and :class:`ActivationDynamics`,
   the one loop, with its functional forms (:func:`spreading_activation`,
   :func:`activation_dynamics`, :func:`activation_step`);
-- :mod:`synapse_pt.nn.frontier`: the engine that runs a step on each column's sparse frontier.
+- :mod:`synapse_pt.nn.frontier`: where the loop's activations live between steps, dense ``[N, B]``
+  or each column's packed sparse frontier (``FrontierEngine`` picks; both offer ``spread``,
+  ``mask``, ``fire``, ``dense``).
 
 The layers (and the functional forms that build them) import PyTorch Geometric on first use; the
 kernels and the step maths need only torch.

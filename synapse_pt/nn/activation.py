@@ -7,9 +7,10 @@ constructor argument. The stages compute with the functions of :mod:`synapse_pt.
 (propagation, inhibition, firing: the maths, once), and :class:`ActivationDynamics` is the one
 implementation of the loop: SYNAPSE retrieval, the batched sweep and the functional forms at the
 end of this module (:func:`spreading_activation`, :func:`activation_dynamics`,
-:func:`activation_step`) all run it. How a step's propagation is computed (densely, or on each
-column's sparse active frontier) is the :class:`~synapse_pt.nn.frontier.FrontierEngine` the layer
-takes.
+:func:`activation_step`) all run it; its ``forward`` holds the only loop over the :math:`T`
+steps. Where the activations live between steps (a dense ``[N, B]`` matrix, or each column's
+packed sparse frontier) is the storage the layer's
+:class:`~synapse_pt.nn.frontier.FrontierEngine` picks; both run the same loop.
 
 Hyperparameters are stored as float64 buffers (exactly the Python value; cast to the activations'
 dtype at use, as the functional form does) and can be overridden per call, per column, by passing
@@ -18,17 +19,19 @@ a ``[B]`` tensor to ``forward``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from .frontier import FrontierEngine
+from .frontier import DenseActivations, FrontierEngine, GraphInput
 from .functional import (
     INHIBITION_SCHEDULES,
     Hyper,
-    _apply_node_mask,
-    _check_node_mask,
+    NodeMasks,
+    StepParams,
     _clamp_nonneg,
     _column_param,
     _retain_and_spread_,
@@ -325,10 +328,11 @@ class ActivationDynamics(nn.Module):
             (default: ``"auto"``)
         frontier_density (float): the largest frontier, as a fraction of the :math:`N \times B`
             cells, that ``"auto"`` propagates sparsely. (default: ``0.05``)
-        engine (FrontierEngine, optional): the propagation strategy itself, in place of
+        engine (FrontierEngine, optional): what picks the activations' storage, in place of
             ``frontier`` and ``frontier_density``. (default: ``None``)
         compile (bool): run a dense step's inhibition and firing as one compiled kernel
-            (:func:`~synapse_pt.nn.functional.inhibit_and_fire`, ``torch.compile``) where
+            (:meth:`respond_compiled`: :func:`~synapse_pt.nn.functional.inhibit_and_fire`,
+            ``torch.compile``; the stage :meth:`response_stage` picks per call) where
             every node is a candidate inhibitor (no node or inhibitor mask), the stages are
             the stock ones and no autograd runs; elsewhere the eager stages run. Same result;
             the first call compiles (seconds). (default: ``False``)
@@ -397,83 +401,96 @@ class ActivationDynamics(nn.Module):
         normalized: bool = False,
         return_potential: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        r"""Run the dynamics from ``a0`` ``[N, B]``; keyword hyperparameters override the stored
-        ones for this call (scalar or ``[B]``, one value per column). Nodes outside
-        ``node_mask`` are kept at 0 after every step and never inhibit (see
-        :func:`spreading_activation`). ``normalized=True``: the graph is already the normalised
-        sparse ``adj_t`` (built once per graph, reused by every batch of queries)."""
+        r"""Run the dynamics from ``a0`` ``[N, B]``, :math:`T` times
+
+        .. math::
+            \mathbf{u} = (1 - \delta)\,\mathbf{a} + S\,\mathbf{P}\,\mathbf{a}, \qquad
+            \hat{\mathbf{u}} = \mathrm{Inhibit}_{M,\beta}(\mathbf{u}), \qquad
+            \mathbf{a} \leftarrow \mathrm{Fire}_{\gamma,\theta}(\hat{\mathbf{u}})
+
+        with every node outside ``node_mask`` kept at 0 (in :math:`\mathbf{u}` and
+        :math:`\mathbf{a}`; it never inhibits, see :func:`spreading_activation`). Keyword
+        hyperparameters override the stored ones for this call (scalar or ``[B]``, one value per
+        column). ``normalized=True``: the graph is already the normalised sparse ``adj_t``
+        (built once per graph, reused by every batch of queries). The engine stores the
+        activations (dense, or each column's sparse frontier: SynapseMemory's LoCoMo blocks are
+        dense, 10^6-node graphs frontier); ``return_potential`` also returns the last
+        :math:`\hat{\mathbf{u}}`."""
         if self.T == 0:
             return (a0, a0) if return_potential else a0
+        a = self._activations(a0, edge_index, normalized)
+        masks = NodeMasks.of(a, node_mask, inhibitor_mask)
+        p = self.step_params(a, S=S, delta=delta, beta=beta, gamma=gamma, theta=theta)
+        x = self.engine.store(self, a, GraphInput(edge_index, edge_weight, normalized), masks, p)
+        respond = self.response_stage(a, p)  # Fire(Inhibit(u)): eager stages or one kernel
+        potential = None
+        for t in range(self.T):
+            last = t == self.T - 1
+            keep = return_potential and last
+            u = x.mask(x.spread(p))  # u = (1 - delta) a + S P a, 0 outside the node mask
+            a, uhat = respond(u, x, p, last, keep)  # a = Fire(Inhibit(u)); a copy of uhat if keep
+            if keep:
+                potential = x.dense(uhat)
+            x.fire(a)  # stored, 0 outside the node mask
+        return (x.dense(), potential) if return_potential else x.dense()
+
+    def respond(self, u: Tensor, x: DenseActivations, p: StepParams, last: bool,
+                keep: bool = False) -> tuple[Tensor, Tensor | None]:
+        r"""One step's :math:`\mathbf{a} = \mathrm{Fire}(\hat{\mathbf{u}})`,
+        :math:`\hat{\mathbf{u}} = \mathrm{Inhibit}(\mathbf{u})` by the layer's stages (or
+        :math:`\max(0, u)` where the schedule skips inhibition), the inhibitors drawn from the
+        storage ``x``'s candidates; with ``keep``, also a copy of :math:`\hat{\mathbf{u}}`."""
+        if self.inhibits(last):
+            uhat = self.lateral_inhibition(u, beta=p.beta, node_mask=x.candidates,
+                                           zero_outside=x.masks.zero_outside)
+        else:
+            uhat = _clamp_nonneg(u, inplace=True)
+        kept = uhat.clone() if keep else None
+        return self.firing(uhat, gamma=p.gamma, theta=p.theta), kept
+
+    def respond_compiled(self, u: Tensor, x: DenseActivations, p: StepParams, last: bool,
+                         keep: bool = False) -> tuple[Tensor, Tensor | None]:
+        """:meth:`respond` as one compiled kernel
+        (:func:`~synapse_pt.nn.functional.inhibit_and_fire`) where it computes the same: every
+        node a candidate inhibitor (no mask), a step that inhibits, no potential kept; elsewhere
+        :meth:`respond`."""
+        if x.candidates is not None or not self.inhibits(last) or keep:
+            return self.respond(u, x, p, last, keep)
+        return inhibit_and_fire(u, self.lateral_inhibition.M, p.beta, p.gamma, p.theta,
+                                self.firing.fire_zero), None
+
+    def response_stage(self, a: Tensor, p: StepParams) -> Callable[..., tuple[Tensor,
+                                                                              Tensor | None]]:
+        """This call's inhibition-and-firing stage: :meth:`respond_compiled` with ``compile``,
+        the stock stages and no autograd, else :meth:`respond`."""
+        if self.compile and self._stock_stages() and not (_needs_grad(a) or p.needs_grad()):
+            return self.respond_compiled
+        return self.respond
+
+    def step_params(self, a: Tensor, *, S: Hyper | None = None, delta: Hyper | None = None,
+                    beta: Hyper | None = None, gamma: Hyper | None = None,
+                    theta: Hyper | None = None) -> StepParams:
+        """The call's hyperparameters as tensors on ``a`` (no Python constants in the loop): the
+        stored ones where not given; ``beta`` ``None`` without inhibition."""
+        B = a.size(1)
+        sp, inhibit, firing = self.spreading, self.lateral_inhibition, self.firing
+        return StepParams(
+            S=_column_param(sp.S if S is None else S, B, a, "S"),
+            delta=_column_param(sp.delta if delta is None else delta, B, a, "delta"),
+            beta=None if inhibit is None else _column_param(
+                inhibit.beta if beta is None else beta, B, a, "beta"),
+            gamma=_column_param(firing.gamma if gamma is None else gamma, B, a, "gamma"),
+            theta=_column_param(firing.theta if theta is None else theta, B, a, "theta"))
+
+    @staticmethod
+    def _activations(a0: Tensor, edge_index: Tensor, normalized: bool) -> Tensor:
+        """``a0`` checked (``[N, B]``, ``N`` the normalised adjacency's) and floating."""
         if a0.dim() != 2:
             raise ValueError(f"a0 must have shape [N, B], got {tuple(a0.shape)}")
-        a = a0 if a0.is_floating_point() else a0.float()
-        if normalized and is_torch_sparse_tensor(edge_index) and edge_index.size(0) != a.size(0):
+        if normalized and is_torch_sparse_tensor(edge_index) and edge_index.size(0) != a0.size(0):
             raise ValueError(f"a0 must have shape [N, B] with N = {edge_index.size(0)}, got "
                              f"{tuple(a0.shape)}")
-        node_mask = _check_node_mask(node_mask, a)
-        inhibitor_mask = _check_node_mask(inhibitor_mask, a)
-        candidates = node_mask
-        if inhibitor_mask is not None:
-            candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
-        hyper = self._hyper(a, S, delta, beta, gamma, theta, inhibitor_mask is None)
-        S_t, delta_t, beta_t, gamma_t, theta_t = hyper[:5]
-
-        # the engine runs what it can on each column's sparse frontier (SynapseMemory's LoCoMo
-        # blocks: nothing; 10^6-node graphs: every step)
-        start = self.engine.begin(self, a, edge_index, edge_weight, normalized, node_mask,
-                                  candidates, hyper, return_potential)
-        if start.done == self.T:
-            return (start.a, start.potential) if return_potential else start.a
-        a, first_u, potential = start.a, start.first_u, None
-        if normalized:
-            graph, weight = edge_index, edge_weight
-        else:
-            graph, weight = self.spreading.normalize(edge_index, edge_weight, a.size(0), a.dtype)
-        outside = None if node_mask is None else ~node_mask
-        fused = self.compile and candidates is None and self._stock_stages() and not _needs_grad(
-            a, *hyper[:5])
-        for t in range(start.done, self.T):
-            last = t == self.T - 1
-            u, first_u = first_u, None
-            if u is None:  # u = (1 - delta) a + S P a
-                u = self.spreading(a, graph, weight, S=S_t, delta=delta_t, normalized=True)
-            if fused and not (last and return_potential) and self.inhibits(last):
-                a = inhibit_and_fire(u, self.lateral_inhibition.M, beta_t, gamma_t, theta_t,
-                                     self.firing.fire_zero)
-                continue
-            uhat = self._potential(u, outside, candidates, hyper, last)  # inhibition
-            if last and return_potential:
-                potential = uhat.clone()
-            a = _apply_node_mask(self.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
-        return (a, potential) if return_potential else a
-
-    def _hyper(self, a: Tensor, S: Hyper | None, delta: Hyper | None, beta: Hyper | None,
-               gamma: Hyper | None, theta: Hyper | None, zero_outside: bool) -> tuple:
-        """The call's hyperparameters as tensors on ``a`` (no Python constants in the loop):
-        ``(S, delta, beta, gamma, theta, zero_outside)``, ``beta`` ``None`` without inhibition.
-        ``zero_outside``: ``u`` is zeroed outside the node mask before inhibition, so the
-        candidates hold every non-zero row unless an inhibitor mask narrows them (inhibition
-        may then take its one-pass form)."""
-        B = a.size(1)
-        sp, inhibit = self.spreading, self.lateral_inhibition
-        return (_column_param(sp.S if S is None else S, B, a, "S"),
-                _column_param(sp.delta if delta is None else delta, B, a, "delta"),
-                None if inhibit is None else _column_param(
-                    inhibit.beta if beta is None else beta, B, a, "beta"),
-                _column_param(self.firing.gamma if gamma is None else gamma, B, a, "gamma"),
-                _column_param(self.firing.theta if theta is None else theta, B, a, "theta"),
-                zero_outside)
-
-    def _potential(self, u: Tensor, outside: Tensor | None, candidates: Tensor | None,
-                   hyper: tuple, last: bool) -> Tensor:
-        r""":math:`\hat{u}` of one step from its propagation ``u``: the node mask, inhibition
-        (or :math:`\max(0, u)` where the schedule skips it)."""
-        beta_t, zero_outside = hyper[2], hyper[5]
-        u = _apply_node_mask(u, outside)
-        if self.inhibits(last):
-            return self.lateral_inhibition(u, beta=beta_t, node_mask=candidates,
-                                           zero_outside=zero_outside)
-        return _clamp_nonneg(u, inplace=True)
+        return a0 if a0.is_floating_point() else a0.float()
 
     def inhibits(self, last: bool) -> bool:
         """Whether this step runs lateral inhibition (the schedule: every step, or the last)."""

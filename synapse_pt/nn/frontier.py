@@ -1,32 +1,33 @@
-r"""The sparse-frontier engine of :class:`~synapse_pt.nn.ActivationDynamics`: how a step's
-propagation is computed, not what it computes.
+r"""How :class:`~synapse_pt.nn.ActivationDynamics` stores its activations between steps: a dense
+``[N, B]`` matrix (:class:`DenseActivations`) or each column's packed active frontier
+(:class:`FrontierActivations`), picked per call by :class:`FrontierEngine`. The layer's loop is
+the same on both (``spread``, ``mask``, its inhibition and firing stages, ``fire``); a storage
+decides only where the numbers live and how a step's propagation reads them.
 
 Under the default firing rule a silent node stays silent (:math:`a_i = 0 \Rightarrow` it sends
 nothing, and with :math:`\beta \ge 0` inhibition never excites it), so a step only touches each
 column's *active frontier*: its nodes with :math:`a_{ib} \ne 0` and their out-neighbours. While
-that frontier holds a small share of the :math:`N \times B` cells, :class:`FrontierEngine` runs the
-steps on it packed ``[L, B]`` (:func:`~synapse_pt.nn.sparse.frontier_messages`) instead of a sparse
-product over the whole graph, with the layer's own inhibition and firing stages, and hands the
-loop back its result once the frontier grows past ``density``. The result is the dense loop's
+that frontier holds a small share of the :math:`N \times B` cells, the frontier storage packs it
+``[L, B]`` (:func:`~synapse_pt.nn.sparse.frontier_messages`) instead of a sparse product over the
+whole graph, and turns dense once it grows past ``density``. The result is the dense storage's
 (up to float summation order). Where only firing or inhibition reaches every node
-(``fire_zero=True``, :math:`\beta < 0`), the engine still computes the first step's propagation
-on :math:`\mathbf{a}(0)`'s frontier and the loop runs the rest densely.
+(``fire_zero=True``, :math:`\beta < 0`), the first step's propagation still runs on
+:math:`\mathbf{a}(0)`'s frontier and the storage turns dense after it.
 
-The layer calls :meth:`FrontierEngine.begin` before its loop; everything the frontier needs of the
-layer (its stages, its schedule) it reads from the layer passed in, so a layer with swapped
-stages and an engine of another kind compose.
+Everything a storage needs of the layer (its spreading stage) it reads from the layer passed in,
+so a layer with swapped stages and an engine of another kind compose.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
-from .functional import _apply_node_mask, _clamp_nonneg, _retain_and_spread_
+from .functional import NodeMasks, StepParams, _apply_node_mask, _retain_and_spread_
 from .sparse import (
     FrontierEdges,
     OutEdges,
@@ -38,22 +39,11 @@ from .sparse import (
     out_edges,
 )
 
+if TYPE_CHECKING:
+    from .activation import ActivationDynamics
 
-class ActivationDynamics(Protocol):
-    """What the engine reads of the layer that runs it
-    (:class:`~synapse_pt.nn.activation.ActivationDynamics`): its stages, its steps and its
-    inhibition schedule."""
-
-    spreading: Any
-    lateral_inhibition: Any
-    firing: Any
-    T: int
-
-    def inhibits(self, last: bool) -> bool: ...
-
-    def stock_spreading(self) -> bool: ...
-
-__all__ = ["FRONTIER_MODES", "FrontierEngine", "FrontierStart"]
+__all__ = ["FRONTIER_MODES", "DenseActivations", "FrontierActivations", "FrontierEngine",
+           "GraphInput"]
 
 #: How :class:`ActivationDynamics` propagates: ``"auto"`` (the frontier while it is sparse),
 #: ``"sparse"`` (always the frontier; an error where it is not exact), ``"dense"``.
@@ -115,20 +105,139 @@ def _bound_exceeds(a: Tensor, graph: OutEdges, num_cols: int, limit: float) -> b
     return _column_bound(nodes, cols, selected, a.size(1), a.dtype) * num_cols > limit
 
 
-class FrontierStart(NamedTuple):
-    """Where the dense loop starts after :meth:`FrontierEngine.begin`: the activations ``a``
-    after ``done`` frontier steps (``a(0)`` itself when none ran), the last step's ``potential``
-    when the frontier ran every step (with ``return_potential``), and ``first_u``, the first
-    step's propagation when the engine computed it for a dense run (else ``None``)."""
+class GraphInput(NamedTuple):
+    """The graph of one call as the layer got it: an edge list ``[2, E]`` (source, target) with
+    raw weights, or a sparse transposed adjacency; ``normalized``: already the fan-normalised
+    ``adj_t`` of :meth:`~synapse_pt.nn.SpreadingActivation.normalize`."""
 
-    a: Tensor
-    done: int
-    potential: Tensor | None = None
-    first_u: Tensor | None = None
+    edge_index: Tensor
+    edge_weight: Tensor | None
+    normalized: bool
+
+
+class DenseActivations:
+    r"""The activations as one dense ``[N, B]`` matrix: a step's propagation is the layer's
+    spreading stage over the whole graph (normalised on the first step).
+
+    The layer's loop reads ``candidates`` (the nodes that may inhibit, in the storage's layout)
+    and calls :meth:`spread`, :meth:`mask`, :meth:`fire` and :meth:`dense`."""
+
+    def __init__(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput,
+                 masks: NodeMasks) -> None:
+        self.layer, self.graph, self.masks = layer, graph, masks
+        self.a = a
+        self._adj: tuple[Tensor, Tensor | None] | None = None
+        self._dense_masks()
+
+    def _dense_masks(self) -> None:
+        """The masks in the dense layout: ``outside`` (nodes kept at 0) and the candidates."""
+        self.outside = None if self.masks.node_mask is None else ~self.masks.node_mask
+        self.candidates = self.masks.candidates
+
+    def spread(self, p: StepParams) -> Tensor:
+        r""":math:`u = (1 - \delta)\, a + S\, P a` of the stored activations (a new tensor)."""
+        if self._adj is None:
+            g = self.graph
+            self._adj = (g.edge_index, g.edge_weight) if g.normalized else (
+                self.layer.spreading.normalize(g.edge_index, g.edge_weight, self.a.size(0),
+                                               self.a.dtype))
+        return self.layer.spreading(self.a, *self._adj, S=p.S, delta=p.delta, normalized=True)
+
+    def mask(self, x: Tensor) -> Tensor:
+        """``x`` (this step's layout) with the nodes outside each column's graph set to 0."""
+        return _apply_node_mask(x, self.outside)
+
+    def fire(self, a: Tensor) -> None:
+        """Store the step's fired activations ``a`` (this step's layout), masked."""
+        self.a = self.mask(a)
+
+    def dense(self, x: Tensor | None = None) -> Tensor:
+        """The stored activations as ``[N, B]``, or ``x`` of this step's layout as ``[N, B]``."""
+        return self.a if x is None else x
+
+
+class FrontierActivations(DenseActivations):
+    r"""The activations as each column's non-zero cells; a step propagates, inhibits and fires on
+    their frontier packed ``[L, B]`` (:func:`~synapse_pt.nn.sparse.frontier_messages`). A node
+    outside its column's frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0` (for
+    :math:`\beta \ge 0`) and :math:`a_i = 0` (silent nodes do not fire), and its zero inhibits
+    nobody (nor does a padding slot).
+
+    The storage turns dense (:class:`DenseActivations`' steps from then on) when a step's
+    frontier would hold more than the engine's ``density`` of the ``N x B`` cells, and, where
+    silent nodes may fire (``exact=False``: ``fire_zero``, :math:`\beta < 0`), right after the
+    first step's propagation.
+    """
+
+    def __init__(self, engine: FrontierEngine, layer: ActivationDynamics, a: Tensor,
+                 graph: GraphInput, masks: NodeMasks, edges: OutEdges,
+                 cells: tuple[Tensor, Tensor], exact: bool) -> None:
+        self.engine, self.edges, self.exact = engine, edges, exact
+        nodes, cols = cells  # sorted by node
+        #: the non-zero cells ``(nodes, cols, values)``, sorted by node; ``None`` once dense
+        self.cells: tuple[Tensor, Tensor, Tensor] | None = (nodes, cols, a[nodes, cols])
+        self.packed: Tensor | None = None  # this step's frontier nodes [L, B] (-1: padding)
+        self.steps = 0  # steps fired on the frontier
+        super().__init__(layer, a, graph, masks)
+
+    def _dense_masks(self) -> None:
+        if self.cells is None:
+            super()._dense_masks()
+        else:  # each step's spread sets them for its packed frontier (no [N, B] mask here)
+            self.outside = self.candidates = None
+
+    def spread(self, p: StepParams) -> Tensor:
+        if self.cells is None:
+            return super().spread(p)
+        N, B = self.a.shape
+        step = self.engine.potential(*self.cells, self.edges, N, B, p.S, p.delta)
+        if step is None:  # the frontier overflows: dense from here
+            self._densify()
+            return super().spread(p)
+        packed, u = step
+        if not self.exact:  # silent nodes may fire: every later stage is dense
+            self._densify()
+            return scatter_packed(u, packed, N)
+        node_mask, candidates = self.masks.node_mask, self.masks.candidates
+        self.packed = packed
+        self.outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
+        self.candidates = (gather_mask(candidates, packed) if candidates is not None
+                           else ~self.outside)
+        return u
+
+    def fire(self, a: Tensor) -> None:
+        if self.cells is None:
+            return super().fire(a)
+        a = self.mask(a)
+        slot, cols = a.nonzero(as_tuple=True)
+        nodes, values = self.packed[slot, cols], a[slot, cols]
+        order = torch.argsort(nodes, stable=True)
+        self.cells = (nodes[order], cols[order], values[order])
+        self.steps += 1
+        return None
+
+    def dense(self, x: Tensor | None = None) -> Tensor:
+        if self.cells is None:
+            return super().dense(x)
+        N = self.a.size(0)
+        if x is not None:
+            return scatter_packed(x, self.packed, N)
+        if self.steps == 0:  # nothing fired yet: a(0) as given
+            return self.a
+        nodes, cols, values = self.cells
+        out = self.a.new_zeros(self.a.shape)
+        out[nodes, cols] = values
+        return out
+
+    def _densify(self) -> None:
+        self.a = self.dense()
+        self.cells = self.packed = None
+        self._dense_masks()
 
 
 class FrontierEngine:
-    r"""Propagation on each column's active frontier while it is sparse (see the module
+    r"""Picks how a call's activations are stored: each column's active frontier while it is
+    sparse (:class:`FrontierActivations`), else dense (:class:`DenseActivations`; see the module
     docstring).
 
     Args:
@@ -156,24 +265,19 @@ class FrontierEngine:
     def __repr__(self) -> str:
         return f"FrontierEngine(mode={self.mode!r}, density={self.density})"
 
-    def begin(self, layer: ActivationDynamics, a: Tensor, edge_index: Tensor,
-              edge_weight: Tensor | None, normalized: bool, node_mask: Tensor | None,
-              candidates: Tensor | None, hyper: tuple, return_potential: bool) -> FrontierStart:
-        """Run what of ``layer``'s loop the frontier can run exactly: every step while the
-        frontier stays sparse (then ``done == layer.T``), the first steps until it overflows,
-        or, where only firing or inhibition needs every node, the first step's propagation."""
-        S_t, delta_t, beta_t = hyper[0], hyper[1], hyper[2]
-        if self.applies(layer, a, beta_t):
-            edges = self.edge_list(layer, a, edge_index, edge_weight, normalized)
-            out, done, potential = self.steps(layer, a, edges, node_mask, candidates, hyper,
-                                              return_potential)
-            return FrontierStart(out, done, potential)
-        if self.mode == "auto" and self.blocker(layer, a) is None:
-            # only inhibition or firing needs every node (fire_zero, beta < 0): the first
-            # step's propagation still reads a(0)'s active cells alone
-            edges = self.edge_list(layer, a, edge_index, edge_weight, normalized)
-            return FrontierStart(a, 0, None, self.first_potential(a, edges, S_t, delta_t))
-        return FrontierStart(a, 0)
+    def store(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput, masks: NodeMasks,
+              p: StepParams) -> DenseActivations:
+        r"""The storage of ``layer``'s activations from ``a`` = :math:`\mathbf{a}(0)`: the
+        frontier where it gives the dense result exactly (every step, while it stays sparse),
+        or, where only firing or inhibition needs every node, for the first step's propagation
+        alone; dense elsewhere."""
+        exact = self.applies(layer, a, p.beta)
+        if exact or (self.mode == "auto" and self.blocker(layer, a) is None):
+            edges = self.edge_list(layer, a, graph)
+            cells = self.active_cells(a, edges)
+            if cells is not None:
+                return FrontierActivations(self, layer, a, graph, masks, edges, cells, exact)
+        return DenseActivations(layer, a, graph, masks)
 
     def blocker(self, layer: ActivationDynamics, a: Tensor) -> str | None:
         """Why the frontier cannot compute a step's propagation (``None``: it can)."""
@@ -196,13 +300,13 @@ class FrontierEngine:
             raise ValueError(f"frontier='sparse' is not exact here: {why}")
         return why is None
 
-    def edge_list(self, layer: ActivationDynamics, a: Tensor, edge_index: Tensor,
-                  edge_weight: Tensor | None, normalized: bool) -> OutEdges:
+    def edge_list(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput) -> OutEdges:
         """The graph's edges for the frontier path, without building the sparse adjacency when
         an edge list is given: a sparse (normalised) adjacency gives its entries sorted by
         source, built once and kept with it (:func:`~synapse_pt.nn.sparse.out_edges`); an
         edge list is read as it is, each step normalising only its own edges' weights."""
         sp = layer.spreading
+        edge_index, edge_weight, normalized = graph
         if normalized or is_torch_sparse_tensor(edge_index) or sp.cached:
             if not normalized:
                 edge_index, edge_weight = sp.normalize(edge_index, edge_weight, a.size(0),
@@ -214,57 +318,6 @@ class FrontierEngine:
         if edge_weight is not None:
             edge_weight = edge_weight.to(a.dtype)
         return OutEdges(edge_index[0], edge_index[1], edge_weight, fan=sp.fan)
-
-    def steps(self, layer: ActivationDynamics, a: Tensor, edges: OutEdges,
-              node_mask: Tensor | None, candidates: Tensor | None, hyper: tuple,
-              return_potential: bool) -> tuple[Tensor, int, Tensor | None]:
-        r"""Steps on each column's active frontier only (see
-        :func:`~synapse_pt.nn.sparse.frontier_messages`).
-
-        Inhibition and firing run as in the dense loop, on the packed ``[L, B]`` frontier: a
-        node outside its column's frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0`
-        (for :math:`\beta \ge 0`) and :math:`a_i = 0` (silent nodes do not fire), and its zero
-        inhibits nobody (nor does a padding slot). Stops early when the frontier holds more
-        than ``density`` of the ``N x B`` cells (``"auto"``). Returns ``a`` as a dense
-        ``[N, B]`` tensor (the input itself when it stops before the first step), the steps
-        done and the potential.
-        """
-        N, B = a.shape
-        cells = self.active_cells(a, edges)
-        if cells is None:
-            return a, 0, None  # a few columns already overflow: no index lists for all of a
-        nodes, cols = cells  # sorted by node
-        values = a[nodes, cols]
-        S_t, delta_t, beta_t, gamma_t, theta_t, zero_outside = hyper
-        potential = None
-        done = 0
-        for t in range(layer.T):
-            step = self.potential(nodes, cols, values, edges, N, B, S_t, delta_t)
-            if step is None:
-                break
-            last = t == layer.T - 1
-            packed, u = step
-            outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
-            u = _apply_node_mask(u, outside)
-            if layer.inhibits(last):
-                cand = gather_mask(candidates, packed) if candidates is not None else ~outside
-                uhat = layer.lateral_inhibition(u, beta=beta_t, node_mask=cand,
-                                                zero_outside=zero_outside)
-            else:
-                uhat = _clamp_nonneg(u, inplace=True)
-            if last and return_potential:
-                potential = scatter_packed(uhat, packed, N)
-            a_p = _apply_node_mask(layer.firing(uhat, gamma=gamma_t, theta=theta_t), outside)
-            slot, cols = a_p.nonzero(as_tuple=True)
-            nodes, values = packed[slot, cols], a_p[slot, cols]
-            order = torch.argsort(nodes, stable=True)
-            nodes, cols, values = nodes[order], cols[order], values[order]
-            done = t + 1
-        if done == 0 < layer.T:  # bailed out before the first step: the caller goes on from a(0)
-            return a, 0, None
-        out = a.new_zeros(N, B)
-        out[nodes, cols] = values
-        return out, done, potential
 
     def limit(self, N: int, B: int) -> float:
         """The most packed cells a frontier step of ``N x B`` may hold (``"auto"``)."""
@@ -295,18 +348,3 @@ class FrontierEngine:
         if packed.numel() > limit:
             return None
         return packed, _retain_and_spread_(spread, a_p, S_t, delta_t)
-
-    def first_potential(self, a: Tensor, edges: OutEdges, S_t: Tensor, delta_t: Tensor
-                        ) -> Tensor | None:
-        """The first step's propagation ``u`` ``[N, B]`` computed on ``a``'s frontier (zeros
-        off it), for a run whose later steps are dense; ``None`` where it is too large."""
-        cells = self.active_cells(a, edges)
-        if cells is None:
-            return None
-        nodes, cols = cells
-        N, B = a.shape
-        step = self.potential(nodes, cols, a[nodes, cols], edges, N, B, S_t, delta_t)
-        if step is None:
-            return None
-        packed, u = step
-        return scatter_packed(u, packed, N)

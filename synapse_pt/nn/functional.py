@@ -32,6 +32,7 @@ column top-k) are in :mod:`synapse_pt.nn.sparse`; the whole loop is the layer
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -40,6 +41,8 @@ from .sparse import _needs_grad, column_topk, spmm_sum
 
 __all__ = [
     "INHIBITION_SCHEDULES",
+    "NodeMasks",
+    "StepParams",
     "fire",
     "inhibit_and_fire",
     "lateral_inhibition",
@@ -367,3 +370,46 @@ def _check_node_mask(node_mask: Tensor | None, a: Tensor) -> Tensor | None:
 
 
 INHIBITION_SCHEDULES = ("every_step", "last_step")
+
+
+class StepParams(NamedTuple):
+    r"""One call's hyperparameters of a step, as tensors in the activations' dtype and device
+    (0-d, or ``[B]``: one value per column): :math:`S` and :math:`\delta` (propagation),
+    :math:`\beta` (inhibition; ``None`` where the layer has no inhibition stage), :math:`\gamma`
+    and :math:`\theta` (firing)."""
+
+    S: Tensor
+    delta: Tensor
+    beta: Tensor | None
+    gamma: Tensor
+    theta: Tensor
+
+    def needs_grad(self) -> bool:
+        """Whether autograd tracks any of them."""
+        return _needs_grad(*(t for t in self if t is not None))
+
+
+class NodeMasks(NamedTuple):
+    """The node masks of one call, checked against the activations ``[N, B]`` (each ``[N, B]``
+    or ``[N, 1]`` bool on their device, or ``None``: every node)."""
+
+    #: the nodes of each column's graph; the others are kept at 0 after every step
+    node_mask: Tensor | None
+    #: the nodes that may be among a column's top-:math:`M` inhibitors (in its graph, and in the
+    #: inhibitor mask where one is given)
+    candidates: Tensor | None
+    #: ``u`` is 0 at every candidate row outside ``node_mask`` (no inhibitor mask narrows the
+    #: candidates), so inhibition may take its one-pass form (:func:`lateral_inhibition`)
+    zero_outside: bool
+
+    @classmethod
+    def of(cls, a: Tensor, node_mask: Tensor | None = None,
+           inhibitor_mask: Tensor | None = None) -> NodeMasks:
+        """The masks of a call on ``a`` ``[N, B]``: the candidates are the nodes in both
+        masks."""
+        node_mask = _check_node_mask(node_mask, a)
+        inhibitor_mask = _check_node_mask(inhibitor_mask, a)
+        candidates = node_mask
+        if inhibitor_mask is not None:
+            candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
+        return cls(node_mask, candidates, inhibitor_mask is None)

@@ -294,3 +294,53 @@ def test_nonzero_cells_equal_nonzero(fill):
         assert torch.equal(x, y)
     empty = _nonzero_cells(torch.zeros(50, 4))
     assert empty[0].numel() == 0 and empty[1].numel() == 0
+
+
+def test_dense_and_frontier_storages_agree_bit_for_bit_at_every_step(monkeypatch):
+    """Above the switch threshold (N = 20,000 > 10^4: ``auto`` stores the frontier), the dense
+    and the frontier storage give the same floats at every step t = 1..T, and so does ``auto``
+    where it turns dense mid-run. Summation order is the one thing the storages may not share
+    (the sparse product fuses multiply-adds), so every node here has one in-edge (a random
+    tree): each propagated value is one product, and what the test compares is everything else
+    of the two storages (packing, masks, inhibition on a packed column, firing, re-packing)."""
+    from synapse_pt.nn import frontier as frontier_module
+
+    n, b, T = 20_000, 6, 5
+    g = torch.Generator().manual_seed(12)
+    parent = (torch.rand(n - 1, generator=g) * torch.arange(1, n)).long()  # an earlier node
+    ei = torch.stack([parent, torch.arange(1, n)])
+    w = torch.rand(n - 1, generator=g) + 0.5
+    a0 = torch.zeros(n, b)
+    for col in range(b):
+        a0[torch.randperm(200, generator=g)[:3], col] = torch.rand(3, generator=g) + 0.5
+    mask = (torch.rand(n, b, generator=g) < 0.9) | (a0 > 0)
+    params = dict(S=torch.tensor([2.0, 3.0, 1.5, 2.5, 4.0, 2.0]), delta=0.3,
+                  beta=torch.tensor([0.1, 0.05, 0.0, 0.2, 0.1, 0.15]), gamma=4.0,
+                  theta=torch.tensor([0.3, 0.2, 0.4, 0.1, 0.3, 0.2]))
+    adj_t = activation_adjacency(ei, w, n)
+    trace: list = []  # per step: (stored on the packed frontier, a(t) as [N, B])
+    for storage in (frontier_module.DenseActivations, frontier_module.FrontierActivations):
+        def recording_fire(self, a, _real=storage.fire, _storage=storage):
+            packed = getattr(self, "cells", None) is not None
+            _real(self, a)
+            if type(self) is _storage:  # the outermost call (FrontierActivations' super())
+                trace.append((packed, self.dense().clone()))
+
+        monkeypatch.setattr(storage, "fire", recording_fire)
+    for kwargs in ({}, {"node_mask": mask}):
+        runs = {}
+        for frontier, density in (("dense", 0.05), ("sparse", 0.05), ("auto", 5e-3)):
+            trace.clear()
+            layer = ActivationDynamics(M=5, T=T, frontier=frontier, frontier_density=density)
+            _, potential = layer(a0, adj_t, normalized=True, return_potential=True, **kwargs,
+                                 **params)
+            runs[frontier] = ([packed for packed, _ in trace], [a for _, a in trace], potential)
+        assert runs["dense"][0] == [False] * T
+        assert runs["sparse"][0] == [True] * T
+        k = runs["auto"][0].count(True)  # auto turns dense mid-run, after k packed steps
+        assert 0 < k < T and runs["auto"][0] == [True] * k + [False] * (T - k)
+        for frontier in ("sparse", "auto"):
+            for t in range(T):
+                assert torch.equal(runs[frontier][1][t], runs["dense"][1][t]), (frontier, t)
+            assert torch.equal(runs[frontier][2], runs["dense"][2])
+        assert (runs["dense"][1][-1] > 0).sum() > 3 * b  # the activation spread past the anchors

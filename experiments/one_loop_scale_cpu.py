@@ -1,0 +1,53 @@
+"""CPU (process) time of one spreading_activation call on bench_scaling's synthetic memory:
+python scale_cpu.py N B PATH REPEATS (PYTHONPATH picks the code). Memory cached in /tmp."""
+
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+
+torch.set_num_threads(1)
+n, b, path, reps = int(float(sys.argv[1])), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+cache = f"/tmp/one_loop_mem_{n}.pt"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+if os.path.exists(cache):
+    ei, w = torch.load(cache)
+else:
+    from bench_scaling import synthetic_memory
+
+    ei, w = synthetic_memory(n, 0)
+    torch.save((ei, w), cache)
+from bench_scaling import ANCHORS  # noqa: E402 (after the scripts path)
+
+from synapse_pt.nn.activation import ActivationDynamics  # noqa: E402
+
+g = torch.Generator().manual_seed(1)
+a0 = torch.zeros(n, b)
+a0[torch.randint(0, n, (ANCHORS, b), generator=g), torch.arange(b)] = torch.rand(
+    ANCHORS, b, generator=g
+)
+layer = ActivationDynamics(frontier=path)
+with torch.no_grad():
+    layer(a0, ei, w)  # warm-up
+    cpu, wall = [], []
+    for _ in range(reps):
+        c, t = time.process_time(), time.perf_counter()
+        out = layer(a0, ei, w)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - t)
+print(
+    json.dumps(
+        {
+            "n": n,
+            "b": b,
+            "path": path,
+            "cpu_min": min(cpu),
+            "cpu_all": cpu,
+            "wall_min": min(wall),
+            "maxrss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        }
+    )
+)
