@@ -1,5 +1,5 @@
 """Batch composition and embedding bits: the padded batching HFEmbedder used before issue 42
-against its unpadded batching (sequences batched by exact token length), on LoCoMo turn texts.
+against encoding each sequence alone (its batching since), on LoCoMo turn texts.
 
     .venv/bin/python scripts/bench_embed_batching.py [--texts 2000] [--rounds 2]
 
@@ -14,7 +14,7 @@ Two measurements with the bundled all-MiniLM-L6-v2 on the CPU:
 
 The padded batching is written here as it stood in ``HFEmbedder._embed`` at 4dc6122: longest
 first, ``batch_size`` texts per pass, padded to the longest in the batch, mean-pooled over the
-mask. The unpadded batching is ``HFEmbedder._embed`` itself.
+mask. The one-at-a-time encoding is ``HFEmbedder._embed`` itself.
 """
 
 from __future__ import annotations
@@ -74,25 +74,25 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"batch_size {embedder.batch_size}")
 
-    def unpadded(e: HFEmbedder, batch: list[str]) -> torch.Tensor:
+    def one_at_a_time(e: HFEmbedder, batch: list[str]) -> torch.Tensor:
         return e._embed(batch)
 
     probe = texts[:args.probe]
     mates_a, mates_b = texts[100:144], texts[200:263]
     bits_report("padded", padded_embed, embedder, probe, mates_a, mates_b)
-    bits_report("unpadded", unpadded, embedder, probe, mates_a, mates_b)
+    bits_report("alone", one_at_a_time, embedder, probe, mates_a, mates_b)
 
     sample = texts[:args.texts]
-    speed: dict[str, list[float]] = {"padded": [], "unpadded": []}
+    speed: dict[str, list[float]] = {"padded": [], "alone": []}
     for r in range(args.rounds):
-        for name, embed in (("padded", padded_embed), ("unpadded", unpadded)):
+        for name, embed in (("padded", padded_embed), ("alone", one_at_a_time)):
             start = time.perf_counter()
             embed(embedder, sample)
             rate = len(sample) / (time.perf_counter() - start)
             speed[name].append(rate)
             print(f"round {r + 1} {name:9s}: {rate:.1f} texts/s")
-    ratio = statistics.median(speed["unpadded"]) / statistics.median(speed["padded"])
-    print(f"unpadded/padded throughput (median of {args.rounds} rounds): {ratio:.2f}")
+    ratio = statistics.median(speed["alone"]) / statistics.median(speed["padded"])
+    print(f"alone/padded throughput (median of {args.rounds} rounds): {ratio:.2f}")
 
 
 if __name__ == "__main__":
