@@ -343,3 +343,17 @@ def test_every_fusion_choice_is_composed_and_builds_the_fused_retriever(option):
     values = OmegaConf.load(CONFIG_DIR / "fusion" / f"{option}.yaml")
     accepted = set(inspect.signature(FusedMemory.__init__).parameters)
     assert set(values) <= accepted, sorted(set(values) - accepted)
+
+
+@pytest.mark.parametrize("dataset", ["beam_100k", "beam_500k"])
+@pytest.mark.parametrize("embedder", ["minilm", "mpnet"])
+def test_beam_indexes_long_messages_as_windows_by_default(dataset, embedder):
+    """Issue 42: every BEAM number on record was made with ``embedder.long_text=windows``, so the
+    BEAM configs default to it (README's ``dataset=beam_100k`` command reproduces them); LoCoMo
+    and REALTALK keep ``truncate``, as theirs were recorded; an explicit override still wins."""
+    assert make_cfg(f"dataset={dataset}", f"embedder={embedder}").embedder.long_text == "windows"
+    assert make_cfg(f"dataset={dataset}", f"embedder={embedder}",
+                    "embedder.long_text=truncate").embedder.long_text == "truncate"
+    for other in ("locomo10", "realtalk", "sample"):
+        assert make_cfg(f"dataset={other}",
+                        f"embedder={embedder}").embedder.long_text == "truncate"

@@ -39,7 +39,7 @@ from synapse_pt.errors import ConfigError
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
-from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
+from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.fusion import fuse, minmax_normalise, speaker_prior
 from synapse_pt.retrieval.text import (
     Analyzer,
@@ -290,12 +290,13 @@ class FusedMemory(TurnMemory):
                          query_graph: torch.Tensor) -> torch.Tensor:
         """``[N, B]`` cosine with the Rocchio query: ``query`` ``[B, d]`` plus ``prf_beta`` times
         the mean embedding of each question's ``prf_docs`` best turns by ``dense`` in its own
-        conversation (fewer where the conversation is smaller), re-normalised."""
+        conversation (fewer where the conversation is smaller), re-normalised. Turns tied at the
+        ``prf_docs``-th place are taken lower node first (:func:`masked_topk`), so the centroid
+        does not depend on which tied turn ``topk`` happens to return."""
         mask = own_graph_mask(self.node_graph, query_graph)
-        m = min(self.prf_docs, dense.shape[0])
-        top = dense.masked_fill(~mask, float("-inf")).topk(m, dim=0)  # [m, B]
-        ok = torch.isfinite(top.values).to(self.x.dtype)  # [m, B]
-        centroid = (self.x[top.indices] * ok[..., None]).sum(0) / ok.sum(0).clamp_min(1)[:, None]
+        values, rows = masked_topk(dense, mask, self.prf_docs)  # [m, B]
+        ok = torch.isfinite(values).to(self.x.dtype)  # [m, B]
+        centroid = (self.x[rows] * ok[..., None]).sum(0) / ok.sum(0).clamp_min(1)[:, None]
         moved = torch.nn.functional.normalize(query + self.prf_beta * centroid, dim=1)
         return cosine_scores(self.x, moved)
 

@@ -123,7 +123,8 @@ class HFEmbedder:
         model: ``"bundled:all-MiniLM-L6-v2"`` (default), a local model folder, or a hub id (hub ids
             load from the local Hugging Face cache; with ``HF_HUB_OFFLINE=1`` they never download).
         device: torch device for the forward passes; outputs are always on the CPU.
-        batch_size: texts per forward pass (texts are sorted by length first: little padding).
+        batch_size: kept for the configs; every sequence is encoded alone (a text's vector must
+            not depend on its batch-mates, issue 42), so it batches nothing.
         max_length: tokens kept per text (sentence-transformers truncates all-MiniLM-L6-v2 at 256).
         dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
         cache_dir: folder of the on-disk :class:`EmbeddingCache` (``embeddings.sqlite``); ``None``
@@ -167,7 +168,9 @@ class HFEmbedder:
 
         self.dim: int = self._hidden_size()
         self.name: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
-        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}" + (
+        # "unpadded": each sequence encoded alone (issue 42); vectors cached by the earlier
+        # padded batching (which depend on batch-mates) are never served for them
+        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}|unpadded" + (
             "" if long_text == "truncate" else f"|{long_text}")
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
 
@@ -211,45 +214,37 @@ class HFEmbedder:
 
     @torch.inference_mode()
     def _embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Embed without the cache: ``[len(texts), dim]`` float32 on the CPU, rows of unit norm."""
+        """Embed without the cache: ``[len(texts), dim]`` float32 on the CPU, rows of unit norm.
+
+        A text's vector depends on the text alone, never on the texts embedded with it: every
+        token sequence (a text, or one of its windows) goes through the model on its own, unpadded.
+        Batching changes the float rounding of a row: padding changes the matrix shapes, and even
+        an unpadded batch of sequences of one length changes the GEMM's row blocking (the same
+        11-token text, alone and in a batch of three copies of itself, differs in the last bits
+        on the CPU; ``scripts/bench_embed_batching.py``, ``experiments/hardening.md``, issue 42).
+        So a cold run, a warm cache and a resumed run hold the same vectors, at the cost of
+        ``batch_size`` no longer batching (measured there).
+        """
         if self._model is None:
             self._load()
         assert self._model is not None and self._tokenizer is not None
-        out = torch.empty(len(texts), self.dim, dtype=torch.float32)
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first
-        starts = range(0, len(order), self.batch_size)
-        for start in tqdm(starts, desc=f"embed {len(texts)} texts", unit="batch",
-                          disable=(len(starts) < 8) or None):  # None: off when not a TTY
-            idx = order[start:start + self.batch_size]
-            if self.long_text == "windows":
-                pooled = self._windows([texts[i] for i in idx])
-            else:
-                enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                      max_length=self.max_length,
-                                      return_tensors="pt").to(self.device)
-                hidden = self._model(**enc).last_hidden_state
-                pooled = mean_pool(hidden.float(), enc["attention_mask"])
-            out[idx] = torch.nn.functional.normalize(pooled, dim=1).cpu()
-        return out
-
-    def _windows(self, texts: list[str]) -> torch.Tensor:
-        r"""``[len(texts), dim]`` mean token states of each text over all its windows of
-        ``max_length`` tokens (the tokenizer's overflow windows, no overlap):
-        :math:`e = \sum_w \sum_{t \in w} h_t / \sum_w |w|`, ``|w|`` counting real tokens."""
-        assert self._model is not None and self._tokenizer is not None
-        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                              return_overflowing_tokens=True, return_tensors="pt")
-        owner = enc.pop("overflow_to_sample_mapping").to(self.device)
-        enc = enc.to(self.device)
-        sums = torch.zeros(len(texts), self.dim, device=self.device)
-        counts = torch.zeros(len(texts), device=self.device)
-        for w0 in range(0, owner.numel(), self.batch_size):  # windows in batches
-            part = {k: v[w0:w0 + self.batch_size] for k, v in enc.items()}
-            hidden = self._model(**part).last_hidden_state.float()
-            m = part["attention_mask"].unsqueeze(-1).float()
-            sums.index_add_(0, owner[w0:w0 + self.batch_size], (hidden * m).sum(dim=1))
-            counts.index_add_(0, owner[w0:w0 + self.batch_size], m.sum(dim=(1, 2)))
-        return sums / counts.clamp(min=1e-9)[:, None]
+        enc = self._tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                              return_overflowing_tokens=self.long_text == "windows")
+        # windows mode: the tokenizer's overflow windows of max_length tokens, no overlap, in
+        # text order; truncate mode: one sequence per text, its first max_length tokens
+        owner = enc.pop("overflow_to_sample_mapping", None) or list(range(len(texts)))
+        sums = torch.empty(len(owner), self.dim, dtype=torch.float32)  # token-state sum per seq
+        for seq in tqdm(range(len(owner)), desc=f"embed {len(texts)} texts", unit="seq",
+                        disable=(len(owner) < 512) or None):  # None: off when not a TTY
+            one = {key: torch.tensor([enc[key][seq]], device=self.device) for key in enc}
+            sums[seq] = self._model(**one).last_hidden_state[0].float().sum(dim=0).cpu()
+        lengths = torch.tensor([len(ids) for ids in enc["input_ids"]], dtype=torch.float32)
+        owner_t = torch.tensor(owner, dtype=torch.long)
+        # each text's windows are summed in window order (index_add_ on the CPU adds in index
+        # order): e = sum_w sum_{t in w} h_t / sum_w |w|; one window is mean pooling
+        total = torch.zeros(len(texts), self.dim).index_add_(0, owner_t, sums)
+        count = torch.zeros(len(texts)).index_add_(0, owner_t, lengths)
+        return torch.nn.functional.normalize(total / count[:, None], dim=1)
 
     def encode(self, texts: Sequence[str]) -> torch.Tensor:
         """Embeddings of ``texts``: float32 ``[len(texts), dim]`` on the CPU, rows of unit L2 norm.
@@ -267,9 +262,9 @@ class HFEmbedder:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
-            # longest first, as _embed orders them, in chunks of whole batches: every forward
-            # pass sees the texts it would see in one call, and each chunk is cached as it
-            # finishes (a run stopped mid-way resumes from what it embedded)
+            # in chunks of batch_size * cache_every texts, each cached as it finishes (a run
+            # stopped mid-way resumes from what it embedded); a vector does not depend on its
+            # chunk (see _embed)
             todo.sort(key=lambda k: -len(text_of[k]))
             step = self.batch_size * self.cache_every
             found = dict(found)

@@ -109,3 +109,32 @@ def test_equals_the_plain_reference_on_random_rankings():
                 value = float(got[f"{rule}@{k}"][i])
                 assert (math.isnan(value) if want is None else value == pytest.approx(want)), \
                     (rule, k, r, raw, res)
+
+
+def test_cut_at_depth_and_neighbours_hand_worked():
+    """Issue 42: a peer's rule at the peer's depth. Ranked turns (sessions 2, 2, 5, 1, 5, 3); the
+    gold session 3 is the 4th distinct session but only at the 6th turn: Engram's R@5 over our
+    whole ranking finds it, over the first 4 turns (sessions 2, 5, 1) it does not."""
+    from synapse_pt.eval.scorers.peer_rules import cut_at_depth, with_neighbours
+
+    ranked = [["D2:1", "D2:7", "D5:3", "D1:4", "D5:9", "D3:2"]]
+    raw = resolved = [["D3:2"]]
+    assert values(peer_metrics(ranked, raw, resolved, ks=(5,)), "session_hit@5") == [1.0]
+    cut = cut_at_depth(ranked, 4)
+    assert cut == [["D2:1", "D2:7", "D5:3", "D1:4"]]
+    assert values(peer_metrics(cut, raw, resolved, ks=(5,)), "session_hit@5") == [0.0]
+    # Hebb Mind's neighbours: the conversation runs D1:1..D1:4, D2:1..D2:7, D3:1.., so D1:4's
+    # next neighbours (radius 2) are D2:1 and D2:2, D2:1's previous ones D1:3 and D1:4; with
+    # radius 1 the 2nd turn D2:7's next neighbour is D3:1, in the gold session.
+    conversation = [[*(f"D1:{t}" for t in range(1, 5)), *(f"D2:{t}" for t in range(1, 8)),
+                     *(f"D3:{t}" for t in range(1, 4)), *(f"D5:{t}" for t in range(1, 10))]]
+    two = cut_at_depth(ranked, 2)
+    grown = with_neighbours(two, conversation, 1)
+    assert grown == [["D2:1", "D2:7", "D1:4", "D2:2", "D2:6", "D3:1"]]
+    assert values(peer_metrics(two, raw, resolved, ks=(2,)), "session_hit_turns@2") == [0.0]
+    assert values(peer_metrics(grown, raw, resolved, ks=(6,)), "session_hit_turns@6") == [1.0]
+    assert with_neighbours(two, conversation, 0) == two
+    with pytest.raises(ValueError, match="'D9:9' is not in its conversation"):
+        with_neighbours([["D9:9"]], conversation, 2)
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        cut_at_depth(ranked, 0)

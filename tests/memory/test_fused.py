@@ -184,3 +184,19 @@ def test_session_ids_number_each_conversations_sessions_in_turn_order(data) -> N
     expected = {}
     ids = [expected.setdefault(t.session_index, len(expected)) for t in conv.turns()]
     assert memory.session_id.tolist() == ids and len(set(ids)) > 1
+
+
+def test_prf_turns_tied_at_the_last_place_are_taken_lower_node_first() -> None:
+    """Issue 42: the Rocchio centroid of ``prf_docs=2`` with the best turn (row 0) and nine turns
+    tied second (rows 3-11): the second turn is row 3, the lowest tied node, whatever ``topk``
+    returns among equal values. The expectation is the Rocchio formula on rows 0 and 3."""
+    memory = FusedMemory(ENC, prf_docs=2, prf_beta=1.0)
+    seeded = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(12, 8, generator=seeded), dim=1)
+    memory.x, memory.node_graph = x, torch.zeros(12, dtype=torch.long)
+    dense = torch.full((12, 1), 0.5)
+    dense[0], dense[1], dense[2] = 0.9, 0.1, 0.2
+    query = torch.nn.functional.normalize(torch.ones(1, 8), dim=1)
+    got = memory._feedback_scores(dense, query, torch.zeros(1, dtype=torch.long))
+    moved = torch.nn.functional.normalize(query[0] + (x[0] + x[3]) / 2, dim=0)
+    torch.testing.assert_close(got[:, 0], x @ moved, atol=1e-6, rtol=0)

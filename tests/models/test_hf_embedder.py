@@ -41,8 +41,42 @@ def test_order_and_batching_do_not_change_vectors(embedder):
     together = embedder.encode(TEXTS)
     one_by_one = torch.cat([embedder.encode([t]) for t in TEXTS])
     reversed_ = embedder.encode(TEXTS[::-1]).flip(0)
-    assert torch.allclose(together, one_by_one, atol=1e-5)
-    assert torch.allclose(together, reversed_, atol=1e-5)
+    assert torch.equal(together, one_by_one)
+    assert torch.equal(together, reversed_)
+
+
+# Turns of different lengths (so a padded batch pads most of them) and questions to rank them.
+TURNS = [f"{t} {extra}" for t in TEXTS[:4] for extra in (
+    "", "We talked about it for a long while afterwards.",
+    "She said it reminded her of the summer she spent by the sea with her grandmother, "
+    "painting every morning.")]
+QUERIES = ["Who went to a support group?", "What is Melanie painting?", "When are taxes due?"]
+
+
+def test_cold_reordered_and_warm_vectors_and_rankings_are_bit_identical(tmp_path):
+    """Issue 42: a text's vector depends on the text alone, not on its batch-mates. The same texts
+    embedded cold, cold in another order beside other texts and with another batch size, and
+    warm from the cache, give bit-identical vectors and the same cosine rankings; each also
+    equals the text embedded alone (nothing else in its forward pass)."""
+    from synapse_pt.retrieval.dense import cosine_scores, masked_topk
+
+    texts = TURNS + QUERIES
+    cold = HFEmbedder(batch_size=8, cache_dir=str(tmp_path / "a")).encode(texts)
+    others = ["ok", "A completely different sentence about trains and the timetable.", *TEXTS]
+    mixed = HFEmbedder(batch_size=3, cache_dir=str(tmp_path / "b")).encode(
+        others + texts[::-1])[len(others):].flip(0)
+    warm_encoder = HFEmbedder(batch_size=8, cache_dir=str(tmp_path / "a"))
+    warm = warm_encoder.encode(texts[::-1]).flip(0)
+    assert warm_encoder.cache.misses == 0 and warm_encoder.load_seconds is None
+    alone = torch.cat([HFEmbedder()._embed([t]) for t in texts])
+    for other in (mixed, warm, alone):
+        assert torch.equal(cold, other)
+
+    def ranking(vectors):
+        turns, queries = vectors[:len(TURNS)], vectors[len(TURNS):]
+        return masked_topk(cosine_scores(turns, queries), None, len(TURNS))[1]
+
+    assert torch.equal(ranking(cold), ranking(mixed))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,

@@ -32,6 +32,12 @@ names the projects, files and lines). Notation per question: :math:`R` the ranke
                               share that ``recall@k`` counts).
 ============================  ==================================================================
 
+A peer's figure also stands at the peer's own retrieval *depth*: Engram's R@5 and R@10 come from
+the 10 items it retrieves, Hebb Mind's from 10 memories and each one's two neighbouring turns on
+either side. :func:`cut_at_depth` keeps the first ``depth`` turns of our ranking (our figure as if
+we retrieved as many items as the peer) and :func:`with_neighbours` adds each kept turn's
+neighbours in the conversation; :func:`peer_metrics` then applies the rule to what is left.
+
 Everything is batched: the ranked turns and the gold sets become ``[B, L]`` code tensors (a turn
 ``D<s>:<t>`` is the code :math:`s \cdot 10^6 + t`), sessions a ``[B, S]`` table of first
 positions; the only Python loops turn strings into codes.
@@ -45,8 +51,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["PEER_RULES", "parse_prefix_sessions", "parse_strict_sessions", "peer_metrics",
-           "turn_code"]
+__all__ = ["PEER_RULES", "cut_at_depth", "parse_prefix_sessions", "parse_strict_sessions",
+           "peer_metrics", "turn_code", "with_neighbours"]
 
 #: rule name -> the published figures it reproduces
 PEER_RULES = {
@@ -176,4 +182,39 @@ def peer_metrics(retrieved_turns: Sequence[Sequence[str]],
         found = _membership(resolved, ranked, k).sum(dim=1)
         out[f"any@{k}"] = torch.where(n_resolved > 0, (found > 0).double(), nan)
         out[f"strict@{k}"] = torch.where(n_resolved > 0, (found == n_resolved).double(), nan)
+    return out
+
+
+def cut_at_depth(retrieved_turns: Sequence[Sequence[str]], depth: int) -> list[list[str]]:
+    """Each question's first ``depth`` ranked turns: a run's ranking as if it had retrieved only
+    as many items as a peer does (Engram: 10), before a peer's rule is applied to it."""
+    if depth < 1:
+        raise ValueError(f"cut_at_depth: depth must be >= 1, got {depth}")
+    return [list(row[:depth]) for row in retrieved_turns]
+
+
+def with_neighbours(retrieved_turns: Sequence[Sequence[str]],
+                    conversation_turns: Sequence[Sequence[str]], radius: int) -> list[list[str]]:
+    """Each question's ranked turns followed by the turns within ``radius`` places of each of them
+    in its conversation (``conversation_turns``: per question, every dia_id of its conversation in
+    order; sessions end-to-end, so a neighbour may lie in the next or previous session), each turn
+    once, ranked turns first. Hebb Mind's search returns each memory's two neighbouring turns on
+    either side (``prev_turns = next_turns = 2``) and counts their sessions as retrieved.
+
+    A ranked turn that is not in its conversation's list is an error naming it."""
+    if radius < 0:
+        raise ValueError(f"with_neighbours: radius must be >= 0, got {radius}")
+    if len(retrieved_turns) != len(conversation_turns):
+        raise ValueError(f"with_neighbours: {len(retrieved_turns)} rankings, "
+                         f"{len(conversation_turns)} conversations")
+    out = []
+    for b, (row, order) in enumerate(zip(retrieved_turns, conversation_turns, strict=True)):
+        place = {t: i for i, t in enumerate(order)}
+        missing = [t for t in row if t not in place]
+        if missing:
+            raise ValueError(f"with_neighbours: question {b}: turn {missing[0]!r} is not in its "
+                             "conversation's turns")
+        near = [order[j] for t in row for j in range(max(place[t] - radius, 0),
+                                                     min(place[t] + radius + 1, len(order)))]
+        out.append(list(dict.fromkeys([*row, *near])))
     return out
