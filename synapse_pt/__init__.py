@@ -11,7 +11,8 @@ list and checks every import against it)::
     memory/                     MemorySystem implementations (synapse, baselines)
     retrieval/                  triggers (BM25, dense), scoring, gate
     graph/                      memory graph tensors, consolidation, extraction, PageRank
-    nn/  models/  data/         activation layers; embedder, LLM backends, caches; LoCoMo
+    nn/  models/  data/         activation layers; embedder, LLM backends, caches; data sources
+    errors.py                   the error types every layer may raise (ConfigError)
 """
 
 __version__ = "0.1.0"

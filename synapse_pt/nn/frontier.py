@@ -21,10 +21,10 @@ so a layer with swapped stages and an engine of another kind compose.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch_geometric.utils import is_torch_sparse_tensor
 
 from .functional import NodeMasks, StepParams, _apply_node_mask, _retain_and_spread_
@@ -39,8 +39,9 @@ from .sparse import (
     out_edges,
 )
 
-if TYPE_CHECKING:
-    from .activation import ActivationDynamics
+#: the layer a storage serves (:class:`~synapse_pt.nn.ActivationDynamics`, whose module imports
+#: this one): a storage reads its ``spreading`` and ``firing`` stages and ``stock_spreading()``
+Layer = nn.Module
 
 __all__ = ["FRONTIER_MODES", "DenseActivations", "FrontierActivations", "FrontierEngine",
            "GraphInput"]
@@ -122,7 +123,7 @@ class DenseActivations:
     The layer's loop reads ``candidates`` (the nodes that may inhibit, in the storage's layout)
     and calls :meth:`spread`, :meth:`mask`, :meth:`fire` and :meth:`dense`."""
 
-    def __init__(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput,
+    def __init__(self, layer: Layer, a: Tensor, graph: GraphInput,
                  masks: NodeMasks) -> None:
         self.layer, self.graph, self.masks = layer, graph, masks
         self.a = a
@@ -169,7 +170,7 @@ class FrontierActivations(DenseActivations):
     first step's propagation.
     """
 
-    def __init__(self, engine: FrontierEngine, layer: ActivationDynamics, a: Tensor,
+    def __init__(self, engine: FrontierEngine, layer: Layer, a: Tensor,
                  graph: GraphInput, masks: NodeMasks, edges: OutEdges,
                  cells: tuple[Tensor, Tensor], exact: bool) -> None:
         self.engine, self.edges, self.exact = engine, edges, exact
@@ -265,7 +266,7 @@ class FrontierEngine:
     def __repr__(self) -> str:
         return f"FrontierEngine(mode={self.mode!r}, density={self.density})"
 
-    def store(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput, masks: NodeMasks,
+    def store(self, layer: Layer, a: Tensor, graph: GraphInput, masks: NodeMasks,
               p: StepParams) -> DenseActivations:
         r"""The storage of ``layer``'s activations from ``a`` = :math:`\mathbf{a}(0)`: the
         frontier where it gives the dense result exactly (every step, while it stays sparse),
@@ -279,7 +280,7 @@ class FrontierEngine:
                 return FrontierActivations(self, layer, a, graph, masks, edges, cells, exact)
         return DenseActivations(layer, a, graph, masks)
 
-    def blocker(self, layer: ActivationDynamics, a: Tensor) -> str | None:
+    def blocker(self, layer: Layer, a: Tensor) -> str | None:
         """Why the frontier cannot compute a step's propagation (``None``: it can)."""
         if not layer.stock_spreading():
             return "the spreading stage is swapped (the frontier computes the stock one)"
@@ -287,7 +288,7 @@ class FrontierEngine:
             return "autograd needs the dense graph"
         return None
 
-    def applies(self, layer: ActivationDynamics, a: Tensor, beta_t: Tensor | None) -> bool:
+    def applies(self, layer: Layer, a: Tensor, beta_t: Tensor | None) -> bool:
         """Whether the frontier path gives the dense result exactly (see ``mode``)."""
         if self.mode == "dense":
             return False
@@ -300,7 +301,7 @@ class FrontierEngine:
             raise ValueError(f"frontier='sparse' is not exact here: {why}")
         return why is None
 
-    def edge_list(self, layer: ActivationDynamics, a: Tensor, graph: GraphInput) -> OutEdges:
+    def edge_list(self, layer: Layer, a: Tensor, graph: GraphInput) -> OutEdges:
         """The graph's edges for the frontier path, without building the sparse adjacency when
         an edge list is given: a sparse (normalised) adjacency gives its entries sorted by
         source, built once and kept with it (:func:`~synapse_pt.nn.sparse.out_edges`); an
