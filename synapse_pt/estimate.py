@@ -44,9 +44,9 @@ from typing import Any
 
 import hydra
 import pandas as pd
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.build import memory_class
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import (
@@ -61,7 +61,7 @@ from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.base import EPISODIC, MemorySystem, RetrievedItem
+from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.declare import (
     CostModel,
     ModelDependentBuild,
@@ -91,15 +91,6 @@ def _prompt_tokens(requests: Sequence[ChatRequest], counter: HFTokenCounter) -> 
 def _row(stage: str, calls: int, prompt: int, completion: int, basis: str) -> dict[str, Any]:
     return {"stage": stage, "calls": calls, "prompt_tokens": prompt,
             "completion_tokens_max": completion, "basis": basis}
-
-
-def memory_class(cfg: DictConfig) -> type[MemorySystem]:
-    """The memory class ``cfg.memory`` builds; an error naming ``memory._target_`` otherwise."""
-    target = str(cfg.memory.get("_target_", ""))
-    cls = get_class(target) if target else None
-    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
-        raise ValueError(f"memory._target_={target!r} is not a MemorySystem class")
-    return cls
 
 
 def cost_model(cfg: DictConfig) -> CostModel:
@@ -198,7 +189,7 @@ def _eval_settings(cfg: DictConfig) -> EvalSettings:
     resolved = OmegaConf.to_container(cfg.eval, resolve=True)
     return for_memory(EvalSettings(**{k: v for k, v in resolved.items()
                                       if k in EvalSettings.__dataclass_fields__}),
-                      str(cfg.memory["_target_"]).rsplit(".", 1)[-1])
+                      memory_class(cfg))
 
 
 def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter,

@@ -21,7 +21,13 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.build import build_llm, run_category_names, run_memory, text_cache
+from synapse_pt.build import (
+    build_llm,
+    memory_class,
+    run_category_names,
+    run_memory,
+    text_cache,
+)
 from synapse_pt.cli import in_multirun, one_line, quiet_third_party_logs, seed_everything
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.resolve import build_audit, build_dataset
@@ -99,7 +105,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
     loading = time.perf_counter() - t0
     settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                           if k in EvalSettings.__dataclass_fields__}),
-                          str(cfg.memory["_target_"]).rsplit(".", 1)[-1])
+                          memory_class(cfg))
     require_upstream(settings)  # a missing prompt file stops the run before the build
     built = run_memory(cfg, resolved, dataset, llm, derived)
 

@@ -24,6 +24,9 @@ from synapse_pt.eval.pipeline import EvalSettings, answer_request, for_memory
 from synapse_pt.eval.prompts import answer_messages
 from synapse_pt.eval.scorers.judge import judge_answers, parse_gaama_reward
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.gaama import GAAMAMemory
+from synapse_pt.memory.membox import MemboxMemory
+from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.llm.base import ChatResponse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,7 +133,7 @@ def test_gaama_answer_request_is_its_file_filled_as_its_code_fills_it() -> None:
                    "- [1 June 2023] Ann: I adopted a cat!")
     expected = gaama_answer_md().replace("{{query}}", "Did Ann get a pet?").replace(
         "{{memory_text}}", memory_text)
-    settings = for_memory(EvalSettings(mode="qa"), "GAAMAMemory")
+    settings = for_memory(EvalSettings(mode="qa"), GAAMAMemory)
     assert settings.answer_style == "gaama" and settings.judge_protocol == "gaama"
     q = Question("conv-1", 0, "Did Ann get a pet?", "yes", 1, (), ())
     request = answer_request(q, _gaama_items(), "Ann and Bo", settings)
@@ -149,9 +152,9 @@ def test_membox_answer_prompt_is_its_constant_formatted() -> None:
                                style="membox")
     assert messages == [{"role": "user", "content": membox_qa_template().format(
         memories=memories, question="When did Ann adopt a cat?")}]
-    settings = for_memory(EvalSettings(mode="qa"), "MemboxMemory")
+    settings = for_memory(EvalSettings(mode="qa"), MemboxMemory)
     assert settings.answer_style == "membox" and settings.judge_protocol == "mem0"
-    assert for_memory(EvalSettings(mode="qa"), "SynapseMemory").answer_style == "shared"
+    assert for_memory(EvalSettings(mode="qa"), SynapseMemory).answer_style == "shared"
     ours = answer_messages("When?", [box], "Ann and Bo", style="membox", prompts="ours")
     assert ours[0]["role"] == "system" and "5-6 words" in ours[1]["content"]
 

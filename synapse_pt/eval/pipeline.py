@@ -88,7 +88,7 @@ class EvalSettings:
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
         answer_style: the answer step: ``"system"`` (the default: the memory's own where its
-            code has one, :data:`SYSTEM_STEPS`, else ``"shared"``), ``"shared"`` (every system
+            code has one, ``MemorySystem.own_steps``, else ``"shared"``), ``"shared"`` (every system
             on equal terms), ``"gaama"`` / ``"membox"`` (their code's answer prompts, read from
             the upstream files; under ``prompts=ours`` our wording of them) or ``"gaama_line"``
             / ``"membox_line"`` (our one-line instructions from before issue 30).
@@ -114,7 +114,7 @@ class EvalSettings:
         judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
         judge_max_tokens: generation budget of a judge reply (it explains, then labels).
         judge_protocol: ``"system"`` (the default: the memory's own judge where its code has
-            one, :data:`SYSTEM_STEPS`, else ``"mem0"``), ``"mem0"`` (CORRECT/WRONG),
+            one, ``MemorySystem.own_steps``, else ``"mem0"``), ``"mem0"`` (CORRECT/WRONG),
             ``"gaama"`` (GAAMA's fraction of the reference's key facts covered, categories 1-4),
             ``"realtalk"`` (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"``
             (BEAM: the share of the question's rubric items satisfied).
@@ -200,18 +200,14 @@ class EvalSettings:
 
 #: ``answer_style`` / ``judge_protocol`` value that means "the memory's own"
 SYSTEM = "system"
-#: the memory classes whose code has its own answer step and judge: class name -> (answer style,
-#: judge protocol); every other memory: the shared answer step and mem0's judge
-SYSTEM_STEPS: dict[str, tuple[str, str]] = {"GAAMAMemory": ("gaama", "gaama"),
-                                            "MemboxMemory": ("membox", "mem0")}
-DEFAULT_STEPS = ("shared", "mem0")
 
 
-def for_memory(settings: EvalSettings, memory: MemorySystem | str) -> EvalSettings:
-    """``settings`` with ``"system"`` answer style and judge protocol replaced by the memory's
-    own (:data:`SYSTEM_STEPS`; ``memory`` an instance or its class name); others unchanged."""
-    name = memory if isinstance(memory, str) else type(memory).__name__
-    style, protocol = SYSTEM_STEPS.get(name, DEFAULT_STEPS)
+def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem]
+               ) -> EvalSettings:
+    """``settings`` with ``"system"`` answer style and judge protocol replaced by the ones the
+    memory declares as its own code's (:attr:`~synapse_pt.memory.base.MemorySystem.own_steps`;
+    ``memory`` an instance or its class); others unchanged."""
+    style, protocol = memory.own_steps
     return dataclasses.replace(
         settings,
         answer_style=style if settings.answer_style == SYSTEM else settings.answer_style,

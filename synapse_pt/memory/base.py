@@ -153,6 +153,10 @@ class MemorySystem(ABC):
     cost_model: CostModel | None = None
     # the retrieval settings a held-out search draws candidates from (memory/declare.py)
     search_space: SearchSpace | None = None
+    # the answer style and judge protocol of the system's own code, used where the run asks for
+    # the memory's own steps (eval.answer_style=system, eval.judge_protocol=system); the shared
+    # answer step and mem0's judge for a memory whose code has none
+    own_steps: tuple[str, str] = ("shared", "mem0")
 
     @classmethod
     def declared_cost_model(cls) -> CostModel:

@@ -270,6 +270,9 @@ class GAAMAMemory(MemorySystem):
     choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
                "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
                "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES}
+    # answer_from_memory.md (services/answer_from_memory.py) and the key-fact judge
+    # (evals/locomo/locomo_eval.py)
+    own_steps = ("gaama", "gaama")
     cost_model = CostModel(WordBudget("max_words", label="GAAMA's max_words pack"),
                            extraction=ModelDependentBuild())
     # the seeds, the walk and the readings of issue 30 (only cosine : PPR's ratio matters)
@@ -278,9 +281,9 @@ class GAAMAMemory(MemorySystem):
                   "graph_only_cosine": ("real", "zero"), "similarity": SIMILARITY_SCALES,
                   "candidates": CANDIDATE_RULES, "trim": TRIM_RULES},
         continuous={"alpha": (0.3, 0.9), "ppr_weight": (0.0, 1.0)},
-        reference={"seeds": 40, "depth": 2, "hub_dampening": "code", "graph_only_cosine": "real",
+        reference={"seeds": 40, "depth": 2, "hub_dampening": "code", "graph_only_cosine": "zero",
                    "similarity": "code", "candidates": "code", "trim": "code", "alpha": 0.6,
-                   "ppr_weight": 0.1})  # the code's values (graph_only_cosine: SPEC §2's)
+                   "ppr_weight": 0.1})  # the code's values
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,

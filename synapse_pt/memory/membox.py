@@ -214,6 +214,8 @@ class MemboxMemory(MemorySystem):
     int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
     choices = {"mode": MODES, "weave": WEAVES, "unmatched": ("chain", "single"),
                "trace_context": TRACE_CONTEXTS}
+    # PROMPT_QA_ANSWER (membox.py); its evaluation scores F1, judged here by mem0's judge
+    own_steps = ("membox", "mem0")
     cost_model = CostModel(SessionUnits("k", label="k boxes"), extraction=ModelDependentBuild())
     search_space = SearchSpace(discrete={"mode": MODES, "trace_context": TRACE_CONTEXTS,
                                          "k": (3, 5, 10)},
