@@ -7,7 +7,9 @@
 #   3. bench_retrieval: batched SYNAPSE over all 1,986 LoCoMo questions against the numpy loop;
 #   4. bench_sweep: configurations per minute of the batched sweep, chunked to the device memory,
 #      eager and with the compiled inhibition-and-firing kernel (memory.engine.compile=true), each with
-#      the profile of one batched call.
+#      the profile of one batched call;
+#   5. the tests that parametrise over CUDA, their CUDA cases.
+# A failed step shows its log's tail and the next step runs; the script fails at the end.
 # Inputs: the folder scripts/device_inputs.py writes here (embeddings from the cache, LoCoMo-10,
 # the pure-Python packages the device image lacks), carried with the call:
 #   python scripts/device_inputs.py --out .device           # here, once (about 45 MiB)
@@ -35,12 +37,18 @@ export SYNAPSE_DATA="$PWD/$IN/locomo10.json" SYNAPSE_CACHE="$PWD/$IN/cache"
 export TQDM_DISABLE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled
 EMBED=(embedder=cached)   # the exported vectors, served under the exporting model's name
 
-step() {  # step NAME COMMAND...: run, keep the log, show its last line
+FAILED=()
+step() {  # step NAME COMMAND...: run, keep the log, show its last line; a failure loses no later step
   local name=$1; shift
   local t0=$SECONDS
   echo "== $name: $*"
-  "$@" > "$OUTDIR/$name.log" 2>&1 || { echo "device_bench: $name failed:" >&2; tail -20 "$OUTDIR/$name.log" >&2; exit 1; }
-  echo "   $(tail -1 "$OUTDIR/$name.log")   ($((SECONDS - t0)) s)"
+  if "$@" > "$OUTDIR/$name.log" 2>&1; then
+    echo "   $(tail -1 "$OUTDIR/$name.log")   ($((SECONDS - t0)) s)"
+  else
+    echo "device_bench: $name failed after $((SECONDS - t0)) s:" >&2
+    tail -20 "$OUTDIR/$name.log" >&2
+    FAILED+=("$name")
+  fi
 }
 
 {
@@ -65,4 +73,10 @@ step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFI
 # last: the compiled kernel needs torch.compile's backend on the device (Triton on CUDA)
 step sweep_compile $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" \
   --profile "${EMBED[@]}" memory.engine.compile=true
+# the tests that parametrise over CUDA (tests/conftest.py DEVICES), their CUDA cases only; the
+# encoder's tests need model weights the device lacks and stay here
+step cuda_tests $PY -m pytest -p no:cacheprovider -o addopts="" -q -ra -k cuda \
+  tests/nn tests/graph tests/retrieval/test_synapse_retrieval.py tests/retrieval/test_bm25.py \
+  tests/eval/test_sweep_chunks.py
 echo "device_bench: logs in $OUTDIR"
+if ((${#FAILED[@]})); then echo "device_bench: failed steps: ${FAILED[*]}" >&2; exit 1; fi

@@ -13,7 +13,7 @@ into ``--out``:
   input of ``embedder=cached`` (:class:`~synapse_pt.models.cached_encoder.CacheOnlyEncoder`);
 * ``locomo10.json``: a copy of the dataset file the configurations read (checked by sha256);
 * ``site/``: copies of the installed pure-Python packages the device image lacks (hydra,
-  omegaconf, antlr4), put on ``PYTHONPATH`` there.
+  omegaconf, antlr4, and rank_bm25 for the CUDA-parametrised tests), put on ``PYTHONPATH`` there.
 
 The folder is git-ignored (``/.device/``); the device tool carries it (``carry: [".device"]``).
 The last line is the folder's size, which must stay under the 64 MiB a device call carries.
@@ -37,15 +37,18 @@ from synapse_pt.models.cached_encoder import write_encoder_file
 from synapse_pt.models.embedder import HFEmbedder
 from synapse_pt.models.embedding_cache import CACHE_FILE
 
-PACKAGES = ("hydra", "omegaconf", "antlr4")  # pure Python; the device image has the rest
+# pure Python; the device image has the rest (rank_bm25: for the CUDA-parametrised tests)
+PACKAGES = ("hydra", "omegaconf", "antlr4", "rank_bm25")
 LIMIT_MIB = 64
 
 
-def package_dir(name: str) -> Path:
+def package_path(name: str) -> Path:
+    """The installed package's folder, or the file of a single-module distribution."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(f"{name} is not installed here; run bash scripts/setup.sh")
-    return Path(spec.origin).parent
+    origin = Path(spec.origin)
+    return origin.parent if origin.name == "__init__.py" else origin
 
 
 def folder_mib(folder: Path) -> float:
@@ -92,9 +95,14 @@ def main() -> int:
     if hashlib.sha256(copied.read_bytes()).hexdigest() != data[1]:
         raise RuntimeError(f"{copied}: the copy's sha256 differs from {data[0]}'s")
     site = args.out / "site"
+    site.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:
-        shutil.copytree(package_dir(name), site / name, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        source = package_path(name)
+        if source.is_dir():
+            shutil.copytree(source, site / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, site / source.name)
     size = folder_mib(args.out)
     print(f"{rows:,} embeddings of {encoder.name} -> {target}; data {copied} "
           f"(sha256 {data[1][:12]}); packages {', '.join(PACKAGES)} -> {site}")
