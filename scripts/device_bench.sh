@@ -15,7 +15,8 @@
 #   python scripts/device_inputs.py --out .device           # here, once (about 45 MiB)
 #   bash scripts/device_bench.sh .device "$OUT"             # there (device tool: carry .device)
 # Environment: DEVICE (default cuda; cpu runs the same steps here), PYTHON (python3),
-# SWEEP_CONFIGS (4096), SCALING_NODES ("1e3 1e4 1e5 1e6"), SCALING_BATCHES ("1 16 64 256 1024").
+# STEPS (the names of the steps to run, space-separated; default all), SWEEP_CONFIGS (4096),
+# SCALING_NODES ("1e3 1e4 1e5 1e6"), SCALING_BATCHES ("1 16 64 256 1024").
 # Every figure goes to OUT (default outputs/device_bench): one log per step and the JSON of
 # bench_scaling; the last line of each log is its headline figure.
 set -euo pipefail
@@ -41,6 +42,7 @@ FAILED=()
 step() {  # step NAME COMMAND...: run, keep the log, show its last line; a failure loses no later step
   local name=$1; shift
   local t0=$SECONDS
+  if [[ -n ${STEPS:-} && " $STEPS " != *" $name "* ]]; then return; fi
   echo "== $name: $*"
   if "$@" > "$OUTDIR/$name.log" 2>&1; then
     echo "   $(tail -1 "$OUTDIR/$name.log")   ($((SECONDS - t0)) s)"
@@ -74,9 +76,14 @@ step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFI
 step sweep_compile $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" \
   --profile "${EMBED[@]}" memory.engine.compile=true
 # the tests that parametrise over CUDA (tests/conftest.py DEVICES), their CUDA cases only; the
-# encoder's tests need model weights the device lacks and stay here
+# encoder's tests need model weights the device lacks and stay here; the files import only what
+# the image and $IN/site hold (no nltk, yake)
 step cuda_tests $PY -m pytest -p no:cacheprovider -o addopts="" -q -ra -k cuda \
-  tests/nn tests/graph tests/retrieval/test_synapse_retrieval.py tests/retrieval/test_bm25.py \
+  tests/nn/test_activation_frontier.py tests/nn/test_activation_functional.py \
+  tests/nn/test_activation_modules.py tests/nn/test_compiled_step.py \
+  tests/graph/test_consolidation.py tests/graph/test_graph_maintenance.py \
+  tests/graph/test_memory_graph.py tests/graph/test_pagerank.py tests/graph/test_graph_batch.py \
+  tests/retrieval/test_synapse_retrieval.py tests/retrieval/test_bm25.py \
   tests/eval/test_sweep_chunks.py
 echo "device_bench: logs in $OUTDIR"
 if ((${#FAILED[@]})); then echo "device_bench: failed steps: ${FAILED[*]}" >&2; exit 1; fi

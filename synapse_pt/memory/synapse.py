@@ -486,7 +486,7 @@ class SynapseMemory(MemorySystem):
             raise ValueError(f"SynapseMemory.sweep: configs need [C] tensors of one length C, "
                              f"got lengths {sorted(sizes)}")
         C, B = sizes.pop(), len(questions)
-        columns = configs.repeat_columns(B)
+        columns = configs.to(self.device).repeat_columns(B)  # the grid may come from the host
         similarity = self.fused_similarity(questions, query_emb)
         if not self.group_by_graph:  # one [N, C * B] block
             return self.rank(query_graph.repeat(C), query_emb.repeat(C, 1), bm25.repeat(1, C),

@@ -153,6 +153,12 @@ class SynapseParams:
             values[name] = v
         return SynapseParams(**values)
 
+    def to(self, device: torch.device | str) -> SynapseParams:
+        """The same parameters with every tensor on ``device`` (scalars stay scalars)."""
+        return SynapseParams(**{name: v.to(device) if isinstance(v, torch.Tensor) else v
+                                for name in self.__dataclass_fields__
+                                for v in (getattr(self, name),)})
+
     def select(self, columns: torch.Tensor) -> SynapseParams:
         """The parameters of a subset of query columns (per-column ``[B]`` tensors are sliced)."""
         values = {}

@@ -200,9 +200,11 @@ def test_no_graph_memory_has_no_edges_and_no_concepts(two_conversations):
     assert mem.describe()["use_graph"] is False
 
 
-def test_sweep_equals_separate_retrievals(two_conversations):
+def test_sweep_equals_separate_retrievals(two_conversations, device):
+    """Also on CUDA with the grid's tensors made on the host (as scripts/bench_sweep.py's
+    warm-up passes them): the sweep moves them to the memory's device."""
     questions = [q for c in two_conversations for q in c.questions]
-    mem = _memory(k=8)
+    mem = _memory(device, k=8)
     mem.ingest(two_conversations)
     configs = SynapseParams(k=8, beta=torch.tensor([0.0, 0.15, 0.4]),
                             delta=torch.tensor([0.5, 0.0, 0.5]),
@@ -215,9 +217,9 @@ def test_sweep_equals_separate_retrievals(two_conversations):
         mem.params = SynapseParams(k=8, beta=beta, delta=delta, lambda3=lambda3)
         one = mem.rank(*mem.query_inputs(questions), mem.params)
         rows = slice(c * B, (c + 1) * B)
-        assert torch.equal(swept.index[rows], one.index)
-        assert torch.allclose(swept.c_ret[rows], one.c_ret)
-        assert torch.equal(swept.gated[rows], one.gated)
+        assert torch.equal(swept.index[rows].cpu(), one.index.cpu())
+        assert torch.allclose(swept.c_ret[rows].cpu(), one.c_ret.cpu())
+        assert torch.equal(swept.gated[rows].cpu(), one.gated.cpu())
 
 
 def test_compiled_memory_retrieves_and_sweeps_as_eager(two_conversations, monkeypatch):
