@@ -123,7 +123,10 @@ def paper_ablation_table() -> pd.DataFrame:
 #: ``dataset.audit.sha256`` the audit file that corrected it).
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
                    "strict_evidence", "answer_style", "scoring_protocols", "judge_protocol",
-                   "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts")
+                   "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts",
+                   "prompt_source")
+# not a protocol field: ``upstream_prompts`` (the related systems' files a run sent) differs
+# between GAAMA, Membox and SYNAPSE by design under answer_style=system; the runs table lists it
 #: the value of a protocol field a run recorded before the field existed, where it is known: a run
 #: from before ``dataset.gold`` scored the release's gold
 PROTOCOL_DEFAULTS = {"dataset.gold": "official"}
@@ -134,6 +137,9 @@ def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
     ``PROTOCOL_DEFAULTS`` value, else ``None``)."""
     out = {}
     for f in PROTOCOL_FIELDS:
+        if f == "prompt_source" and identity.get("eval_mode") == "retrieval":
+            out[f] = None  # a retrieval run sends no prompt, whichever source it named
+            continue
         node: Any = identity
         for part in f.split("."):
             node = node.get(part) if isinstance(node, Mapping) else None
@@ -175,7 +181,11 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
                        "llm": ident.get("llm"), "smoke": ident.get("smoke"),
                        "strict": ident.get("strict"), "answer_style": ident.get("answer_style"),
-                       "judge_protocol": ident.get("judge_protocol")}
+                       "judge_protocol": ident.get("judge_protocol"),
+                       "prompt_source": ident.get("prompt_source"),
+                       "upstream_prompts": "; ".join(
+                           f"{rel} {sha[:12]}"
+                           for rel, sha in (ident.get("upstream_prompts") or {}).items())}
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "config"
     return df

@@ -45,3 +45,17 @@ def test_loaded_runs_and_provenance_name_the_build(tmp_path: Path) -> None:
     # a baseline asked for by its experiment name keeps that label
     runs, _ = load_runs([tmp_path / "1"], baseline="gaama_fused")
     assert list(runs) == ["gaama_fused"]
+
+
+def test_runs_table_lists_the_upstream_files_a_run_sent(tmp_path: Path) -> None:
+    folder = tmp_path / "0"
+    folder.mkdir()
+    (folder / "metrics.json").write_text(json.dumps({"identity": {
+        "experiment": "gaama", "memory": {"memory": "gaama"}, "category_names": {"1": "a"},
+        "prompt_source": "upstream",
+        "upstream_prompts": {"gaama/prompts/answer_from_memory.md": "ab" * 32}},
+        "metrics": {}}))
+    runs, where = load_runs([folder], baseline="paper_main")
+    row = runs_table(runs, where).iloc[0]
+    assert row["prompt_source"] == "upstream"
+    assert row["upstream_prompts"] == "gaama/prompts/answer_from_memory.md " + "ab" * 6

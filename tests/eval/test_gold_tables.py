@@ -149,3 +149,15 @@ def test_the_peer_rules_tables_name_their_gold():
     tables = build_tables(both, NAMES, "bm25")
     assert tables["peer_rules"].index.name == "rule@k (official gold)"
     assert tables["peer_rules_audited"].index.name == "rule@k (audited gold)"
+
+
+def test_prompt_source_is_a_protocol_field_of_runs_that_send_prompts() -> None:
+    """Our wording and the related systems' files are two protocols; a retrieval run sends no
+    prompt, so its setting does not set it apart."""
+    def run(mode: str, source: str) -> dict:
+        return {"identity": {"eval_mode": mode, "prompt_source": source}}
+
+    assert protocol_differences({"a": run("qa", "upstream"), "b": run("qa", "ours")}) == {
+        "prompt_source": {"a": "upstream", "b": "ours"}}
+    assert protocol_differences({"a": run("retrieval", "upstream"),
+                                 "b": run("retrieval", "ours")}) == {}
