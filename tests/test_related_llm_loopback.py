@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from gaama_replies import gaama_upstream_reply, is_fact_prompt
 from loopback import completion_body, run_sample_on_loopback
-from scripted_memory import scripted_reply
 from upstream_files import ROOT, gaama_answer_md, membox_qa_template, needs_upstream
 
 from synapse_pt.data import load_locomo, sample_path
@@ -188,23 +188,30 @@ def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkey
 
 
 def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
-    """Facts (one per message, as scripted) and reflections parsed into the graph; every
+    """Facts (one per message, as scripted) and reflections parsed into the graph, asked with
+    GAAMA's own fact_generation.md and reflection_generation.md (one user message each, the
+    code's 8,000 / 4,000 tokens), a reflection request after each chunk's facts; every
     extraction request counted; answers under GAAMA's answer step (the default for memory=gaama):
     its answer_from_memory.md, the memory in sections by type and the code's budget of 512
-    completion tokens with no stop sequence."""
-    metrics, bodies, preds = run_against(tmp_path, monkeypatch, scripted_reply,
+    completion tokens with no stop sequence. Every file used is on record with its sha256."""
+    metrics, bodies, preds = run_against(tmp_path, monkeypatch, gaama_upstream_reply,
                                          "memory=gaama")  # its own answer step by default
-    facts = of_kind(bodies, "Write the atomic facts")
-    reflections = [b for b in bodies if "Facts about" in user_messages(b)[0]
-                   and "reflections" in user_messages(b)[0] and not is_repair(b)]
-    assert facts and reflections and not [b for b in bodies if is_repair(b)]
-    assert metrics["extraction"] == {"failures": 0, "attempts": len(facts) + len(reflections),
+    build = [b for b in bodies if not is_answer(user_messages(b)[0])]
+    kinds = ["facts" if is_fact_prompt(user_messages(b)[0]) else "reflections" for b in build]
+    assert kinds[:2] == ["facts", "reflections"] and kinds == ["facts", "reflections"] * (
+        len(kinds) // 2)  # the code's order: each chunk's reflections after its facts
+    assert not [b for b in bodies if is_repair(b)]
+    assert all([m["role"] for m in b["messages"]] == ["user"] for b in build)
+    assert [b["max_tokens"] for b in build] == [8000, 4000] * (len(kinds) // 2)
+    assert metrics["extraction"] == {"failures": 0, "attempts": len(build),
                                      "failure_share": 0.0}
     assert set(preds["build"]) == {"gaama-llm"}
     asked = answers(bodies)
     assert len(asked) == QUESTIONS
     assert metrics["identity"]["upstream_prompts"] == {
-        "gaama/prompts/answer_from_memory.md": sha256_of("gaama/prompts/answer_from_memory.md")}
+        rel: sha256_of(rel) for rel in ("gaama/prompts/answer_from_memory.md",
+                                        "gaama/prompts/fact_generation.md",
+                                        "gaama/prompts/reflection_generation.md")}
     assert metrics["identity"]["answer_style"] == "gaama"
     head, tail = gaama_answer_md().split("{{memory_text}}")
     heads = {head.replace("{{query}}", q.question) for q in SAMPLE.questions}

@@ -15,8 +15,12 @@ Graph, per conversation, every edge stored in both directions (weight ``edge_wei
 
 With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``gaama-llm``) writes facts,
 concepts and reflections instead (:mod:`synapse_pt.memory.gaama_llm`): chunks of about 500
-tokens, each with the known concepts and older messages of cosine >= 0.75 as context; facts cover
-the messages they cite, reflections the facts they cite.
+tokens, each with the known concepts and older messages of similarity >= 0.75 as context
+(``fact_context``: the code's per-episode vector search, or the chunk centroid's last 5), asked
+with GAAMA's own prompt files or our wording (``prompts``); facts cover the messages they cite,
+reflections the facts they cite (``bad_source``: a citation outside the request loses that edge,
+as the code, or the whole reply); reflections after each chunk's facts, as the code, or per
+``reflection_group`` facts (``reflections``).
 
 Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation. Each step follows
 the public code (gaama ``2d992f7``) by default, our earlier reading kept as a flag:
@@ -64,6 +68,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
+from synapse_pt.data.upstream import gaama_prompt
 from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers, extractor_llm
 from synapse_pt.graph.ppr import HUB_DAMPENING, neighbourhood, personalised_pagerank
 from synapse_pt.models.base import TextEncoder
@@ -83,13 +88,34 @@ from .declare import CostModel, ModelDependentBuild, SearchSpace, WordBudget
 from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gaama_llm import (
+    BAD_SOURCE_RULES,
+    CONCEPT_TOP_K,
+    CONTEXT_RULES,
+    EPISODE_TOP_K,
+    FACT_FILE,
+    FACT_TOP_K,
+    OURS_MAX_TOKENS,
+    PROMPT_SOURCES,
+    REFLECTION_FILE,
+    REFLECTION_RULES,
     TOKEN_RULES,
+    UPSTREAM_MAX_TOKENS,
     GAAMAFailure,
+    VectorStore,
     chunk_turns,
+    entity_id,
+    episode_id,
+    episode_line,
     fact_request,
+    node_line,
     parse_facts,
     parse_reflections,
+    parse_upstream_facts,
+    parse_upstream_reflections,
     reflection_request,
+    related,
+    upstream_fact_request,
+    upstream_reflection_request,
 )
 from .gate import build_gate
 
@@ -247,9 +273,21 @@ class GAAMAMemory(MemorySystem):
             ``_session_to_events``) or ``"shared"`` (the shared ``turn_template``, ours before).
         context_facts: LLM build: the facts of the older messages in the context join it (the
             code's ``existing_facts``); ``False``: messages only (ours before).
+        prompts: LLM build: ``"upstream"`` (GAAMA's ``prompts/fact_generation.md`` and
+            ``reflection_generation.md``, read from ``upstream_path`` as
+            :func:`~synapse_pt.data.upstream.gaama_prompt` finds them) or ``"ours"``.
+        upstream_path: the folder of the upstream files (``None``: the loader's search order).
+        bad_source: LLM build: a cited id outside the request: ``"edge"`` (the code's: only that
+            edge is dropped) or ``"chunk"`` (ours before: the whole reply is refused).
+        reflections: LLM build: ``"chunk"`` (the code's: one request after each chunk's facts)
+            or ``"group"`` (ours: one per ``reflection_group`` facts, after all the facts).
+        fact_context: LLM build: ``"code"`` (the code's per-episode vector search over the nodes
+            built so far) or ``"centroid"`` (ours before: the chunk's text embedding, the last 5
+            older messages).
         reflection_group, reflections_per_group: LLM build: facts per reflection request and
-            reflections asked for (ours).
-        max_tokens: completion budget of an extraction request (ours).
+            reflections asked for (ours; ``reflections="group"`` and our prompt).
+        max_tokens: completion budget of an extraction request (``None``: the prompt set's, the
+            code's 8,000 for facts and 4,000 for reflections, ours 768).
         fused_seeds: ``None`` (the code's cosine) or :class:`~synapse_pt.memory.fused.FusedMemory`
             arguments: the fused LLM-free retriever's score of the best turn a node covers
             replaces the cosine of episodes, facts and reflections in the seeds and the score
@@ -269,7 +307,9 @@ class GAAMAMemory(MemorySystem):
                     "reflections_per_group": 1, "max_tokens": 1}
     choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
                "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
-               "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES}
+               "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES, "prompts": PROMPT_SOURCES,
+               "bad_source": BAD_SOURCE_RULES, "reflections": REFLECTION_RULES,
+               "fact_context": CONTEXT_RULES}
     # answer_from_memory.md (services/answer_from_memory.py) and the key-fact judge
     # (evals/locomo/locomo_eval.py)
     own_steps = ("gaama", "gaama")
@@ -296,8 +336,10 @@ class GAAMAMemory(MemorySystem):
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
                  chunk_token_rule: str = "code", episode_text: str = "code",
                  context_cosine: float = 0.75, context_facts: bool = True,
-                 reflection_group: int = 20,
-                 reflections_per_group: int = 3, max_tokens: int = 768,
+                 prompts: str = "upstream", upstream_path: str | None = None,
+                 bad_source: str = "edge", reflections: str = "chunk",
+                 fact_context: str = "code", reflection_group: int = 20,
+                 reflections_per_group: int = 3, max_tokens: int | None = None,
                  fused_seeds: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
@@ -305,7 +347,9 @@ class GAAMAMemory(MemorySystem):
         for key, value in (("hub_dampening", hub_dampening),
                            ("graph_only_cosine", graph_only_cosine), ("similarity", similarity),
                            ("candidates", candidates), ("trim", trim),
-                           ("chunk_token_rule", chunk_token_rule)):
+                           ("chunk_token_rule", chunk_token_rule), ("prompts", prompts),
+                           ("bad_source", bad_source), ("reflections", reflections),
+                           ("fact_context", fact_context)):
             require_choice(key, value, self.choices[key])
         if knn is not None:
             require_int("knn", knn, 1)  # null: the code's rule (twice the pack budgets)
@@ -314,7 +358,9 @@ class GAAMAMemory(MemorySystem):
                  "max_skills": max_skills, "max_episodes": max_episodes, "max_words": max_words,
                  "concepts_per_episode": concepts_per_episode, "chunk_tokens": chunk_tokens,
                  "reflection_group": reflection_group,
-                 "reflections_per_group": reflections_per_group, "max_tokens": max_tokens}
+                 "reflections_per_group": reflections_per_group}
+        if max_tokens is not None:  # null: the prompt set's budgets
+            given["max_tokens"] = max_tokens
         for key, value in given.items():
             require_int(key, value, self.int_minimums[key])
         self.encoder, self.extractor = encoder, extractor
@@ -338,7 +384,18 @@ class GAAMAMemory(MemorySystem):
         require_choice("episode_text", episode_text, EPISODE_TEXTS)
         self.episode_text = episode_text
         self.reflection_group = int(reflection_group)
-        self.reflections_per_group, self.max_tokens = int(reflections_per_group), int(max_tokens)
+        self.reflections_per_group = int(reflections_per_group)
+        self.prompts, self.bad_source = prompts, bad_source
+        self.reflections, self.fact_context = reflections, fact_context
+        budgets = (UPSTREAM_MAX_TOKENS if prompts == "upstream"
+                   else {"facts": OURS_MAX_TOKENS, "reflections": OURS_MAX_TOKENS})
+        self.max_tokens = {k: int(max_tokens) if max_tokens is not None else v
+                           for k, v in budgets.items()}
+        # GAAMA's prompt files, read (and sha256-checked) before anything is built
+        self.templates = {}
+        if self.llm is not None and prompts == "upstream":
+            self.templates = {name: gaama_prompt(name, upstream_path)
+                              for name in (FACT_FILE, REFLECTION_FILE)}
         self.failures: list[GAAMAFailure] = []
         self.extraction_attempts = 0  # extraction requests (facts, reflections) sent
         self.tau_gate = tau_gate
@@ -382,6 +439,10 @@ class GAAMAMemory(MemorySystem):
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
                 "trim": self.trim, "episode_text": self.episode_text,
+                **({} if llm_free else {
+                    "prompts": self.prompts, "bad_source": self.bad_source,
+                    "reflections": self.reflections, "fact_context": self.fact_context}),
+                "upstream_prompts": [t.source.rel for t in self.templates.values()],
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
                 **self.gate.describe()}
 
@@ -460,55 +521,135 @@ class GAAMAMemory(MemorySystem):
     def _llm_graphs(self, dialogues: Sequence[Dialogue]) -> list[_GraphBuilder]:
         """Facts, concepts and reflections by the LLM (:mod:`synapse_pt.memory.gaama_llm`):
         chunk ``r`` of every conversation in one batch, so each chunk sees the concepts the
-        earlier chunks of its conversation created."""
+        earlier chunks of its conversation created; under ``reflections="chunk"`` each round's
+        reflections follow its facts (one more batch), as the code's step 3 follows step 2."""
         built = [self._episodes(d) for d in dialogues]
         chunks = [chunk_turns(turns, self.chunk_tokens, self.chunk_token_rule,
                               texts=[g.text[e] for e in episodes])
                   for g, turns, episodes in built]
-        turn_emb = [self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
+        # the code's vector store, where its searches need it (the chunk context, or the
+        # related facts its reflection prompt shows)
+        stores = ([VectorStore() for _ in dialogues]
+                  if self.fact_context == "code"
+                  or (self.reflections == "chunk" and self.prompts == "upstream") else None)
+        turn_emb = ([self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
+                    if self.fact_context == "centroid" else None)
+        node_of = [{t.dia_id: e for t, e in zip(turns, episodes, strict=True)}
+                   for _, turns, episodes in built]
         for r in range(max((len(c) for c in chunks), default=0)):
             todo = [i for i, c in enumerate(chunks) if r < len(c)]
-            requests, contexts = [], []
-            for i in todo:
-                d, (g, turns, _), chunk = dialogues[i], built[i], chunks[i][r]
-                first = turns.index(chunk[0])
-                chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
-                older = [turns[j] for j in range(first)
-                         if self._similarity(float(turn_emb[i][j] @ chunk_emb))
-                         >= self.context_cosine][-5:]
-                known = [g.text[c] for c in g.concepts.values()]
-                if known:
-                    cos = self.encoder.encode(known) @ chunk_emb
-                    known = [k for k, v in zip(known, cos.tolist(), strict=True)
-                             if self._similarity(v) >= self.context_cosine]
-                # the code also shows the facts already derived from those older messages
-                # (services/ltm_creator.py, "existing_facts"); context_facts=false: ours before
-                older_ids = {t.dia_id for t in older}
-                older_facts = ([g.text[f] for f, k in enumerate(g.kind)
-                                if k == FACT and older_ids.intersection(g.covers[f])]
-                               if self.context_facts else [])
-                requests.append(fact_request(chunk, f"{d.speaker_a} and {d.speaker_b}",
-                                             [k.replace(" ", "_") for k in known], older,
-                                             self.max_tokens, older_facts=older_facts))
-                contexts.append(chunk)
-            ids = [[t.dia_id for t in chunk] for chunk in contexts]
+            # a chunk's episodes enter the store before its facts are asked for (the code
+            # embeds them first, services/ltm_creator.py 133)
+            self._embed(stores, built, {i: [node_of[i][t.dia_id] for t in chunks[i][r]]
+                                        for i in todo})
+            jobs = [self._fact_job(dialogues[i], built[i], chunks[i][r],
+                                   None if stores is None else stores[i],
+                                   None if turn_emb is None else turn_emb[i]) for i in todo]
+            parse = parse_upstream_facts if self.prompts == "upstream" else parse_facts
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
-            results = generate_structured(self.llm, requests, parse=parse_facts)
-            self.extraction_attempts += len(requests)
-            for i, chunk_ids, res in zip(todo, ids, results, strict=True):
-                self._add_facts(dialogues[i], built[i], chunk_ids, res, requests, r)
-        self._reflections(dialogues, [b[0] for b in built])
+            results = generate_structured(self.llm, [j[0] for j in jobs], parse=parse)
+            self.extraction_attempts += len(jobs)
+            new: dict[int, list[int]] = {}
+            for i, (_, chunk, ids, known), res in zip(todo, jobs, results, strict=True):
+                before = len(built[i][0].kind)
+                self._add_facts(dialogues[i], built[i], chunk, ids, known, res)
+                new[i] = list(range(before, len(built[i][0].kind)))  # its concepts and facts
+            self._embed(stores, built, new)
+            if self.reflections == "chunk":
+                groups = [(i, [n for n in new[i] if built[i][0].kind[n] == FACT]) for i in todo]
+                made = self._reflect(dialogues, built, [(i, f) for i, f in groups if f],
+                                     stores)
+                self._embed(stores, built, made)
+        if self.reflections == "group":  # ours: per reflection_group facts, after all facts
+            groups = []
+            for i, (g, _, _) in enumerate(built):
+                facts = [n for n, k in enumerate(g.kind) if k == FACT]
+                groups += [(i, facts[s:s + self.reflection_group])
+                           for s in range(0, len(facts), self.reflection_group)
+                           if len(facts[s:s + self.reflection_group]) >= 2]
+            self._reflect(dialogues, built, groups, None)
         return [b[0] for b in built]
+
+    def _embed(self, stores: list[VectorStore] | None, built, new: Mapping[int, list[int]]
+               ) -> None:
+        """Enter the ``new`` nodes of each conversation into its store (one encoder call)."""
+        if stores is None:
+            return
+        texts = [built[i][0].text[n] for i, nodes in new.items() for n in nodes]
+        if not texts:
+            return
+        emb, start = self.encoder.encode(texts), 0
+        for i, nodes in new.items():
+            stores[i].add(nodes, emb[start:start + len(nodes)])
+            start += len(nodes)
+
+    def _fact_job(self, d: Dialogue, built, chunk: list[Turn], store: VectorStore | None,
+                  turn_emb: torch.Tensor | None
+                  ) -> tuple[Any, list[Turn], dict[str, str], tuple[str, ...]]:
+        """``(request, chunk, {id shown: dia_id}, concept labels shown)`` of one chunk: its
+        context by ``fact_context``, its prompt by ``prompts``."""
+        g, turns, episodes = built
+        node_of = {t.dia_id: e for t, e in zip(turns, episodes, strict=True)}
+        turn_of = dict(zip(episodes, turns, strict=True))
+        label_of = {c: label for label, c in g.concepts.items()}
+        mine = [node_of[t.dia_id] for t in chunk]
+        if self.fact_context == "code":  # services/ltm_creator.py 237-297
+            assert store is not None
+            query = store.embedding(mine)
+            older = related(store.search(query, EPISODE_TOP_K, self._similarity), g.kind,
+                            EPISODE, self.context_cosine, exclude=mine)
+            concepts = related(store.search(query, CONCEPT_TOP_K, self._similarity), g.kind,
+                               CONCEPT, self.context_cosine)
+        else:  # ours before: the chunk's text embedding, the last 5 older messages that similar
+            assert turn_emb is not None
+            first = turns.index(chunk[0])
+            chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
+            older = [episodes[j] for j in range(first)
+                     if self._similarity(float(turn_emb[j] @ chunk_emb))
+                     >= self.context_cosine][-5:]
+            concepts = list(g.concepts.values())
+            if concepts:
+                cos = self.encoder.encode([g.text[c] for c in concepts]) @ chunk_emb
+                concepts = [c for c, v in zip(concepts, cos.tolist(), strict=True)
+                            if self._similarity(v) >= self.context_cosine]
+        # the code also shows the facts already derived from those older messages
+        # (services/ltm_creator.py 258-277, "existing_facts"); context_facts=false: ours before
+        older_ids = {turn_of[e].dia_id for e in older}
+        facts = ([f for f, k in enumerate(g.kind)
+                  if k == FACT and older_ids.intersection(g.covers[f])]
+                 if self.context_facts else [])
+        known = tuple(label_of[c] for c in concepts)
+        if self.prompts == "upstream":  # services/llm_extractors.py 173-216
+            date = {t.dia_id: s.date_time_raw or "" for s in d.sessions for t in s.turns}
+
+            def line(e: int) -> str:
+                t = turn_of[e]
+                return episode_line(episode_id(d.sample_id, t.dia_id), date[t.dia_id], g.text[e])
+
+            request = upstream_fact_request(
+                self.templates[FACT_FILE], [line(e) for e in mine], [line(e) for e in older],
+                [node_line(entity_id(g.text[f]), g.text[f]) for f in facts], known,
+                self.max_tokens["facts"])
+            ids = {episode_id(d.sample_id, t.dia_id): t.dia_id for t in chunk}
+        else:
+            request = fact_request(chunk, f"{d.speaker_a} and {d.speaker_b}", known,
+                                   [turn_of[e] for e in older], self.max_tokens["facts"],
+                                   older_facts=[g.text[f] for f in facts])
+            ids = {t.dia_id: t.dia_id for t in chunk}
+        return request, chunk, ids, known
 
     def _similarity(self, cos: float | torch.Tensor) -> float | torch.Tensor:
         """A cosine (float or tensor) on the ``similarity`` scale: the code's (1 + cos) / 2, or
         the raw cosine (the context threshold reads it too: the code's 0.75 admits cos >= 0.5)."""
         return code_similarity(cos) if self.similarity == "code" else cos
 
-    def _add_facts(self, d: Dialogue, built, chunk_ids: list[str], res, requests, r: int) -> None:
+    def _add_facts(self, d: Dialogue, built, chunk: list[Turn], ids: Mapping[str, str],
+                   known: Sequence[str], res) -> None:
         g, turns, episodes = built
-        where = f"{chunk_ids[0]}..{chunk_ids[-1]}"
-        parsed = recheck(res, parse_facts, chunk_ids)
+        where = f"{chunk[0].dia_id}..{chunk[-1].dia_id}"
+        parsed = (recheck(res, parse_upstream_facts, ids, known, self.bad_source)
+                  if self.prompts == "upstream"
+                  else recheck(res, parse_facts, list(ids), self.bad_source))
         if parsed is None:
             self._fail("facts", d.sample_id, where, res.error or "unreadable reply")
             return
@@ -521,7 +662,9 @@ class GAAMAMemory(MemorySystem):
                 if c is not None:
                     g.link(episode_of[dia_id], c, "HAS_CONCEPT")
         for fact in facts:
-            f = g.node(FACT, fact.text, fact.sources, stamp_of[fact.sources[0]])
+            # a fact whose every source was dropped (bad_source=edge) keeps its chunk's date
+            f = g.node(FACT, fact.text, fact.sources,
+                       stamp_of[fact.sources[0]] if fact.sources else chunk[0].timestamp)
             for dia_id in fact.sources:
                 g.link(f, episode_of[dia_id], "DERIVED_FROM")
             for label in fact.concepts[:3]:
@@ -529,32 +672,64 @@ class GAAMAMemory(MemorySystem):
                 if c is not None:
                     g.link(f, c, "ABOUT_CONCEPT")
 
-    def _reflections(self, dialogues: Sequence[Dialogue], graphs: list[_GraphBuilder]) -> None:
-        requests, groups = [], []
-        for d, g in zip(dialogues, graphs, strict=True):
-            facts = [i for i, k in enumerate(g.kind) if k == FACT]
-            for start in range(0, len(facts), self.reflection_group):
-                group = facts[start:start + self.reflection_group]
-                if len(group) < 2:
-                    continue
-                requests.append(reflection_request([g.text[i] for i in group],
+    def _reflect(self, dialogues: Sequence[Dialogue], built, groups: list[tuple[int, list[int]]],
+                 stores: list[VectorStore] | None) -> dict[int, list[int]]:
+        """One reflection request per ``(conversation, new fact nodes)`` group, in one batch;
+        returns the reflection nodes made per conversation. Under ``prompts="upstream"`` the
+        code's context (``reflections="chunk"``: the older facts of similarity >= the context
+        threshold among each new fact's 5 nearest nodes, and the reflections already drawn from
+        those or the new facts; services/ltm_creator.py 428-467), none per group."""
+        requests, cites = [], []
+        for i, facts in groups:
+            d, g = dialogues[i], built[i][0]
+            if self.prompts == "upstream":
+                near = []
+                if stores is not None and self.reflections == "chunk":
+                    hits = stores[i].search(stores[i].embedding(facts), FACT_TOP_K,
+                                            self._similarity)
+                    near = related(hits, g.kind, FACT, self.context_cosine, exclude=facts)
+                derived = EDGE_TYPES.index("DERIVED_FROM_FACT")
+                shown = set(facts) | set(near)
+                drawn = sorted({a for a, b, t in g.edges if t == derived
+                                and g.kind[a] == REFLECTION and b in shown})
+                ids: dict[str, list[int]] = {}
+                for p, f in enumerate(facts):
+                    ids.setdefault(entity_id(g.text[f]), []).append(p)
+                requests.append(upstream_reflection_request(
+                    self.templates[REFLECTION_FILE],
+                    [node_line(entity_id(g.text[f]), g.text[f]) for f in facts],
+                    [node_line(entity_id(g.text[f]), g.text[f]) for f in near],
+                    [node_line(entity_id(g.text[x]), g.text[x]) for x in drawn],
+                    self.max_tokens["reflections"]))
+                cites.append(ids)
+            else:
+                requests.append(reflection_request([g.text[f] for f in facts],
                                                    f"{d.speaker_a} and {d.speaker_b}",
-                                                   self.reflections_per_group, self.max_tokens))
-                groups.append((d, g, group))
-        results = generate_structured(self.llm, requests, parse=parse_reflections)
+                                                   self.reflections_per_group,
+                                                   self.max_tokens["reflections"]))
+                cites.append(len(facts))
+        parse = parse_upstream_reflections if self.prompts == "upstream" else parse_reflections
+        results = generate_structured(self.llm, requests, parse=parse)
         self.extraction_attempts += len(requests)
-        for (d, g, group), res in zip(groups, results, strict=True):
-            where = f"facts {g.covers[group[0]][0]}..{g.covers[group[-1]][-1]}"
-            parsed = recheck(res, parse_reflections, len(group))
+        made: dict[int, list[int]] = {}
+        for (i, group), cite, res in zip(groups, cites, results, strict=True):
+            d, g = dialogues[i], built[i][0]
+            parsed = recheck(res, parse, cite, self.bad_source)
             if parsed is None:
+                turns = [t for f in group for t in g.covers[f]]
+                where = (f"facts {turns[0]}..{turns[-1]}" if turns
+                         else f"facts of nodes {group[0]}..{group[-1]}")
                 self._fail("reflections", d.sample_id, where, res.error or "unreadable reply")
                 continue
             for text, cited in parsed:
                 facts = [group[c] for c in cited]
                 covers = tuple(dict.fromkeys(t for f in facts for t in g.covers[f]))
-                node = g.node(REFLECTION, text, covers, max(g.stamp[f] for f in facts))
+                # one citing no fact of the request (bad_source=edge) keeps the group's date
+                node = g.node(REFLECTION, text, covers, max(g.stamp[f] for f in facts or group))
+                made.setdefault(i, []).append(node)
                 for f in facts:
                     g.link(node, f, "DERIVED_FROM_FACT")
+        return made
 
     def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
         failure = GAAMAFailure(stage, sample_id, where, error)

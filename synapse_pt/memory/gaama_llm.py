@@ -1,8 +1,22 @@
 """GAAMA's LLM build: facts, concepts and reflections written by a chat model (SPEC §2).
 
-The prompts are ours, written from SPEC's description of GAAMA's public code; they go through the
-project's LLM interface, its response cache and :func:`~synapse_pt.models.structured.
-generate_structured` (one repair round per garbled reply).
+Two prompt sets (``memory.prompts``), both sent through the project's LLM interface, its response
+cache and :func:`~synapse_pt.models.structured.generate_structured` (one repair round per garbled
+reply):
+
+* ``"upstream"`` (the default): GAAMA's own ``prompts/fact_generation.md`` and
+  ``prompts/reflection_generation.md`` read from the pinned files
+  (:func:`~synapse_pt.data.upstream.gaama_prompt`, never pasted here), filled as its
+  ``services/llm_extractors.py`` fills them: one user message, no system message; lines
+  ``[<node id>] [<session date>] <episode text>`` and ``[<node id>] <fact text>``; each section
+  cut to its share of 2,000 words (:func:`budget_truncate`), ``(none)`` when empty; the code's
+  completion budgets (8,000 and 4,000 tokens). Replies in the form those files ask for
+  (``fact_text`` / ``source_episode_ids`` / ``concepts`` with ``concept_label`` /
+  ``episode_ids``; ``reflection_text`` / ``source_fact_ids``) are read by
+  :func:`parse_upstream_facts` and :func:`parse_upstream_reflections`. Node ids are the code's
+  forms made deterministic (so the response cache holds): ``ep-<16 hex>`` of the conversation
+  and turn, ``entity-<16 hex>`` of a fact's or reflection's text (its ``canonical_id_entity``).
+* ``"ours"``: our wording below (:data:`FACT_PROMPT`, :data:`REFLECTION_PROMPT`) and its parsers.
 
 * :func:`chunk_turns`: a conversation's turns in chunks of about ``chunk_tokens`` tokens.
 * :func:`fact_requests` / :func:`parse_facts`: per chunk, atomic standalone facts (people named,
@@ -13,6 +27,10 @@ generate_structured` (one repair round per garbled reply).
 * :func:`reflection_requests` / :func:`parse_reflections`: higher-level reflections over groups
   of facts, each citing the facts it follows from.
 
+A cited id outside the request (a fact's message, a reflection's fact): ``bad_source="edge"``
+(the code's, ``services/ltm_creator.py`` 388-391 and 507-510) drops that citation only, the fact
+or reflection kept; ``"chunk"`` (ours before issue 44) refuses the whole reply.
+
 A reply that still fails after the repair is a counted :class:`GAAMAFailure`, named in the log and
 in the memory's ``describe()`` (``extraction_failures``); its chunk contributes no facts, never
 an empty success.
@@ -20,15 +38,46 @@ an empty success.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
 
 from synapse_pt.data.records import Turn
 from synapse_pt.data.render import format_date
 from synapse_pt.models.llm.base import ChatRequest
 from synapse_pt.models.structured import StructuredOutputError, parse_json_reply
+from synapse_pt.retrieval.dense import cosine_scores
+
+if TYPE_CHECKING:
+    from synapse_pt.data.upstream import Template
+
+#: where the build's prompts come from: GAAMA's files (the code's) or our wording
+PROMPT_SOURCES = ("upstream", "ours")
+#: the upstream prompt files (``gaama/prompts/<name>.md``) of the fact and reflection requests
+FACT_FILE, REFLECTION_FILE = "fact_generation", "reflection_generation"
+#: a citation outside the request: drop it (the code's) or refuse the reply (ours before)
+BAD_SOURCE_RULES = ("edge", "chunk")
+#: reflections after each chunk's facts (the code's) or per ``reflection_group`` facts (ours)
+REFLECTION_RULES = ("chunk", "group")
+#: a chunk's context: the code's per-episode vector search, or the chunk centroid's last 5 (ours)
+CONTEXT_RULES = ("code", "centroid")
+#: the code's completion budgets (``services/llm_extractors.py`` 109 and 246) and ours
+UPSTREAM_MAX_TOKENS = {"facts": 8000, "reflections": 4000}
+OURS_MAX_TOKENS = 768
+#: the code's context cap: 2,000 words, shared by the sections in these minimum shares
+#: (``services/llm_extractors.py`` 107, 196-205, 250, 274-278)
+CONTEXT_WORDS = 2000
+FACT_SHARES = (0.35, 0.25, 0.25, 0.15)  # new episodes, related episodes, facts, concepts
+REFLECTION_SHARES = (0.40, 0.30, 0.30)  # new facts, related facts, existing reflections
+#: the code's vector searches for a chunk's context: per episode the nearest 10 nodes (older
+#: episodes kept) and the nearest 5 (concepts kept); per new fact the nearest 5 (older facts kept)
+#: (``services/ltm_creator.py`` 245, 287, 436)
+EPISODE_TOP_K, CONCEPT_TOP_K, FACT_TOP_K = 10, 5, 5
+NONE_TEXT = "(none)"  # an empty section (services/llm_extractors.py 206-209)
 
 SYSTEM = "You build the long-term memory of a conversational agent. You answer with JSON only."
 
@@ -140,13 +189,15 @@ def _labels(values: Any, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def parse_facts(text: str, message_ids: Sequence[str] | None = None
+def parse_facts(text: str, message_ids: Sequence[str] | None = None, bad_source: str = "chunk"
                 ) -> tuple[list[ExtractedFact], dict[str, tuple[str, ...]]]:
-    """The facts and per-message concepts of a reply to :func:`fact_request`.
+    """The facts and per-message concepts of a reply to :func:`fact_request`. A source id
+    outside the chunk (given ``message_ids``): ``bad_source="chunk"`` refuses the reply,
+    ``"edge"`` drops that id (a fact left with none keeps no source).
 
     Raises:
-        StructuredOutputError: not the requested form, or (given ``message_ids``) a source id
-            outside the chunk.
+        StructuredOutputError: not the requested form, or (``bad_source="chunk"``) a source id
+            outside the chunk or none at all.
     """
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("facts"), list):
@@ -157,11 +208,12 @@ def parse_facts(text: str, message_ids: Sequence[str] | None = None
         if not isinstance(f, dict) or not isinstance(f.get("fact"), str) or not f["fact"].strip():
             raise StructuredOutputError(f"fact {i}: needs a non-empty 'fact' string")
         sources = f.get("sources", [])
-        if (not isinstance(sources, list) or not sources
-                or (ids is not None and not set(map(str, sources)) <= ids)):
+        if not isinstance(sources, list) or (bad_source == "chunk" and (
+                not sources or (ids is not None and not set(map(str, sources)) <= ids))):
             raise StructuredOutputError(f"fact {i}: 'sources' must list ids of the chunk's "
                                         f"messages, got {sources!r}")
-        facts.append(ExtractedFact(f["fact"].strip(), tuple(map(str, sources)),
+        kept = [str(s) for s in sources if ids is None or str(s) in ids]
+        facts.append(ExtractedFact(f["fact"].strip(), tuple(dict.fromkeys(kept)),
                                    _labels(f.get("concepts", []), f"fact {i}")))
     per_message = value.get("message_concepts", {})
     if not isinstance(per_message, dict):
@@ -179,10 +231,11 @@ def reflection_request(facts: Sequence[str], speakers: str, max_reflections: int
     return ChatRequest((("system", SYSTEM), ("user", user)), max_tokens=max_tokens)
 
 
-def parse_reflections(text: str, n_facts: int | None = None
+def parse_reflections(text: str, n_facts: int | None = None, bad_source: str = "chunk"
                       ) -> list[tuple[str, tuple[int, ...]]]:
     """``[(reflection, cited fact numbers)]`` of a reply to :func:`reflection_request`
-    (``n_facts`` given: every citation must be one of them)."""
+    (``n_facts`` given: under ``bad_source="chunk"`` every citation must be one of them; under
+    ``"edge"`` the others are dropped)."""
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("reflections"), list):
         raise StructuredOutputError('expected {"reflections": [...]}')
@@ -191,10 +244,245 @@ def parse_reflections(text: str, n_facts: int | None = None
         if not isinstance(r, dict) or not isinstance(r.get("reflection"), str):
             raise StructuredOutputError(f"reflection {i}: needs a 'reflection' string")
         cited = r.get("facts", [])
-        if (not isinstance(cited, list) or not cited
-                or not all(isinstance(c, int) and c >= 0 and (n_facts is None or c < n_facts)
-                           for c in cited)):
+
+        def valid(c: Any) -> bool:
+            return (isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                    and (n_facts is None or c < n_facts))
+
+        if not isinstance(cited, list) or (bad_source == "chunk" and (
+                not cited or not all(valid(c) for c in cited))):
             raise StructuredOutputError(f"reflection {i}: 'facts' must cite the numbers of the "
                                         f"facts listed, got {cited!r}")
-        out.append((r["reflection"].strip(), tuple(dict.fromkeys(cited))))
+        out.append((r["reflection"].strip(), tuple(dict.fromkeys(c for c in cited if valid(c)))))
+    return out
+
+
+
+# ------------------------------------------------------------------ GAAMA's own prompts (upstream)
+
+def _hex16(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def episode_id(sample_id: str, dia_id: str) -> str:
+    """An episode's node id in the code's form (``ep-`` and 16 hex digits; the code draws them
+    at random, here they are a hash of the conversation and turn, so a rebuild asks the same)."""
+    return f"ep-{_hex16(f'{sample_id}|{dia_id}')}"
+
+
+def entity_id(text: str) -> str:
+    """A fact's or reflection's node id as the code's ``canonical_id_entity(text, [])`` forms it
+    (``infra/id_helpers.py``): ``entity-`` and the first 16 hex digits of the sha256 of
+    ``"entity|"`` and the text lower-cased, whitespace collapsed."""
+    return f"entity-{_hex16('entity|' + ' '.join(text.strip().lower().split()))}"
+
+
+def episode_line(node_id: str, session_date: str, content: str) -> str:
+    """An episode as the code lists it: ``[<id>] [<session date string>] <content>`` (the content
+    already starts with the date under ``episode_text=code``, as the code's does)."""
+    return f"[{node_id}] [{session_date}] {content.strip()}"
+
+
+def node_line(node_id: str, text: str) -> str:
+    """A fact or reflection as the code lists it: ``[<id>] <text>``."""
+    return f"[{node_id}] {text}"
+
+
+def budget_truncate(sections: Sequence[tuple[Sequence[str], float]], max_words: int
+                    ) -> list[list[str]]:
+    """The code's context cut (``services/llm_extractors.py``, ``_budget_truncate``), our code:
+    first each section keeps its leading lines while they fit in its ``share`` of ``max_words``
+    (words: whitespace-split), then, section by section, further lines while the words left
+    over from all sections allow (each section stops at its first line that does not fit)."""
+    words = [[len(line.split()) for line in lines] for lines, _ in sections]
+    kept = [0] * len(sections)
+    left = max_words
+    for s, (lines, share) in enumerate(sections):
+        budget, used = int(max_words * share), 0
+        while kept[s] < len(lines) and used + words[s][kept[s]] <= budget:
+            used += words[s][kept[s]]
+            kept[s] += 1
+        left -= used
+    for s, (lines, _) in enumerate(sections):
+        while kept[s] < len(lines) and words[s][kept[s]] <= left:
+            left -= words[s][kept[s]]
+            kept[s] += 1
+    return [list(lines[:k]) for (lines, _), k in zip(sections, kept, strict=True)]
+
+
+def _section(lines: Sequence[str]) -> str:
+    return "\n".join(lines) if lines else NONE_TEXT
+
+
+def upstream_fact_request(template: Template, new_episodes: Sequence[str],
+                          related_episodes: Sequence[str], existing_facts: Sequence[str],
+                          existing_concepts: Sequence[str], max_tokens: int) -> ChatRequest:
+    """The code's fact request: ``fact_generation.md`` filled with the four sections (lines as
+    :func:`episode_line` / :func:`node_line` write them, concepts their labels), each cut by
+    :func:`budget_truncate`; one user message, no system message."""
+    new, related, facts, concepts = budget_truncate(
+        list(zip((new_episodes, related_episodes, existing_facts, existing_concepts),
+                 FACT_SHARES, strict=True)), CONTEXT_WORDS)
+    user = template.render(new_episodes=_section(new), related_episodes=_section(related),
+                           existing_facts=_section(facts), existing_concepts=_section(concepts))
+    return ChatRequest((("user", user),), max_tokens=max_tokens)
+
+
+def upstream_reflection_request(template: Template, new_facts: Sequence[str],
+                                related_facts: Sequence[str],
+                                existing_reflections: Sequence[str], max_tokens: int
+                                ) -> ChatRequest:
+    """The code's reflection request: ``reflection_generation.md`` filled with the three
+    sections (:func:`node_line`), cut by :func:`budget_truncate`; one user message."""
+    new, related, reflections = budget_truncate(
+        list(zip((new_facts, related_facts, existing_reflections), REFLECTION_SHARES,
+                 strict=True)), CONTEXT_WORDS)
+    user = template.render(new_facts=_section(new), related_facts=_section(related),
+                           existing_reflections=_section(reflections))
+    return ChatRequest((("user", user),), max_tokens=max_tokens)
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise StructuredOutputError(f"{where} must be a list, got {value!r}")
+    return [str(v) for v in value]
+
+
+def _cited(sources: list[str], ids: Mapping[str, Any] | None, bad_source: str, where: str
+           ) -> list[str]:
+    """The cited ids the request knows (``ids`` None: all, the batch's shape check)."""
+    if ids is None:
+        return sources
+    unknown = [s for s in sources if s not in ids]
+    if bad_source == "chunk" and (unknown or not sources):
+        raise StructuredOutputError(f"{where} must cite ids of the request, got {sources!r}")
+    return [s for s in sources if s in ids]
+
+
+def parse_upstream_facts(text: str, ids: Mapping[str, str] | None = None,
+                         known: Collection[str] = (), bad_source: str = "edge"
+                         ) -> tuple[list[ExtractedFact], dict[str, tuple[str, ...]]]:
+    """The facts and per-message concepts of a reply to :func:`upstream_fact_request`, read as
+    the code reads them (``services/ltm_creator.py`` 310-401): a concept label stripped and
+    lower-cased, linked to the chunk's episodes it names; a fact without text skipped; its
+    ``source_episode_ids`` mapped through ``ids`` (the id shown -> the turn's ``dia_id``; an id
+    outside the chunk handled by ``bad_source``); its concepts kept where the label is a known
+    one (``known``, the concepts shown) or one of the reply's. ``belief`` is not used (the graph
+    has no belief). Unlike the code, a reply without a ``facts`` list is unreadable (repaired
+    once, then counted), never an empty success.
+
+    Raises:
+        StructuredOutputError: not the form the prompt asks for, or (``bad_source="chunk"``) a
+            fact citing an id outside the chunk or none.
+    """
+    value = parse_json_reply(text)
+    if not isinstance(value, dict) or not isinstance(value.get("facts"), list):
+        raise StructuredOutputError('expected {"facts": [...], "concepts": [...]}')
+    labels = set(known)
+    per_episode: dict[str, list[str]] = {}
+    for i, item in enumerate(_list_of_dicts(value.get("concepts"), "concepts")):
+        label = str(item.get("concept_label", "")).strip().lower()
+        if not label:
+            continue
+        labels.add(label)
+        for ep in _str_list(item.get("episode_ids"), f"concept {i}: 'episode_ids'"):
+            if ids is None or ep in ids:  # the code links only the chunk's episodes
+                per_episode.setdefault(ids[ep] if ids is not None else ep, []).append(label)
+    facts = []
+    for i, item in enumerate(_list_of_dicts(value["facts"], "facts")):
+        fact_text = str(item.get("fact_text", "")).strip()
+        if not fact_text:
+            continue
+        where = f"fact {i}: 'source_episode_ids'"
+        sources = _cited(_str_list(item.get("source_episode_ids"), where), ids, bad_source, where)
+        mapped = [ids[s] for s in sources] if ids is not None else sources
+        concepts = [str(c).strip().lower()
+                    for c in _str_list(item.get("concepts"), f"fact {i}: 'concepts'")]
+        facts.append(ExtractedFact(fact_text, tuple(dict.fromkeys(mapped)),
+                                   tuple(dict.fromkeys(c for c in concepts if c in labels))))
+    return facts, {k: tuple(dict.fromkeys(v)) for k, v in per_episode.items()}
+
+
+def _list_of_dicts(value: Any, where: str) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise StructuredOutputError(f"'{where}' must be a list of objects")
+    return value
+
+
+def parse_upstream_reflections(text: str, ids: Mapping[str, Sequence[int]] | None = None,
+                               bad_source: str = "edge") -> list[tuple[str, tuple[int, ...]]]:
+    """``[(reflection, cited positions among the new facts)]`` of a reply to
+    :func:`upstream_reflection_request`, read as the code reads it (``services/ltm_creator.py``
+    481-510): a reflection without text skipped; ``source_fact_ids`` mapped through ``ids``
+    (a new fact's id -> its positions; the code links only the new facts, so an id of a fact
+    shown as context counts as outside the request, handled by ``bad_source``)."""
+    value = parse_json_reply(text)
+    if not isinstance(value, dict) or not isinstance(value.get("reflections"), list):
+        raise StructuredOutputError('expected {"reflections": [...]}')
+    out = []
+    for i, item in enumerate(_list_of_dicts(value["reflections"], "reflections")):
+        reflection = str(item.get("reflection_text", "")).strip()
+        if not reflection:
+            continue
+        where = f"reflection {i}: 'source_fact_ids'"
+        cited = _cited(_str_list(item.get("source_fact_ids"), where), ids, bad_source, where)
+        positions = [p for c in cited for p in ids[c]] if ids is not None else []
+        out.append((reflection, tuple(dict.fromkeys(positions))))
+    return out
+
+
+class VectorStore:
+    """One conversation's node embeddings as the code's vector store holds them while it builds
+    (``adapters/sqlite_vector.py``): a node enters when the code embeds it (a chunk's episodes
+    before its facts are asked for, then its concepts and facts, then its reflections), and
+    :meth:`search` returns the ``top_k`` nearest entered nodes with their similarity (ties: the
+    earlier node)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[int] = []
+        self.row: dict[int, int] = {}
+        self.emb: torch.Tensor | None = None
+
+    def add(self, nodes: Sequence[int], emb: torch.Tensor) -> None:
+        if not nodes:
+            return
+        for node in nodes:
+            self.row[node] = len(self.nodes)
+            self.nodes.append(node)
+        self.emb = emb if self.emb is None else torch.cat([self.emb, emb.to(self.emb)])
+
+    def embedding(self, nodes: Sequence[int]) -> torch.Tensor:
+        """The stored embeddings of ``nodes`` (entered before), ``[len(nodes), d]``."""
+        assert self.emb is not None
+        return self.emb[[self.row[n] for n in nodes]]
+
+    def search(self, queries: torch.Tensor, top_k: int, similarity: Any
+               ) -> list[list[tuple[int, float]]]:
+        """Per query row ``[(node, similarity)]``, nearest first; ``similarity`` maps a cosine
+        tensor to the memory's scale."""
+        if self.emb is None:
+            return [[] for _ in range(len(queries))]
+        sim = similarity(cosine_scores(self.emb, queries.to(self.emb)).double())  # [n, m]
+        order = sim.sort(dim=0, descending=True, stable=True).indices[:top_k]
+        return [[(self.nodes[r], float(sim[r, j])) for r in order[:, j].tolist()]
+                for j in range(sim.shape[1])]
+
+
+def related(hits: Sequence[Sequence[tuple[int, float]]], kinds: Sequence[str], kind: str,
+            threshold: float, exclude: Collection[int] = ()) -> list[int]:
+    """The code's context filter over per-query search hits (``services/ltm_creator.py``
+    240-256, 282-297, 431-446): in query order, then rank order, the nodes of ``kind`` with
+    similarity >= ``threshold``, each once, ``exclude`` (the chunk's own episodes, the new
+    facts) left out."""
+    seen, out = set(exclude), []
+    for row in hits:
+        for node, sim in row:
+            if node in seen or kinds[node] != kind or sim < threshold:
+                continue
+            out.append(node)
+            seen.add(node)
     return out

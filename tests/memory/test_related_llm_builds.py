@@ -15,6 +15,10 @@ from synapse_pt.memory.membox import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
+#: GAAMA's LLM build as it was before issue 44 (our prompts, reflections per 20 facts, the chunk
+#: centroid's context, a bad source refusing the reply): what the scripted model answers
+OURS = {"prompts": "ours", "reflections": "group", "fact_context": "centroid",
+        "bad_source": "chunk"}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +29,8 @@ def conv():
 def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
     llm = ScriptedLLM()
     # context_cosine -1: every known concept and (the last 5) older messages go into the context
-    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=-1.0)
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=-1.0,
+                         **OURS)
     memory.ingest([conv])
     block = memory.blocks[conv.sample_id]
     turns = {t.dia_id for t in conv.turns()}
@@ -48,7 +53,7 @@ def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
 def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None:
     first = next(conv.turns()).dia_id
     llm = ScriptedLLM(garble=f"[{first}]")
-    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120)
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, **OURS)
     memory.ingest([conv])
     assert memory.describe()["extraction_failures"] == 1
     (failure,) = memory.failures
@@ -113,7 +118,8 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     context_cosine=0 on the code scale every older message with cos >= -1 qualifies (all): the
     prompts show earlier messages and their facts; context_facts=false leaves the facts out."""
     llm = ScriptedLLM()
-    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0)
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0,
+                         **OURS)
     memory.ingest([conv])
     prompts = [r.messages[1][1] for r in llm.requests
                if "Write the atomic facts" in r.messages[1][1]]
@@ -121,7 +127,7 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     assert memory._similarity(0.5) == 0.75 and memory._similarity(-1.0) == 0.0
     plain = ScriptedLLM()
     ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
-                       similarity="cosine", context_facts=False)
+                       similarity="cosine", context_facts=False, **OURS)
     ours.ingest([conv])
     assert ours._similarity(0.5) == 0.5
     assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
