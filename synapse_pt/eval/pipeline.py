@@ -103,6 +103,12 @@ class EvalSettings:
             distractor and "Not mentioned in the conversation"); reads the category and the
             distractor, so off in the strict setting.
         max_answer_tokens: generation budget of an answer.
+        empty_pack: a question whose retrieved pack is empty, under an answer style whose code
+            answers none (:data:`EMPTY_PACK_REPLIES`, under ``prompts=upstream``): ``"style"``
+            (the code's: GAAMA's ``services/answer_from_memory.py`` 36-38 returns without calling
+            the model and ``evals/locomo/locomo_eval.py`` 197-198 records its fallback
+            hypothesis, read from that file) or ``"answer"`` (the model is asked anyway, ours
+            before issue 44).
         answer_budget: ``"style"``: an answer style with a budget of its own
             (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`: ``gaama``, 512 tokens and no stop, as
             GAAMA's code) uses it; ``"config"``: always ``max_answer_tokens`` / ``answer_stop``.
@@ -138,6 +144,7 @@ class EvalSettings:
     max_answer_tokens: int = 32
     answer_stop: tuple[str, ...] = ("\n",)
     answer_budget: str = "style"  # style: a style's own budget where it has one | config
+    empty_pack: str = "style"  # style: no answer request where the style's code sends none | answer
     answer_batch_size: int = 64
     retrieval_batch_size: int = 0  # 0: all questions in one batched call
     seed: int = 0
@@ -185,6 +192,9 @@ class EvalSettings:
         if self.answer_budget not in ("style", "config"):
             raise ConfigError(f"eval.answer_budget must be 'style' or 'config', got "
                               f"{self.answer_budget!r}")
+        if self.empty_pack not in ("style", "answer"):
+            raise ConfigError(f"eval.empty_pack must be 'style' or 'answer', got "
+                              f"{self.empty_pack!r}")
         if self.judge_unreadable not in JUDGE_UNREADABLE:
             raise ConfigError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
                               f"got {self.judge_unreadable!r}")
@@ -200,6 +210,12 @@ class EvalSettings:
 
 #: ``answer_style`` / ``judge_protocol`` value that means "the memory's own"
 SYSTEM = "system"
+#: answer styles whose code sends no answer request for an empty pack, with where the answer it
+#: records instead is written (file, function, variable): GAAMA's ``answer_from_memory`` returns
+#: "" for an empty memory text without calling the model (``services/answer_from_memory.py``
+#: 36-38) and its LoCoMo evaluation records a fallback hypothesis (``evals/locomo/
+#: locomo_eval.py`` 197-198), which its judge then scores
+EMPTY_PACK_REPLIES = {"gaama": (GAAMA_JUDGE_FILE, "answer_and_judge", "hypothesis")}
 
 
 def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem]
@@ -233,8 +249,26 @@ def require_upstream(settings: EvalSettings) -> None:
     so that a run stops before it builds its memory, not after."""
     from synapse_pt.data.upstream import resolve_upstream_file
 
-    for rel in upstream_files(settings):
+    extra = ([EMPTY_PACK_REPLIES[settings.answer_style][0]]
+             if settings.mode == "qa" and skips_empty_pack(settings) else [])
+    for rel in [*upstream_files(settings), *extra]:
         resolve_upstream_file(rel, settings.upstream_path)
+
+
+def skips_empty_pack(settings: EvalSettings) -> bool:
+    """Whether a question with an empty retrieved pack gets no answer request (``empty_pack``:
+    the answer style's code sends none; only its code's step, ``prompts=upstream``)."""
+    return (settings.empty_pack == "style" and settings.prompts == "upstream"
+            and settings.answer_style in EMPTY_PACK_REPLIES)
+
+
+def empty_pack_reply(settings: EvalSettings) -> str:
+    """The answer recorded for an empty pack under :func:`skips_empty_pack`, read from the
+    answer style's code (:data:`EMPTY_PACK_REPLIES`)."""
+    from synapse_pt.data.upstream import fstring
+
+    rel, function, variable = EMPTY_PACK_REPLIES[settings.answer_style]
+    return fstring(rel, function, variable, settings.upstream_path).render()
 
 
 def blind(question: Question) -> Question:
@@ -312,12 +346,16 @@ def answer_request(q: Question, items: Sequence[RetrievedItem], speakers: str,
 
 def answer_requests(dataset: Dataset, questions: Sequence[Question], result: RetrievalResult,
                     settings: EvalSettings) -> dict[int, ChatRequest]:
-    """``{question position: answer request}`` for every question the gate let through."""
+    """``{question position: answer request}`` for every question the gate let through (and,
+    under :func:`skips_empty_pack`, whose pack is not empty)."""
     speakers = {c.sample_id: f"{c.speaker_a} and {c.speaker_b}" for c in dataset}
     requests: dict[int, ChatRequest] = {}
+    skip_empty = skips_empty_pack(settings)
     for i, gated in enumerate(result.gated.tolist()):
         if gated:
             continue  # the no-record reply; no LLM call (SPEC §1.2 step 7)
+        if skip_empty and not result.items[i]:
+            continue  # the code's answer step asks nothing about an empty memory
         q = questions[i]
         requests[i] = answer_request(q, result.items[i], speakers[q.sample_id], settings)
     return requests
@@ -355,12 +393,17 @@ def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
 def predictions_text(questions: Sequence[Question], result: RetrievalResult,
                      responses: Sequence[ChatResponse | None],
                      settings: EvalSettings | None = None) -> list[str]:
-    """The final answer of each question: the no-record reply where gated, else the LLM's text
-    (under ``category5_options``, a bare option letter replaced by that option's text)."""
+    """The final answer of each question: the no-record reply where gated, the code's recorded
+    answer where the pack is empty and :func:`skips_empty_pack`, else the LLM's text (under
+    ``category5_options``, a bare option letter replaced by that option's text)."""
     out = []
+    empty = (empty_pack_reply(settings) if settings is not None and skips_empty_pack(settings)
+             and not all(result.items[i] for i in range(len(questions))) else None)
     for i, q in enumerate(questions):
         if bool(result.gated[i]):
             out.append(NO_RECORD_REPLY)
+        elif empty is not None and not result.items[i] and responses[i] is None:
+            out.append(empty)
         elif responses[i] is None:
             raise RuntimeError(f"question {q.key}: no answer returned for an ungated question")
         else:
