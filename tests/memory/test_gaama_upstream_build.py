@@ -239,6 +239,10 @@ def test_fact_and_reflection_prompts_are_the_files_filled_by_hand(conv) -> None:
     assert sent[3] == by_hand(reflection_md(), new_facts=f"[{ent(F3)}] {F3}",
                               related_facts=f"[{ent(F1)}] {F1}",
                               existing_reflections=f"[{ent(R1)}] {R1}")
+    # the facts' rule 5 (our wording had dropped it) is sent, as the file words it
+    part1 = fact_md().split("## Part 2")[0]
+    (rule5,) = [x for x in part1.splitlines() if x.startswith("5. ")]
+    assert all(rule5 in p for p in sent[::2])
     d = memory.describe()
     assert d["extraction_failures"] == 0 and d["extraction_attempts"] == 4
     assert d["upstream_prompts"] == ["gaama/prompts/fact_generation.md",
