@@ -15,6 +15,8 @@ from synapse_pt.memory.membox import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
+# our wordings and readers (before #44); the code's prompts: tests/memory/test_membox_prompts.py
+OURS = {"prompts": "ours", "verify_parse": "fenced", "verify_conflict": "drop"}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None
 
 def test_membox_llm_build_loom_boxes_and_traces(conv) -> None:
     llm = ScriptedLLM()
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS)
     memory.ingest([conv])
     for box in memory.boxes:  # a turn with "?" opens a box unless it is a box's second turn
         for j, t in enumerate(box.turns[2:], start=2):
@@ -80,13 +82,13 @@ def test_membox_llm_build_loom_boxes_and_traces(conv) -> None:
 
 def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
     clean = ScriptedLLM()
-    MemboxMemory(ENC, LLMConceptExtractor(clean)).ingest([conv])
+    MemboxMemory(ENC, LLMConceptExtractor(clean), **OURS).ingest([conv])
     asked = [r.messages[1][1].split("New message:\n")[1].split("\n\nDoes")[0]
              for r in clean.requests if "Does the new message continue" in r.messages[1][1]]
     target = next(t for t in conv.turns()
                   if f"{t.speaker}: {t.content}" in asked and "?" not in t.content)
     llm = ScriptedLLM(garble=f"New message:\n{target.speaker}: {target.content}\n")
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm))
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), **OURS)
     memory.ingest([conv])
     (failure,) = [f for f in memory.failures if f.stage == "loom"]
     assert failure.where == target.dia_id and "repair reply" in failure.error
@@ -152,7 +154,7 @@ def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(con
     the box's events (the script relates event 0 only), one grouping call per box with two or
     more unmatched events (the script chains events 0 and 1, the rest isolated)."""
     llm = ScriptedLLM()
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS)
     memory.ingest([conv])
     prompts = [r.messages[1][1] for r in llm.requests]
     verify = [p for p in prompts if "Which new events continue this storyline" in p]
@@ -172,12 +174,12 @@ def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(con
 
 def test_membox_garbled_verification_joins_all_events_and_is_counted(conv) -> None:
     clean = ScriptedLLM()
-    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0).ingest([conv])
+    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0, **OURS).ingest([conv])
     asked = next(r.messages[1][1] for r in clean.requests
                  if "Which new events continue this storyline" in r.messages[1][1])
     marker = asked.split("New events, numbered:\n")[1].split("\n")[0]
     llm = ScriptedLLM(garble=marker)
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS)
     memory.ingest([conv])
     failed = [f for f in memory.failures if f.stage == "verify"]
     assert failed and all("repair reply" in f.error for f in failed)
