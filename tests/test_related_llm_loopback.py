@@ -23,7 +23,15 @@ from typing import Any
 import pandas as pd
 from gaama_replies import gaama_upstream_reply, is_fact_prompt
 from loopback import completion_body, run_sample_on_loopback
-from upstream_files import ROOT, gaama_answer_md, membox_qa_template, needs_upstream
+from upstream_files import (
+    ROOT,
+    gaama_answer_md,
+    membox_qa_template,
+    membox_template,
+    needs_upstream,
+    template_head,
+    unformat,
+)
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.upstream import ENV_VAR
@@ -54,8 +62,9 @@ def sha256_of(rel: str) -> str:
 
 
 def is_answer(prompt: str) -> bool:
-    """An answer request: a template ending in "Answer:", or GAAMA's answer_from_memory.md."""
-    return (prompt.rstrip().endswith(ANSWER_END)
+    """An answer request: a template ending in "Answer:" (but Membox's Topic Loom prompt, which
+    ends so too), or GAAMA's answer_from_memory.md."""
+    return ((prompt.rstrip().endswith(ANSWER_END) and not prompt.startswith(template_head(LOOM)))
             or prompt.startswith(gaama_answer_md().split("{{query}}")[0]))
 
 
@@ -68,31 +77,33 @@ def is_repair(body: dict[str, Any]) -> bool:
     return len(user_messages(body)) > 1
 
 
-def numbered(section: str) -> list[str]:
-    """The ``"<i>. <text>"`` lines of a prompt section, their texts in order."""
-    return [line.split(". ", 1)[1] for line in section.splitlines()
-            if line.split(". ", 1)[0].isdigit()]
+#: Membox's build prompts (memory.prompts=upstream, the default), read from membox.py here
+LOOM, BOX, VERIFY, CHAINS = (membox_template(n) for n in (
+    "PROMPT_MSG_CONTINUATION", "PROMPT_DIALOG_EXTRACT", "PROMPT_TRACE_EVENT_FILTER",
+    "PROMPT_TRACE_INIT"))
 
 
 def membox_reply(prompt: str, garble_chains: bool) -> str:
-    """A chat model's reply to Membox's prompts: Loom "Yes"; the same two events for every box;
-    a verification that relates each new event whose text the trace already holds; a grouping
-    of all unmatched events into one chain (or, ``garble_chains``, prose)."""
-    if "Does the new message continue" in prompt:
+    """A chat model's reply to Membox's prompts (the code's, from membox.py): Loom "Yes"; the
+    same two events for every box; a verification that relates each new event whose text the
+    trace already holds; a grouping of all unmatched events into one chain (or,
+    ``garble_chains``, prose)."""
+    if prompt.startswith(template_head(LOOM)):
         return "Yes."
-    if "3-8 keywords" in prompt:
+    if prompt.startswith(template_head(BOX)):
         return json.dumps({"keywords": ["pottery", "painting", "family"], "topic": "hobbies",
-                           "events": [EVENT_A, EVENT_B]})
-    if "Which new events continue this storyline" in prompt:
-        trace, events = prompt.split("New events, numbered:")
-        related = [i for i, e in enumerate(numbered(events)) if e in trace]
-        return json.dumps({"related": related,
-                           "unrelated": [i for i in range(len(numbered(events)))
-                                         if i not in related]})
-    if "Group them into storylines" in prompt:
+                           "explicit_mentions": [EVENT_A, EVENT_B]})
+    if prompt.startswith(template_head(VERIFY)):
+        shown = unformat(VERIFY, prompt)
+        events = shown["content_b"].splitlines()
+        return json.dumps({"related_events": [e for e in events if e in shown["content_a"]],
+                           "unrelated_events": [e for e in events
+                                                if e not in shown["content_a"]]})
+    if prompt.startswith(template_head(CHAINS)):
         if garble_chains:
             return "These events are all about hobbies."
-        return json.dumps({"chains": [list(range(len(numbered(prompt))))], "isolated": []})
+        return json.dumps({"primary_chain": unformat(CHAINS, prompt)["events"].splitlines(),
+                           "secondary_chains": [], "isolated_events": []})
     raise AssertionError(f"unexpected prompt: {prompt[:120]}")
 
 
@@ -132,15 +143,23 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
                                          lambda p: membox_reply(p, garble_chains=False),
                                          "memory=membox")  # its own answer step by default
     assert loom_decisions() == 34 and len(SAMPLE.sessions) == 3
-    assert len(of_kind(bodies, "Does the new message continue")) == 34
-    assert len(of_kind(bodies, "3-8 keywords")) == 3  # one box per session
-    assert len(of_kind(bodies, "Group them into storylines")) == 1  # box 0's A and B
-    verify = of_kind(bodies, "Which new events continue this storyline")
+    assert len(of_kind(bodies, template_head(LOOM))) == 34
+    boxes = of_kind(bodies, template_head(BOX))
+    assert len(boxes) == 3  # one box per session
+    assert len(of_kind(bodies, template_head(CHAINS))) == 1  # box 0's A and B
+    verify = of_kind(bodies, template_head(VERIFY))
     assert len(verify) == 2  # boxes 1 and 2: the one trace holding A and B, verified once each
-    for body in verify:  # all of the box's events shown, numbered
-        assert numbered(user_messages(body)[0].split("New events, numbered:")[1]) == [EVENT_A,
-                                                                                     EVENT_B]
+    for body in verify:  # all of the box's events shown, one per line (the code's)
+        assert unformat(VERIFY, user_messages(body)[0])["content_b"].splitlines() == [
+            EVENT_A, EVENT_B]
     assert not [b for b in bodies if is_repair(b)]
+    build = [b for b in bodies if not is_answer(user_messages(b)[0])]
+    # the code's requests: one user message, no max_tokens of its own (16,384), temperature 0;
+    # the box extraction in JSON mode (LLMWorker.chat_completion, process_new_box)
+    assert all([m["role"] for m in b["messages"]] == ["user"] and b["max_tokens"] == 16384
+               and b["temperature"] == 0.0 for b in build)
+    assert all(b.get("response_format") == {"type": "json_object"} for b in boxes)
+    assert not [b for b in build if "response_format" in b and b not in boxes]
     assert metrics["extraction"] == {"failures": 0, "attempts": 34 + 3 + 1 + 2,
                                      "failure_share": 0.0}
     assert set(preds["build"]) == {"membox-llm"}
@@ -174,9 +193,9 @@ def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkey
     metrics, bodies, preds = run_against(tmp_path, monkeypatch,
                                          lambda p: membox_reply(p, garble_chains=True),
                                          "memory=membox", "eval.answer_style=membox")
-    assert len(of_kind(bodies, "Group them into storylines")) == 1
-    assert len(of_kind(bodies, "Group them into storylines", repairs=True)) == 1
-    assert len(of_kind(bodies, "Which new events continue this storyline")) == 4
+    assert len(of_kind(bodies, template_head(CHAINS))) == 1
+    assert len(of_kind(bodies, template_head(CHAINS), repairs=True)) == 1
+    assert len(of_kind(bodies, template_head(VERIFY))) == 4
     assert metrics["extraction"] == {"failures": 1, "attempts": 34 + 3 + 1 + 4,
                                      "failure_share": 1 / 42}
     for body in answers(bodies):

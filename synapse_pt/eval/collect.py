@@ -124,12 +124,13 @@ def paper_ablation_table() -> pd.DataFrame:
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
                    "strict_evidence", "answer_style", "scoring_protocols", "judge_protocol",
                    "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts",
-                   "prompt_source")
+                   "prompt_source", "membox_empty_context")
 # not a protocol field: ``upstream_prompts`` (the related systems' files a run sent) differs
 # between GAAMA, Membox and SYNAPSE by design under answer_style=system; the runs table lists it
 #: the value of a protocol field a run recorded before the field existed, where it is known: a run
 #: from before ``dataset.gold`` scored the release's gold
-PROTOCOL_DEFAULTS = {"dataset.gold": "official"}
+#: and a qa run from before ``membox_empty_context`` scored every question's ``f1_membox``
+PROTOCOL_DEFAULTS = {"dataset.gold": "official", "membox_empty_context": "count"}
 
 
 def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,8 +138,9 @@ def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
     ``PROTOCOL_DEFAULTS`` value, else ``None``)."""
     out = {}
     for f in PROTOCOL_FIELDS:
-        if f == "prompt_source" and identity.get("eval_mode") == "retrieval":
-            out[f] = None  # a retrieval run sends no prompt, whichever source it named
+        if f in ("prompt_source", "membox_empty_context") \
+                and identity.get("eval_mode") == "retrieval":
+            out[f] = None  # a retrieval run sends no prompt and scores no answer
             continue
         node: Any = identity
         for part in f.split("."):

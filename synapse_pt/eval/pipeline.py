@@ -128,6 +128,12 @@ class EvalSettings:
             (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
             ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
             ``"drop"`` (left out: our earlier reading of ``gaama``). Counted under every choice.
+        membox_empty_context: Membox's F1 (``f1_membox``, its scoring protocol) of a question
+            whose retrieved context is empty: ``"exclude"`` (left out of that column's means,
+            as Membox's evaluation leaves it: ``membox.py`` ``AnswerGenerator.
+            _generate_for_ranking`` returns before answering or scoring when ``contexts`` is
+            empty, which under Trace mode happens when no top box has a trace) or ``"count"``
+            (scored like any other). The other metrics count every question either way.
         peer_ks: cut-offs of the retrieval rules peers publish
             (:mod:`~synapse_pt.eval.scorers.peer_rules`).
     """
@@ -153,6 +159,7 @@ class EvalSettings:
     judge_max_tokens: int = 128
     judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
     peer_ks: tuple[int, ...] = (1, 5, 10)
+    membox_empty_context: str = "exclude"  # exclude (Membox's evaluation) | count
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -195,6 +202,9 @@ class EvalSettings:
         if self.empty_pack not in ("style", "answer"):
             raise ConfigError(f"eval.empty_pack must be 'style' or 'answer', got "
                               f"{self.empty_pack!r}")
+        if self.membox_empty_context not in MEMBOX_EMPTY_CONTEXT:
+            raise ConfigError(f"eval.membox_empty_context must be one of "
+                              f"{list(MEMBOX_EMPTY_CONTEXT)}, got {self.membox_empty_context!r}")
         if self.judge_unreadable not in JUDGE_UNREADABLE:
             raise ConfigError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
                               f"got {self.judge_unreadable!r}")
@@ -208,6 +218,9 @@ class EvalSettings:
                               f"once), got {self.retrieval_batch_size}")
 
 
+#: ``eval.membox_empty_context``: an empty-context question in ``f1_membox`` left out (Membox's
+#: evaluation) or counted
+MEMBOX_EMPTY_CONTEXT = ("exclude", "count")
 #: ``answer_style`` / ``judge_protocol`` value that means "the memory's own"
 SYSTEM = "system"
 #: answer styles whose code sends no answer request for an empty pack, with where the answer it
@@ -515,8 +528,11 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
             row["f1_official"] = score_official(predictions[i], q.answer, scored_as)
             row.update(score_amem(predictions[i], q.answer, scored_as))
-            # Membox's protocol: its tokeniser, category 5 not scored (None)
-            row["f1_membox"] = score_membox(predictions[i], q.answer, scored_as)
+            # Membox's protocol: its tokeniser, category 5 not scored (None), and under
+            # membox_empty_context=exclude a question with no context not scored either
+            row["f1_membox"] = (None if settings.membox_empty_context == "exclude"
+                                and not result.items[i]
+                                else score_membox(predictions[i], q.answer, scored_as))
         if judge is not None:
             row["judge"] = _nan_to_none(judge.mean[i])
             row["judge_std"] = _nan_to_none(judge.std[i])
@@ -560,6 +576,8 @@ def retrieval_summary(df: pd.DataFrame, answerable: Sequence[int] = ANSWERABLE,
         out["gate_score_auc_adversarial"] = rejection_auc(score, category,
                                                           adversarial=adversarial)
     answerable = df["category"].isin(list(answerable))
+    # questions whose retrieved context is empty (Membox's evaluation leaves them out)
+    out["empty_context_questions"] = float((df["retrieved"].map(len) == 0).sum())
     out["context_tokens_mean"] = float(df["context_tokens"].mean())
     out["context_tokens_mean_answerable"] = float(df.loc[answerable, "context_tokens"].mean())
     return out

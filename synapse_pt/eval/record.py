@@ -138,6 +138,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
             "prompt_source": settings.prompts,
+            # f1_membox of a question with an empty context: exclude (Membox's eval) | count
+            "membox_empty_context": settings.membox_empty_context if qa else None,
             "upstream_prompts": upstream_prompts(settings, identity.get("memory") or {}),
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},

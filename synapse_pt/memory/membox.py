@@ -34,7 +34,8 @@ With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``membox-ll
 instead (:mod:`synapse_pt.memory.membox_llm`): the Topic Loom decision for every turn the rule
 does not decide, the keywords, topic and events of each box (an event then covers its box's
 turns), the verification of each candidate trace and the grouping of unmatched events into
-chains.
+chains, with the code's own prompts read from its ``membox.py`` (``prompts="upstream"``) or our
+wordings (``"ours"``).
 """
 
 from __future__ import annotations
@@ -63,16 +64,12 @@ from .episodic import TurnRegistry
 from .fused import inner_fused
 from .gate import build_gate
 from .membox_llm import (
+    PROMPT_SOURCES,
+    VERIFY_CONFLICTS,
+    VERIFY_PARSES,
     MemboxFailure,
-    box_request,
-    chain_request,
-    loom_request,
-    parse_box,
-    parse_chains,
-    parse_loom,
-    parse_verify,
+    MemboxPrompts,
     parse_weave,
-    verify_request,
     weave_request,
 )
 
@@ -201,8 +198,20 @@ class MemboxMemory(MemorySystem):
             window, sees it whole) or ``"truncate"`` (its first window only, ours before #44).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
+        prompts: LLM build: ``"upstream"`` (the code's prompts, read from ``membox.py``,
+            rendered and read as its code does: :class:`~synapse_pt.memory.membox_llm.
+            MemboxPrompts`) or ``"ours"`` (our wordings, before #44).
+        upstream_path: the folder of the upstream files (``None``: found as
+            :mod:`synapse_pt.data.upstream` says).
         max_tokens: LLM build: completion budget of a box extraction, verification,
-            chain grouping or weave (ours; the Loom's yes/no has 8 tokens).
+            chain grouping or weave (``None``: the prompts' own, upstream 16,384 as the code
+            sets none, ours 512).
+        loom_max_tokens: the same for a Topic Loom decision (``None``: upstream 16,384, ours 8).
+        verify_parse: a verification reply read ``"strict"`` (``json.loads`` of the whole
+            reply, no repair round; unreadable joins all events: the code's
+            ``_llm_event_filter``) or ``"fenced"`` (fenced JSON, one repair round; ours).
+        verify_conflict: an event a verification reply lists both as related and unrelated:
+            ``"keep"`` (related, the code's ``if/elif``) or ``"drop"`` (ours).
         fused_ranking: ``None`` (the code's cosine of the box embedding) or
             :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
             LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
@@ -211,7 +220,7 @@ class MemboxMemory(MemorySystem):
 
     name = "membox"
     retrieval_fields = ("mode", "k", "trace_context", "tau_gate")
-    int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1}
+    int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1, "loom_max_tokens": 1}
     choices = {"mode": MODES, "weave": WEAVES, "unmatched": ("chain", "single"),
                "trace_context": TRACE_CONTEXTS}
     # PROMPT_QA_ANSWER (membox.py); its evaluation scores F1, judged here by mem0's judge
@@ -224,7 +233,10 @@ class MemboxMemory(MemorySystem):
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
                  trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
-                 min_event_words: int = 4, max_tokens: int = 512, weave: str = "code",
+                 min_event_words: int = 4, max_tokens: int | None = None,
+                 loom_max_tokens: int | None = None, prompts: str = "upstream",
+                 upstream_path: str | None = None, verify_parse: str = "strict",
+                 verify_conflict: str = "keep", weave: str = "code",
                  unmatched: str = "chain", trace_context: str = "code", index_topic: bool = True,
                  box_text: str = "code", box_long_text: str = "windows",
                  fused_ranking: Mapping[str, Any] | None = None,
@@ -232,12 +244,23 @@ class MemboxMemory(MemorySystem):
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = extractor_llm(extractor, "membox")
         for key, value in (("k", k), ("min_event_words", min_event_words),
-                           ("max_tokens", max_tokens)):
-            require_int(key, value, self.int_minimums[key])
+                           ("max_tokens", max_tokens), ("loom_max_tokens", loom_max_tokens)):
+            if value is not None or key in ("k", "min_event_words"):
+                require_int(key, value, self.int_minimums[key])
         for key, value in (("mode", mode), ("weave", weave), ("unmatched", unmatched),
                            ("trace_context", trace_context)):
             require_choice(key, value, self.choices[key])
         require_choice("box_long_text", box_long_text, BOX_LONG_TEXT)
+        for key, value, allowed in (("prompts", prompts, PROMPT_SOURCES),
+                                    ("verify_parse", verify_parse, VERIFY_PARSES),
+                                    ("verify_conflict", verify_conflict, VERIFY_CONFLICTS)):
+            require_choice(key, value, allowed)
+        # the LLM build's requests and readers (the upstream prompts read here: a run without
+        # the files stops before its build); none for the LLM-free build
+        self.prompts = None if self.llm is None else MemboxPrompts(
+            prompts, upstream_path=upstream_path, max_tokens=max_tokens,
+            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse,
+            verify_conflict=verify_conflict)
         require_choice("box_text", box_text, BOX_TEXTS)
         self.box_text = box_text
         self._raw_date: dict[tuple[str, str], str] = {}  # (sample, dia_id): session date string
@@ -254,7 +277,7 @@ class MemboxMemory(MemorySystem):
         self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
             trace_threshold)
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
-        self.min_event_words, self.max_tokens = int(min_event_words), int(max_tokens)
+        self.min_event_words = int(min_event_words)
         self.failures: list[MemboxFailure] = []
         self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains, weave)
         self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
@@ -288,6 +311,13 @@ class MemboxMemory(MemorySystem):
                 "unmatched": self.unmatched, "trace_context": self.trace_context,
                 "index_topic": self.index_topic, "box_long_text": self.box_long_text,
                 "box_text": self.box_text,
+                # the LLM build's prompts (None: LLM-free) and the upstream files they read
+                "prompts": None if llm_free else self.prompts.source,
+                "upstream_prompts": [] if llm_free else self.prompts.files,
+                "max_tokens": None if llm_free else self.prompts.max_tokens,
+                "loom_max_tokens": None if llm_free else self.prompts.loom_max_tokens,
+                "verify_parse": None if llm_free else self.prompts.verify_parse,
+                "verify_conflict": None if llm_free else self.prompts.verify_conflict,
                 "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
@@ -339,9 +369,10 @@ class MemboxMemory(MemorySystem):
                 if len(boxes[i][-1]) < 2:  # the second message joins without asking
                     boxes[i][-1].append(turns[r])
                     continue
-                asks.append(loom_request(turns[r - 2:r], turns[r]))
+                asks.append(self.prompts.loom_request(turns[r - 2:r], turns[r]))
                 todo.append(i)
-            results = generate_structured(self.llm, asks, parse=parse_loom) if asks else []
+            results = generate_structured(self.llm, asks, parse=self.prompts.parse_loom
+                                          ) if asks else []
             self.extraction_attempts += len(asks)
             for i, res in zip(todo, results, strict=True):
                 turn = sessions[i][r]
@@ -388,8 +419,10 @@ class MemboxMemory(MemorySystem):
     def _seal_llm(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
         """Keywords, topic and events by the LLM, all boxes in one batch; an event covers its
         box's turns (the model names no message)."""
-        requests = [box_request(self._lines(turns), self.max_tokens) for _, turns in groups]
-        results = generate_structured(self.llm, requests, parse=parse_box)
+        requests = [self.prompts.box_request(self._lines(turns), self._box(d, turns, [], "",
+                                                                           []).header)
+                    for d, turns in groups]
+        results = generate_structured(self.llm, requests, parse=self.prompts.parse_box)
         self.extraction_attempts += len(requests)
         for (d, turns), res in zip(groups, results, strict=True):
             covers = tuple(t.dia_id for t in turns)
@@ -494,16 +527,16 @@ class MemboxMemory(MemorySystem):
         else:
             asks = [(b, t) for b, plan in zip(batch, plans, strict=True) if plan
                     for t in plan[2]]
-            requests = [verify_request(self._trace_lines(t),
-                                       [e for e, _, _ in self.boxes[b].events], self.max_tokens)
+            requests = [self.prompts.verify_request(self._trace_lines(t),
+                                                    [e for e, _, _ in self.boxes[b].events])
                         for b, t in asks]
-            results = generate_structured(self.llm, requests,
-                                          parse=lambda text: parse_verify(text, None)
+            results = generate_structured(self.llm, requests, parse=self.prompts.verify_shape
                                           ) if requests else []
             self.extraction_attempts += len(requests)
             for (b, t), res in zip(asks, results, strict=True):
                 n = len(self.boxes[b].events)
-                related = recheck(res, parse_verify, n)
+                related = recheck(res, self.prompts.parse_verify,
+                                  [e for e, _, _ in self.boxes[b].events])
                 if related is None:  # the code: an unreadable verdict joins every event
                     self._fail("verify", self.boxes[b].sample_id,
                                f"{self.boxes[b].turns[0].dia_id} -> trace {t}",
@@ -527,13 +560,13 @@ class MemboxMemory(MemorySystem):
         ask = [(b, rest) for b, rest in leftovers if self.llm is not None and len(rest) > 1]
         chains: dict[int, list[list[int]]] = {}
         if ask:
-            requests = [chain_request([self.boxes[b].events[e][0] for e in rest],
-                                      self.max_tokens) for b, rest in ask]
+            texts = [[self.boxes[b].events[e][0] for e in rest] for b, rest in ask]
+            requests = [self.prompts.chain_request(t) for t in texts]
             results = generate_structured(self.llm, requests,
-                                          parse=lambda text: parse_chains(text, None))
+                                          parse=lambda text: self.prompts.parse_chains(text, None))
             self.extraction_attempts += len(requests)
-            for (b, rest), res in zip(ask, results, strict=True):
-                groups = recheck(res, parse_chains, len(rest))
+            for (b, rest), res, events in zip(ask, results, texts, strict=True):
+                groups = recheck(res, self.prompts.parse_chains, events)
                 if groups is None:  # counted; each event its own trace (the code drops them)
                     self._fail("chains", self.boxes[b].sample_id, self.boxes[b].turns[0].dia_id,
                                res.error or "unreadable")
@@ -615,7 +648,7 @@ class MemboxMemory(MemorySystem):
         traces = sorted(set(plan[1].values()))
         shown = [(t, [self.boxes[bb].events[ei][0] for bb, ei in self.traces[t][-5:]])
                  for t in traces]
-        return weave_request([e for e, _, _ in box.events], shown, self.max_tokens)
+        return weave_request([e for e, _, _ in box.events], shown, self.prompts.max_tokens)
 
     def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
         self.failures.append(MemboxFailure(stage, sample_id, where, error))

@@ -22,15 +22,26 @@ joins all of the box's events to that trace (as the code's ``_llm_event_filter``
 reply does not parse), a failed grouping gives each unmatched event its own trace (the code
 creates none: its events would be lost), a failed per-event weave starts new traces. None is
 turned into a silent success.
+
+Under ``prompts="upstream"`` (:class:`MemboxPrompts`, the default) the Topic Loom, box
+extraction, verification and chain grouping send the code's own prompts, read from Membox's
+``membox.py`` at run time (:func:`~synapse_pt.data.upstream.membox_constant`, by attribute name
+of its ``class Config``; never pasted here) and rendered as its code renders them: one user
+message, no system message, temperature 0, no ``max_tokens`` (the model's own limit), the box
+extraction in JSON mode; their replies are read as the code reads them (:meth:`MemboxPrompts.
+parse_loom` and the others say how). ``prompts="ours"`` keeps the wordings above. The per-event
+weave has no counterpart in the code and keeps ours under both.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from synapse_pt.data.records import Turn
+from synapse_pt.data.upstream import Template, membox_constant
 from synapse_pt.models.llm.base import ChatRequest
 from synapse_pt.models.structured import StructuredOutputError, parse_json_reply
 
@@ -97,9 +108,9 @@ def _line(t: Turn) -> str:
     return f"{t.speaker}: {t.content}"
 
 
-def loom_request(previous: Sequence[Turn], new: Turn) -> ChatRequest:
+def loom_request(previous: Sequence[Turn], new: Turn, max_tokens: int = 8) -> ChatRequest:
     user = LOOM_PROMPT.format(previous="\n".join(_line(t) for t in previous), new=_line(new))
-    return ChatRequest((("system", SYSTEM), ("user", user)), max_tokens=8)
+    return ChatRequest((("system", SYSTEM), ("user", user)), max_tokens=max_tokens)
 
 
 def parse_loom(text: str) -> str:
@@ -190,17 +201,36 @@ def _indices(value: object, key: str, n: int | None) -> list[int]:
     return list(dict.fromkeys(value))
 
 
-def parse_verify(text: str, n: int | None) -> list[int]:
+def load_reply(text: str, strict: bool) -> object:
+    """The JSON value of a reply: ``strict``, the whole reply as ``json.loads`` reads it (the
+    code's verification, ``_llm_event_filter``); else :func:`~synapse_pt.models.structured.
+    parse_json_reply` (fenced JSON, prose around it)."""
+    if not strict:
+        return parse_json_reply(text)
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError) as err:
+        raise StructuredOutputError(f"not JSON as a whole (json.loads: {err}): "
+                                    f"{(text or '')[:80]!r}") from err
+
+
+def parse_verify(text: str, n: int | None, *, conflict: str = "drop",
+                 strict: bool = False) -> list[int]:
     """The numbers of the events (of ``n``) that continue the trace. As the code, a reply that
-    names no event at all (neither related nor unrelated) joins them all. ``n=None`` checks the
-    reply's shape only (then "all" is an empty list)."""
-    value = parse_json_reply(text)
+    names no event at all (neither related nor unrelated) joins them all. An event named both
+    related and unrelated: ``conflict="drop"`` leaves it out (ours), ``"keep"`` keeps it (the
+    code's ``if ... in related ... elif ... in unrelated``). ``strict``: the reply must be JSON
+    as a whole (:func:`load_reply`). ``n=None`` checks the reply's shape only (then "all" is an
+    empty list)."""
+    value = load_reply(text, strict)
     if not isinstance(value, dict) or "related" not in value:
         raise StructuredOutputError('expected {"related": [...], "unrelated": [...]}')
     related = _indices(value["related"], "related", n)
     unrelated = _indices(value.get("unrelated", []), "unrelated", n)
     if not related and not unrelated:
         return list(range(n or 0))
+    if conflict == "keep":
+        return related
     return [i for i in related if i not in set(unrelated)]
 
 
@@ -231,3 +261,248 @@ def parse_chains(text: str, n: int | None) -> list[list[int]]:
         out += [[i] for i in isolated if i not in used]
     named = {i for c in out for i in c}
     return out + [[i] for i in range(n or 0) if i not in named]
+
+
+# ------------------------------------------------------------------ the code's own prompts
+#: where the build's prompts come from (``memory.prompts``)
+PROMPT_SOURCES = ("upstream", "ours")
+#: how a verification reply is read (``memory.verify_parse``): ``strict``, ``json.loads`` of the
+#: whole reply, no repair round (the code's ``_llm_event_filter``); ``fenced``, fenced JSON and
+#: prose around it accepted, one repair round (ours)
+VERIFY_PARSES = ("strict", "fenced")
+#: an event a verification reply lists both as related and unrelated (``memory.verify_conflict``)
+VERIFY_CONFLICTS = ("keep", "drop")
+#: the file the upstream prompts are read from, and the ``class Config`` constant of each step
+UPSTREAM_FILE = "membox/membox.py"
+UPSTREAM_CONSTANTS = {"loom": "PROMPT_MSG_CONTINUATION", "box": "PROMPT_DIALOG_EXTRACT",
+                      "verify": "PROMPT_TRACE_EVENT_FILTER", "chains": "PROMPT_TRACE_INIT"}
+#: ``membox.py`` ``LLMWorker.chat_completion`` sets no ``max_tokens``: the model's own completion
+#: limit applies, 16,384 tokens for gpt-4o-mini (as the answer step's budget, eval/prompts.py)
+UPSTREAM_MAX_TOKENS = 16384
+#: our budgets: a box extraction, verification, chain grouping or weave; a Loom decision
+OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS = 512, 8
+#: the code's box extraction asks in JSON mode (``TopicClusterManager.process_new_box``:
+#: ``chat_completion(..., json_mode=True)``, ``response_format={"type": "json_object"}``)
+JSON_MODE = (("response_format", {"type": "json_object"}),)
+
+
+def parse_box_code(text: str) -> tuple[list[str], str, list[str]]:
+    """``(keywords, topic, events)`` of a reply to ``PROMPT_DIALOG_EXTRACT``, read as
+    ``TopicClusterManager.process_new_box`` reads it: ``topic`` a string, ``keywords`` a list
+    (or one string), ``explicit_mentions`` the events, each stripped, empty ones left out, a
+    missing key empty. A reply that is no JSON object, or holds none of the three keys, is
+    unreadable (the code would keep an empty box without a word; here it is repaired once, then
+    counted)."""
+    value = parse_json_reply(text)
+    keys = ("keywords", "topic", "explicit_mentions")
+    if not isinstance(value, dict) or not any(k in value for k in keys):
+        raise StructuredOutputError('expected {"keywords": [...], "topic": "...", '
+                                    '"explicit_mentions": [...]}')
+    topic = str(value.get("topic", "") or "").strip()
+    kws = value.get("keywords", [])
+    keywords = ([str(k).strip() for k in kws if str(k).strip()] if isinstance(kws, list)
+                else [str(kws).strip()] if str(kws).strip() else [])
+    evs = value.get("explicit_mentions", [])
+    events = ([str(e).strip() for e in evs if str(e).strip()] if isinstance(evs, list)
+              else [str(evs).strip()] if str(evs).strip() else [])
+    return keywords, topic, events
+
+
+def parse_verify_code(text: str, events: Sequence[str] | None, *, conflict: str = "keep",
+                      strict: bool = True) -> list[int]:
+    """The numbers of ``events`` that continue the trace, from a reply to
+    ``PROMPT_TRACE_EVENT_FILTER`` read as ``TraceLinker._llm_event_filter`` reads it: the reply's
+    ``related_events`` and ``unrelated_events`` hold event texts; each event of the box is
+    related when its exact text is in the first (an event in both: kept under ``conflict=
+    "keep"``, the code's ``if/elif``; counted unrelated under ``"drop"``), unrelated when in the
+    second; when no event is either, all are related. ``strict``: ``json.loads`` of the whole
+    reply (the code); else fenced JSON. Unreadable (not JSON, not an object, lists of the wrong
+    type): :class:`StructuredOutputError`, which the caller turns into "all events join", as the
+    code's ``except``. ``events=None`` checks the reply's shape only."""
+    value = load_reply(text, strict)
+    if not isinstance(value, dict):
+        raise StructuredOutputError('expected {"related_events": [...], "unrelated_events": '
+                                    '[...]}')
+    if events is None:
+        return []
+    named = value.get("related_events") or []
+    other = value.get("unrelated_events") or []
+    related, unrelated = [], []
+    try:
+        for i, ev in enumerate(events):
+            if ev in named and (conflict == "keep" or ev not in other):
+                related.append(i)
+            elif ev in other:
+                unrelated.append(i)
+    except TypeError as err:  # the code: any exception joins every event
+        raise StructuredOutputError(f"related_events / unrelated_events unreadable: {err}"
+                                    ) from err
+    if not related and not unrelated:
+        return list(range(len(events)))
+    return related
+
+
+def _same(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def parse_chains_code(text: str, events: Sequence[str] | None) -> list[list[int]]:
+    """The new traces from a reply to ``PROMPT_TRACE_INIT``, built as ``TraceLinker.run`` builds
+    them: the ``primary_chain`` when not empty, each non-empty ``secondary_chains`` entry, and
+    with no chain the ``isolated_events`` together as one; then each isolated event no chain
+    used on its own. The reply names events by text: a text is matched to the box's unmatched
+    events (case and spacing aside); a text that matches none is left out (the code would store
+    the model's text as a new event), and an event no chain names gets its own trace (as
+    :func:`parse_chains`; the code would drop it). ``events=None`` checks the shape only."""
+    value = parse_json_reply(text)
+    shape = ('expected {"primary_chain": [...], "secondary_chains": [[...]], '
+             '"isolated_events": [...]}')
+    if not isinstance(value, dict):
+        raise StructuredOutputError(shape)
+    primary = value.get("primary_chain") or []
+    secondary = value.get("secondary_chains") or []
+    isolated = value.get("isolated_events") or []
+    if (not isinstance(primary, list) or not isinstance(isolated, list)
+            or not isinstance(secondary, list)
+            or not all(isinstance(c, list) for c in secondary)):
+        raise StructuredOutputError(shape)
+    chains = [[_same(t) for t in c] for c in ([primary] if primary else []) + secondary if c]
+    isolated = [_same(t) for t in isolated]
+    if not chains and not isolated:
+        raise StructuredOutputError("the reply groups no event")
+    if events is None:
+        return []
+    where: dict[str, list[int]] = {}
+    for i, e in enumerate(events):
+        where.setdefault(_same(e), []).append(i)
+
+    def ids(texts: list[str]) -> list[int]:
+        return list(dict.fromkeys(i for t in texts for i in where.get(t, [])))
+
+    out = [ids(c) for c in chains] or [ids(isolated)]
+    if chains:
+        used = {t for c in chains for t in c}
+        out += [ids([t]) for t in dict.fromkeys(isolated) if t not in used]
+    out = [g for g in out if g]
+    named = {i for g in out for i in g}
+    return out + [[i] for i in range(len(events)) if i not in named]
+
+
+class MemboxPrompts:
+    """The requests of Membox's LLM build and the readers of their replies, from one source.
+
+    Args:
+        source: ``"upstream"`` (the code's prompts, read from ``membox.py`` at
+            :data:`~synapse_pt.data.upstream.COMMITS` by name, sha256-checked) or ``"ours"``.
+        upstream_path: the folder of the upstream files (``None``: ``$SYNAPSE_UPSTREAM``, then
+            beside the checkout, then the cache or a download; :mod:`synapse_pt.data.upstream`).
+        max_tokens: completion budget of a box extraction, verification, chain grouping or
+            weave; ``None``: the source's (upstream 16,384, the model's own limit as the code
+            sets none; ours 512).
+        loom_max_tokens: the same for a Topic Loom decision (``None``: upstream 16,384; ours 8).
+        verify_parse: :data:`VERIFY_PARSES`; ``verify_conflict``: :data:`VERIFY_CONFLICTS`.
+
+    Under ``"upstream"`` (``membox.py``, 3d1fa84):
+
+    * Loom: ``PROMPT_MSG_CONTINUATION.format(ref="\\n".join(previous), curr=new)``, each message
+      ``"{speaker}: {text}"`` (``MemoryBuilder._process``, ``LLMWorker.check_relation``); the
+      reply means "same topic" when it contains ``yes`` in any case, else not (its
+      ``"Yes" if "yes" in res.lower() else "No"``): every reply is readable.
+    * Box: ``PROMPT_DIALOG_EXTRACT.format(text=content)``, the content as
+      ``_get_content_str`` writes it (the box's ``Start:`` header and lines), JSON mode;
+      :func:`parse_box_code`.
+    * Verification: ``PROMPT_TRACE_EVENT_FILTER.format(content_a=trace or "None",
+      content_b=events or "None")``, the trace's ``"{start}: {event}"`` lines and the box's
+      events one per line, unnumbered (``_llm_event_filter``); :func:`parse_verify_code`.
+    * Chains: ``PROMPT_TRACE_INIT.format(events="\\n".join(events))`` (``_llm_init_chain``);
+      :func:`parse_chains_code`.
+    """
+
+    def __init__(self, source: str = "upstream", *, upstream_path: str | None = None,
+                 max_tokens: int | None = None, loom_max_tokens: int | None = None,
+                 verify_parse: str = "strict", verify_conflict: str = "keep") -> None:
+        for key, value, allowed in (("prompts", source, PROMPT_SOURCES),
+                                    ("verify_parse", verify_parse, VERIFY_PARSES),
+                                    ("verify_conflict", verify_conflict, VERIFY_CONFLICTS)):
+            if value not in allowed:
+                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+        self.source, self.upstream = source, source == "upstream"
+        self.verify_parse, self.verify_conflict = verify_parse, verify_conflict
+        default, loom = ((UPSTREAM_MAX_TOKENS, UPSTREAM_MAX_TOKENS) if self.upstream
+                         else (OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS))
+        self.max_tokens = default if max_tokens is None else int(max_tokens)
+        self.loom_max_tokens = loom if loom_max_tokens is None else int(loom_max_tokens)
+        self.templates: dict[str, Template] = (
+            {step: membox_constant(name, upstream_path) for step, name in
+             UPSTREAM_CONSTANTS.items()} if self.upstream else {})
+
+    @property
+    def files(self) -> list[str]:
+        """The upstream files the requests read (recorded per run)."""
+        return [UPSTREAM_FILE] if self.upstream else []
+
+    def _user(self, text: str, max_tokens: int, extra: tuple = ()) -> ChatRequest:
+        """The code's request: one user message, no system message, temperature 0."""
+        return ChatRequest((("user", text),), max_tokens=max_tokens, extra=extra)
+
+    # Topic Loom
+    def loom_request(self, previous: Sequence[Turn], new: Turn) -> ChatRequest:
+        if not self.upstream:
+            return loom_request(previous, new, self.loom_max_tokens)
+        line = [f"{t.speaker}: {t.text.strip()}" for t in (*previous, new)]
+        return self._user(self.templates["loom"].render(ref="\n".join(line[:-1]), curr=line[-1]),
+                          self.loom_max_tokens)
+
+    def parse_loom(self, text: str) -> str:
+        if not self.upstream:
+            return parse_loom(text)
+        return "yes" if "yes" in (text or "").lower() else "no"
+
+    # box extraction
+    def box_request(self, lines: Sequence[str], header: str = "") -> ChatRequest:
+        """``lines``: the box's stored lines; ``header`` its ``Start:`` line (the code's content
+        string; our prompt shows the lines only)."""
+        if not self.upstream:
+            return box_request(lines, self.max_tokens)
+        content = "\n".join([header, *lines] if header else lines)
+        return self._user(self.templates["box"].render(text=content), self.max_tokens,
+                          JSON_MODE)
+
+    @property
+    def parse_box(self) -> Callable[[str], tuple[list[str], str, list[str]]]:
+        return parse_box_code if self.upstream else parse_box
+
+    # Trace Weaver: verification of one candidate trace
+    def verify_request(self, trace_lines: Sequence[str], events: Sequence[str]) -> ChatRequest:
+        if not self.upstream:
+            return verify_request(trace_lines, events, self.max_tokens)
+        return self._user(self.templates["verify"].render(
+            content_a="\n".join(trace_lines) or "None", content_b="\n".join(events) or "None"),
+            self.max_tokens)
+
+    def verify_shape(self, text: str) -> object:
+        """The batch's parse: under ``verify_parse="strict"`` every reply passes (no repair
+        round: the code asks once and reads the reply as it is); else the reply's shape."""
+        if self.verify_parse == "strict":
+            return text
+        return self.parse_verify(text, None)
+
+    def parse_verify(self, text: str, events: Sequence[str] | None) -> list[int]:
+        """The numbers of ``events`` that continue the trace (``events=None``: the shape)."""
+        strict = self.verify_parse == "strict"
+        if self.upstream:
+            return parse_verify_code(text, events, conflict=self.verify_conflict, strict=strict)
+        return parse_verify(text, None if events is None else len(events),
+                            conflict=self.verify_conflict, strict=strict)
+
+    # Trace Weaver: chains of the unmatched events
+    def chain_request(self, events: Sequence[str]) -> ChatRequest:
+        if not self.upstream:
+            return chain_request(events, self.max_tokens)
+        return self._user(self.templates["chains"].render(events="\n".join(events)),
+                          self.max_tokens)
+
+    def parse_chains(self, text: str, events: Sequence[str] | None) -> list[list[int]]:
+        if self.upstream:
+            return parse_chains_code(text, events)
+        return parse_chains(text, None if events is None else len(events))

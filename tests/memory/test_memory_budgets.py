@@ -46,7 +46,8 @@ def test_a_sweep_cannot_set_a_negative_budget_on_an_ingested_memory() -> None:
     assert bm25.k == 5
 
 
-@pytest.mark.parametrize(("key", "low"), [("k", 1), ("min_event_words", 0), ("max_tokens", 1)])
+@pytest.mark.parametrize(("key", "low"), [("k", 1), ("min_event_words", 0), ("max_tokens", 1),
+                                        ("loom_max_tokens", 1)])
 def test_membox_refuses_negative_counts(key: str, low: int) -> None:
     with pytest.raises(ValueError, match=rf"^memory\.{key} must be an integer >= {low}, got -1$"):
         MemboxMemory(ENC, KeywordConceptExtractor(), **{key: -1})

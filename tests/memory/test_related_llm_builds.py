@@ -17,8 +17,10 @@ from synapse_pt.models.hashing import HashingEncoder
 ENC = HashingEncoder(64)
 #: GAAMA's LLM build as it was before issue 44 (our prompts, reflections per 20 facts, the chunk
 #: centroid's context, a bad source refusing the reply): what the scripted model answers
-OURS = {"prompts": "ours", "reflections": "group", "fact_context": "centroid",
+OURS_GAAMA = {"prompts": "ours", "reflections": "group", "fact_context": "centroid",
         "bad_source": "chunk"}
+# our wordings and readers (before #44); the code's prompts: tests/memory/test_membox_prompts.py
+OURS_MEMBOX = {"prompts": "ours", "verify_parse": "fenced", "verify_conflict": "drop"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
     llm = ScriptedLLM()
     # context_cosine -1: every known concept and (the last 5) older messages go into the context
     memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=-1.0,
-                         **OURS)
+                         **OURS_GAAMA)
     memory.ingest([conv])
     block = memory.blocks[conv.sample_id]
     turns = {t.dia_id for t in conv.turns()}
@@ -53,7 +55,7 @@ def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
 def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None:
     first = next(conv.turns()).dia_id
     llm = ScriptedLLM(garble=f"[{first}]")
-    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, **OURS)
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, **OURS_GAAMA)
     memory.ingest([conv])
     assert memory.describe()["extraction_failures"] == 1
     (failure,) = memory.failures
@@ -69,7 +71,7 @@ def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None
 
 def test_membox_llm_build_loom_boxes_and_traces(conv) -> None:
     llm = ScriptedLLM()
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS_MEMBOX)
     memory.ingest([conv])
     for box in memory.boxes:  # a turn with "?" opens a box unless it is a box's second turn
         for j, t in enumerate(box.turns[2:], start=2):
@@ -85,13 +87,13 @@ def test_membox_llm_build_loom_boxes_and_traces(conv) -> None:
 
 def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
     clean = ScriptedLLM()
-    MemboxMemory(ENC, LLMConceptExtractor(clean)).ingest([conv])
+    MemboxMemory(ENC, LLMConceptExtractor(clean), **OURS_MEMBOX).ingest([conv])
     asked = [r.messages[1][1].split("New message:\n")[1].split("\n\nDoes")[0]
              for r in clean.requests if "Does the new message continue" in r.messages[1][1]]
     target = next(t for t in conv.turns()
                   if f"{t.speaker}: {t.content}" in asked and "?" not in t.content)
     llm = ScriptedLLM(garble=f"New message:\n{target.speaker}: {target.content}\n")
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm))
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), **OURS_MEMBOX)
     memory.ingest([conv])
     (failure,) = [f for f in memory.failures if f.stage == "loom"]
     assert failure.where == target.dia_id and "repair reply" in failure.error
@@ -119,7 +121,7 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     prompts show earlier messages and their facts; context_facts=false leaves the facts out."""
     llm = ScriptedLLM()
     memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0,
-                         **OURS)
+                         **OURS_GAAMA)
     memory.ingest([conv])
     prompts = [r.messages[1][1] for r in llm.requests
                if "Write the atomic facts" in r.messages[1][1]]
@@ -127,7 +129,7 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     assert memory._similarity(0.5) == 0.75 and memory._similarity(-1.0) == 0.0
     plain = ScriptedLLM()
     ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
-                       similarity="cosine", context_facts=False, **OURS)
+                       similarity="cosine", context_facts=False, **OURS_GAAMA)
     ours.ingest([conv])
     assert ours._similarity(0.5) == 0.5
     assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
@@ -158,7 +160,7 @@ def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(con
     the box's events (the script relates event 0 only), one grouping call per box with two or
     more unmatched events (the script chains events 0 and 1, the rest isolated)."""
     llm = ScriptedLLM()
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS_MEMBOX)
     memory.ingest([conv])
     prompts = [r.messages[1][1] for r in llm.requests]
     verify = [p for p in prompts if "Which new events continue this storyline" in p]
@@ -178,12 +180,13 @@ def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(con
 
 def test_membox_garbled_verification_joins_all_events_and_is_counted(conv) -> None:
     clean = ScriptedLLM()
-    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0).ingest([conv])
+    MemboxMemory(ENC, LLMConceptExtractor(clean), trace_threshold=-1.0,
+                 **OURS_MEMBOX).ingest([conv])
     asked = next(r.messages[1][1] for r in clean.requests
                  if "Which new events continue this storyline" in r.messages[1][1])
     marker = asked.split("New events, numbered:\n")[1].split("\n")[0]
     llm = ScriptedLLM(garble=marker)
-    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0)
+    memory = MemboxMemory(ENC, LLMConceptExtractor(llm), trace_threshold=-1.0, **OURS_MEMBOX)
     memory.ingest([conv])
     failed = [f for f in memory.failures if f.stage == "verify"]
     assert failed and all("repair reply" in f.error for f in failed)

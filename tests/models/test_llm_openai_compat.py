@@ -221,7 +221,8 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
     block = gaama.blocks[conv.sample_id]
     assert block.kind.count(FACT) > 0
     assert gaama.describe()["extraction_failures"] == 1  # the garbled first chunk, counted
-    membox = MemboxMemory(encoder, LLMConceptExtractor(make_llm(fake_server)))
+    membox = MemboxMemory(encoder, LLMConceptExtractor(make_llm(fake_server)),
+                          prompts="ours")  # the scripted replies answer our wordings
     membox.ingest([conv])
     assert membox.describe()["build"] == "membox-llm" and membox.boxes
     prompts = [b["messages"][1]["content"] for b in fake_server.bodies]

@@ -72,3 +72,14 @@ def test_stop_string_and_input_limit(smollm2):
     assert limited.loaded is smollm2.loaded  # the per-process model cache: no second load
     with pytest.raises(LLMError, match=r"request 1 has a \d+-token prompt, over the 40-token"):
         limited.generate([ChatRequest((("user", "hi"),)), ChatRequest((("user", "word " * 40),))])
+
+
+@pytest.mark.slow
+def test_a_request_with_a_json_mode_extra_is_answered(smollm2):
+    """``extra`` may hold a dict (Membox's box extraction asks ``response_format=json_object``):
+    requests are grouped by it as JSON, so it need not hash; the local model ignores it."""
+    json_mode = ChatRequest((("user", "Say hi."),), max_tokens=4,
+                            extra=(("response_format", {"type": "json_object"}),))
+    plain, asked = smollm2.generate([PROMPTS[0], json_mode])
+    assert plain.text.strip() and asked.text.strip()
+    assert asked.meta["batch_size"] == 1  # not batched with a request of other parameters

@@ -9,6 +9,7 @@ a small, offline answer model for smoke runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -278,7 +279,9 @@ class TransformersLLM(LLM):
                                f"{n}-token prompt, over the {limit}-token input limit")
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, r in enumerate(requests):
-            key = (r.max_tokens, r.temperature, r.seed, r.stop, r.extra)
+            # extra as JSON: its values may be dicts (response_format), which do not hash
+            key = (r.max_tokens, r.temperature, r.seed, r.stop,
+                   json.dumps(dict(r.extra), sort_keys=True, default=str))
             groups.setdefault(key, []).append(i)
         results: list[ChatResponse | None] = [None] * len(requests)
         for indices in groups.values():
