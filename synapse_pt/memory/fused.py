@@ -146,7 +146,8 @@ class FusedMemory(TurnMemory):
         self.sentence_emb: torch.Tensor | None = None
         self.sentence_turn = torch.empty(0, dtype=torch.long, device=self.device)
         self.windows: list[str] = []
-        self.resolved: list[str] = []  # pronoun-resolved turn texts, embedded on first use
+        self.resolved: list[str] = []  # pronoun-resolved turn texts (dense_resolved)
+        # their embeddings, [R, d]: the first R turns' (R < N until every turn is embedded)
         self._resolved_emb: torch.Tensor | None = None
         self.turn_tokens: list[list[str]] = []
         self.window_tokens: list[list[str]] = []
@@ -186,7 +187,6 @@ class FusedMemory(TurnMemory):
         for t in turns:
             a, b = pair[t.sample_id]
             self.resolved.append(resolve_pronouns(t.content, t.speaker, b if t.speaker == a else a))
-        self._resolved_emb = None
         self.node_speaker = torch.cat([self.node_speaker, torch.tensor(
             [0 if t.speaker == speakers[t.sample_id] else 1 for t in turns], dtype=torch.long,
             device=self.device)])
@@ -225,6 +225,23 @@ class FusedMemory(TurnMemory):
         self.turn_tokens.extend(self.analyzer.many(self.renderer.render(turns), self.text_cache))
         self.window_tokens.extend(self.analyzer.many(self.windows[first:], self.text_cache))
         self._lexical = {}
+        # what the configured signals embed is embedded here, once, not by the first query
+        # (BEAM-500K's first conversation: 872 s of pronoun-resolved messages, issue 45)
+        if self.weights.get("dense_resolved", 0.0) > 0:
+            self.resolved_embeddings()
+
+    def resolved_embeddings(self) -> torch.Tensor:
+        """``[N, d]`` embeddings of the pronoun-resolved turns (``dense_resolved``). Ingestion
+        computes them when the weights use the signal; otherwise (a retrieval setting that turns
+        it on later, a weight search) the turns not embedded yet are embedded here, on first use.
+        A vector does not depend on the texts embedded with it (:class:`HFEmbedder`), so when
+        they are embedded does not change them."""
+        done = 0 if self._resolved_emb is None else self._resolved_emb.shape[0]
+        if self._resolved_emb is None or done < len(self.resolved):
+            emb = self.encoder.encode(self.resolved[done:]).to(self.device)
+            self._resolved_emb = emb if self._resolved_emb is None else torch.cat(
+                [self._resolved_emb, emb])
+        return self._resolved_emb
 
     def lexical_indices(self, k1: float | None = None, b: float | None = None
                         ) -> tuple[BM25Index, BM25Index]:
@@ -266,9 +283,7 @@ class FusedMemory(TurnMemory):
         if {"dense_resolved", "dense_named"} & set(names):
             q_named = self.encoder.encode(texts).to(self.device)  # the question as asked, once
             if "dense_resolved" in names:
-                if self._resolved_emb is None:
-                    self._resolved_emb = self.encoder.encode(self.resolved).to(self.device)
-                out["dense_resolved"] = cosine_scores(self._resolved_emb, q_named)
+                out["dense_resolved"] = cosine_scores(self.resolved_embeddings(), q_named)
             if "dense_named" in names:
                 out["dense_named"] = cosine_scores(self.x, q_named)
         tokens = self.analyzer.many(texts, self.text_cache)

@@ -123,7 +123,8 @@ class RejectionGate:
 
     # ---------------------------------------------------------------------------- ingest
     def ingest(self, dialogues: Sequence[Dialogue]) -> None:
-        """Index the turns of ``dialogues`` (embeddings are computed on first use)."""
+        """Index the turns of ``dialogues`` and embed them (with the memory's encoder; without
+        one, the turn signals fail when first asked for)."""
         graph, speaker, refs = [], [], []
         for d in dialogues:
             if d.sample_id in self.speakers:
@@ -147,14 +148,21 @@ class RejectionGate:
                                                                        device=dev)])
         self.refs = torch.cat([self.refs, torch.tensor(refs, dtype=torch.float64,
                                                        device=dev).view(-1, 2)])
-        self._emb = None
+        if self.encoder is not None:  # at ingestion, not in the first query (issue 45)
+            self._embeddings()
 
     def _embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, d]`` embeddings of the rendered and of the pronoun-resolved turns; only the
+        turns ingested since the last call are embedded (a vector does not depend on the texts
+        embedded with it)."""
         if self.encoder is None:
             raise RuntimeError("RejectionGate: the turn signals need the memory's encoder")
-        if self._emb is None:
-            self._emb = (self.encoder.encode(self.renderings).to(self.device),
-                         self.encoder.encode(self.resolved).to(self.device))
+        done = 0 if self._emb is None else self._emb[0].shape[0]
+        if self._emb is None or done < len(self.renderings):
+            new = (self.encoder.encode(self.renderings[done:]).to(self.device),
+                   self.encoder.encode(self.resolved[done:]).to(self.device))
+            self._emb = new if self._emb is None else (
+                torch.cat([self._emb[0], new[0]]), torch.cat([self._emb[1], new[1]]))
         return self._emb
 
     # ---------------------------------------------------------------------------- signals

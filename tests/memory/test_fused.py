@@ -12,7 +12,7 @@ from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.render import TurnRenderer, format_date
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.memory.baselines import VectorRAG
-from synapse_pt.memory.fused import FusedMemory
+from synapse_pt.memory.fused import SIGNALS, FusedMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import own_graph_mask
 from synapse_pt.retrieval.text import (
@@ -21,6 +21,7 @@ from synapse_pt.retrieval.text import (
     resolve_pronouns,
     split_sentences,
 )
+from tests.two_conversations import write_two_conversations
 
 ENC = HashingEncoder(64)
 
@@ -200,3 +201,61 @@ def test_prf_turns_tied_at_the_last_place_are_taken_lower_node_first() -> None:
     got = memory._feedback_scores(dense, query, torch.zeros(1, dtype=torch.long))
     moved = torch.nn.functional.normalize(query[0] + (x[0] + x[3]) / 2, dim=0)
     torch.testing.assert_close(got[:, 0], x @ moved, atol=1e-6, rtol=0)
+
+
+class Counting:
+    """The hashing encoder, recording every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.name, self.dim = ENC.name, ENC.dim
+        self.texts: list[str] = []
+
+    def encode(self, texts):
+        self.texts.extend(texts)
+        return ENC.encode(texts)
+
+
+@pytest.mark.parametrize("gate", [None, {"signal": "ownership", "tau": 0.5}],
+                         ids=["c_ret", "ownership"])
+def test_ingestion_leaves_the_first_query_only_its_questions_to_embed(data, gate) -> None:
+    """Issue 45: the pronoun-resolved turns (and the turn-signal gate's texts) are embedded at
+    ingestion; the first query embeds what every query embeds, its questions (fused: neutral and
+    as asked; the gate: neutral, as asked and with the speakers swapped), and ranks the same."""
+    conv, questions, _ = data
+    enc = Counting()
+    memory = FusedMemory(enc, weights=dict.fromkeys(SIGNALS, 1.0), gate=gate)
+    memory.ingest([conv])
+    speakers = [conv.speaker_a, conv.speaker_b]
+    resolved = {resolve_pronouns(t.content, t.speaker, speakers[1 - speakers.index(t.speaker)])
+                for t in conv.turns()}
+    assert resolved <= set(enc.texts)
+    enc.texts.clear()
+    first = memory.retrieve(questions)
+    first_texts = list(enc.texts)
+    enc.texts.clear()
+    second = memory.retrieve(questions)
+    assert first_texts == enc.texts
+    assert len(first_texts) == (2 if gate is None else 5) * len(questions)
+    assert first.node_ids() == second.node_ids()
+
+
+def test_resolved_turns_embedded_per_ingestion_equal_one_pass(tmp_path) -> None:
+    """Conversations ingested one call at a time embed only the new turns' resolved texts (as
+    many texts in all as one call), and the rows equal one call's and those a memory whose
+    weights leave ``dense_resolved`` out embeds on first use (not at ingestion)."""
+    convs = load_locomo(write_two_conversations(tmp_path)).conversations
+    memories, sent = {}, {}
+    for name, weights, parts in (("whole", {"dense_resolved": 1.0}, [convs]),
+                                 ("stepwise", {"dense_resolved": 1.0}, [convs[:1], convs[1:]]),
+                                 ("lazy", {"dense": 1.0}, [convs])):
+        enc = Counting()
+        memories[name] = FusedMemory(enc, weights=weights)
+        for part in parts:
+            memories[name].ingest(part)
+        sent[name] = len(enc.texts)
+    n = len(memories["whole"].resolved)
+    assert n == sum(c.num_turns for c in convs)
+    assert sent["stepwise"] == sent["whole"] == sent["lazy"] + n
+    for name in ("stepwise", "lazy"):
+        assert torch.equal(memories[name].resolved_embeddings(),
+                           memories["whole"].resolved_embeddings())
