@@ -195,6 +195,11 @@ def test_cache_identity_names_the_endpoint(fake_server):
     assert a.cache_identity == f"fake-model@{fake_server.url}"
 
 
+def first_user(body: dict) -> str:
+    """The original user message of a request (a repair request appends more turns)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
 def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
     """The LLM builds of the related systems against an OpenAI-compatible server: the prompts
     reach it, its replies are parsed into the graph, and a garbled reply is counted."""
@@ -210,13 +215,15 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
     first = next(conv.turns()).dia_id
 
     def behaviour(body, n):
-        prompt = body["messages"][1]["content"]
+        prompt = first_user(body)
         text = scripted_reply(prompt, garble=f"[{first}]")
         return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 20}), 0.0
 
     fake_server.behaviour = behaviour
     encoder = HashingEncoder(64)
-    gaama = GAAMAMemory(encoder, LLMConceptExtractor(make_llm(fake_server)), chunk_tokens=120)
+    gaama = GAAMAMemory(encoder, LLMConceptExtractor(make_llm(fake_server)), chunk_tokens=120,
+                        prompts="ours", reflections="group", fact_context="centroid",
+                        bad_source="chunk")  # the scripted replies answer our wordings
     gaama.ingest([conv])
     block = gaama.blocks[conv.sample_id]
     assert block.kind.count(FACT) > 0
@@ -225,7 +232,7 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
                           prompts="ours")  # the scripted replies answer our wordings
     membox.ingest([conv])
     assert membox.describe()["build"] == "membox-llm" and membox.boxes
-    prompts = [b["messages"][1]["content"] for b in fake_server.bodies]
+    prompts = [first_user(b) for b in fake_server.bodies]
     assert any("Write the atomic facts" in p for p in prompts)
     assert any("Does the new message continue" in p for p in prompts)
     assert any("3-8 keywords" in p for p in prompts)
