@@ -1,0 +1,94 @@
+"""The encoder's forward pass in ONNX Runtime: the same weights exported once to an ONNX graph.
+
+``HFEmbedder(runtime="onnx")`` runs each token sequence through ONNX Runtime's CPU kernels
+instead of PyTorch's (issue 45): the transformers model is exported once, by
+``torch.onnx.export``, to ``<onnx_dir>/<name>.onnx`` (``name`` carries the weights' fingerprint,
+so changed weights export again), and every later run loads that file. Pooling, windows and
+normalisation stay in :class:`~synapse_pt.models.embedder.HFEmbedder`; only the token states come
+from here. The vectors agree with PyTorch's to within float32 rounding (the tolerance and the
+recall check are in ``experiments/bench_ingestion.md``), not bit for bit, so the embedding cache
+keys them apart (``|onnx`` in the embedder's identity).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+RUNTIME_PIP = "pip install onnxruntime onnx"
+
+
+class _LastHiddenState(torch.nn.Module):
+    """The transformers encoder as a plain function of its inputs, in ``names`` order (what the
+    export traces: MiniLM takes ``token_type_ids``, MPNet does not)."""
+
+    def __init__(self, model: torch.nn.Module, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(**dict(zip(self.names, inputs, strict=True))).last_hidden_state
+
+
+def export_onnx(model: torch.nn.Module, names: tuple[str, ...], path: Path) -> None:
+    """Export ``model``'s last hidden state, as a function of the tokenizer's outputs ``names``
+    (batch and length dynamic), to ``path``, atomically: written beside it under a temporary
+    name, then renamed, so a stopped export leaves no file that a later run would load."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    example = tuple(torch.zeros(1, 4, dtype=torch.long) if name == "token_type_ids"
+                    else torch.ones(1, 4, dtype=torch.long) for name in names)
+    axes = {name: {0: "batch", 1: "tokens"} for name in (*names, "last_hidden_state")}
+    try:
+        with warnings.catch_warnings():
+            # the exporter warns that advanced indexing with negative indices would export
+            # wrongly; the encoder's indices are non-negative, and the vectors are checked
+            # against PyTorch's (tests/models/test_onnx_runtime.py)
+            warnings.filterwarnings("ignore", message="Exporting aten::index operator")
+            # the trace fixes Python-side checks on the example's shapes (the attention mask as
+            # long as the sequence, nothing to pad): what every call here feeds, one unpadded
+            # sequence with an all-ones mask
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            torch.onnx.export(_LastHiddenState(model, names).eval(), example, str(tmp),
+                              input_names=list(names), output_names=["last_hidden_state"],
+                              dynamic_axes=axes, opset_version=17, dynamo=False)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("exported the encoder to %s (%.1f MB)", path, path.stat().st_size / 1e6)
+
+
+class OnnxSequenceEncoder:
+    """Token states of one sequence at a time from an exported encoder (unpadded, its attention
+    mask all ones, as the graph was traced; a vector never depends on other texts).
+
+    Args:
+        path: the ``.onnx`` file written by :func:`export_onnx`.
+        threads: ONNX Runtime's intra-op threads; ``None``: PyTorch's (``torch.get_num_threads``,
+            which follows the machine and ``OMP_NUM_THREADS``), so both runtimes use the same.
+    """
+
+    def __init__(self, path: Path, threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as err:
+            raise ImportError(f"embedder.runtime=onnx needs ONNX Runtime: {RUNTIME_PIP}") from err
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options,
+                                            providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def token_sum(self, sequence: dict[str, list[int]]) -> torch.Tensor:
+        r"""``[d]`` float32: :math:`\sum_t h_t` over the sequence's token states."""
+        feed = {name: np.asarray([sequence[name]], dtype=np.int64) for name in self.inputs}
+        hidden = self.session.run(None, feed)[0][0]
+        return torch.from_numpy(hidden).sum(dim=0)
