@@ -144,7 +144,8 @@ class HFEmbedder:
             folder beside ``cache_dir``.
 
     Attributes:
-        name: stable model identity, ``<label>@<fingerprint of config and weights>``.
+        weights: ``<label>@<fingerprint of config and weights>``.
+        name: ``weights``, plus ``+onnx`` under ``runtime="onnx"``: what records name.
         identity: ``name`` plus truncation length, pooling and dtype: the cache key prefix.
         dim: embedding width.
         cache_every: batches embedded between two writes to the disk cache.
@@ -189,10 +190,12 @@ class HFEmbedder:
         self.load_seconds: float | None = None
 
         self.dim: int = self._hidden_size()
-        self.name: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
+        self.weights: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
+        # the runtime is part of the name every record carries (metrics.json's embedder)
+        self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}")
         # "unpadded": each sequence encoded alone (issue 42); vectors cached by the earlier
         # padded batching (which depend on batch-mates) are never served for them
-        self.identity: str = f"{self.name}|mean|l2|max_length={max_length}|{dtype}|unpadded" + (
+        self.identity: str = f"{self.weights}|mean|l2|max_length={max_length}|{dtype}|unpadded" + (
             "" if long_text == "truncate" else f"|{long_text}") + (
             "" if runtime == "torch" else f"|{runtime}")
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
@@ -242,7 +245,7 @@ class HFEmbedder:
         from .onnx_runtime import OnnxSequenceEncoder, export_onnx
 
         assert self.onnx_dir is not None and self._model is not None
-        path = self.onnx_dir / f"{self.name.replace('@', '-')}.onnx"
+        path = self.onnx_dir / f"{self.weights.replace('@', '-')}.onnx"
         if not path.is_file():
             names = tuple(self._tokenizer("a").keys())
             with torch.inference_mode(False), torch.no_grad():

@@ -55,13 +55,14 @@ def test_exported_once_and_cached_apart_from_torch(tmp_path, texts):
     first = HFEmbedder(cache_dir=str(cache), runtime="onnx", onnx_dir=str(graphs))
     onnx_vectors = first.encode(texts[:5])
     (graph,) = graphs.glob("*.onnx")
-    assert graph.name.startswith(first.name.replace("@", "-"))
+    assert graph.name.startswith(first.weights.replace("@", "-"))
     stamp = graph.stat().st_mtime_ns
     again = HFEmbedder(cache_dir=str(cache), runtime="onnx", onnx_dir=str(graphs))
     assert torch.equal(again.encode(texts[:5]), onnx_vectors)  # from the cache
     assert torch.equal(again.encode(texts[5:8]), first._embed(texts[5:8]))  # a fresh forward
     assert graph.stat().st_mtime_ns == stamp  # loaded, not exported again
     assert first.identity == HFEmbedder().identity + "|onnx"
+    assert first.name == HFEmbedder().name + "+onnx"  # the records tell the runtimes apart
     # the torch embedder on the same cache still gets its own vectors back
     assert torch.equal(HFEmbedder(cache_dir=str(cache)).encode(texts[:5]), torch_vectors)
 
