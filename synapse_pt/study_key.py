@@ -26,9 +26,9 @@ KEYED_SECTIONS = ("turn_template", "embedder", "extractor", "memory", "eval", "o
                   "seed")
 SUBSET_KEYS = ("sample_ids", "max_conversations", "max_questions", "question_categories",
                "turn_offset_seconds")
-# where caches live, which device computes and how (SYNAPSE's memory.engine) are not what a run
-# computes
-UNKEYED = ("cache", "cache_dir", "device", "engine")
+# where caches live (the embedder's exported ONNX graph too), which device computes and how
+# (SYNAPSE's memory.engine) are not what a run computes
+UNKEYED = ("cache", "cache_dir", "onnx_dir", "device", "engine")
 
 
 def data_sha256(dataset: Mapping[str, Any]) -> str:

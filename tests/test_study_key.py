@@ -47,6 +47,8 @@ def test_study_key_ignores_swept_keys_caches_and_device(tmp_path: Path) -> None:
     assert key("memory.params.S=0.1") == base  # swept: the same study
     assert key(f"paths.cache_dir={tmp_path}") == base
     assert key("device=cuda") == base
+    # the encoder's runtime changes the vectors (within 1e-6): another study
+    assert key("embedder.runtime=onnx") != base
 
 
 def test_study_key_of_a_missing_data_file_is_an_error(tmp_path: Path) -> None:
