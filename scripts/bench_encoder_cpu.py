@@ -27,9 +27,8 @@ import torch
 
 from synapse_pt.data.beam import load_beam
 from synapse_pt.data.locomo import load_locomo
+from synapse_pt.data.source import default_locomo_path
 from synapse_pt.models.embedder import HFEmbedder
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def distinct(texts: list[str], n: int) -> list[str]:
@@ -41,10 +40,9 @@ def distinct(texts: list[str], n: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--locomo", default=os.environ.get("SYNAPSE_DATA",
-                                                           SHARED / "locomo10.json"))
-    parser.add_argument("--beam", default=os.environ.get("SYNAPSE_BEAM_500K",
-                                                         SHARED / "beam" / "500K"))
+    parser.add_argument("--locomo", default=default_locomo_path())
+    parser.add_argument("--beam", default=os.environ.get(
+        "SYNAPSE_BEAM_500K", Path(default_locomo_path()).parent / "beam" / "500K"))
     parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--messages", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=2)

@@ -137,11 +137,10 @@ class HFEmbedder:
             code block is indexed whole; BEAM).
         runtime: the forward pass: ``"torch"`` (PyTorch, the default: the vectors every record
             was made with) or ``"onnx"`` (ONNX Runtime's CPU kernels over the same weights,
-            exported once to ``onnx_dir``; 3-5x the texts per second on a 2-core CPU, vectors
-            within 1e-6 of PyTorch's, cached apart from them; issue 45,
+            exported once to ``onnx_dir``; 1.4-2.3x the texts per second on a 2-core CPU,
+            vectors within 1e-6 of PyTorch's, cached apart from them; issue 45,
             :mod:`synapse_pt.models.onnx_runtime`). CPU only.
-        onnx_dir: where the exported graph is kept (``runtime="onnx"``); ``None``: a ``models/onnx``
-            folder beside ``cache_dir``.
+        onnx_dir: where the exported graph is kept (needed by ``runtime="onnx"``).
 
     Attributes:
         weights: ``<label>@<fingerprint of config and weights>``.
@@ -171,13 +170,12 @@ class HFEmbedder:
         if runtime == "onnx" and (device != "cpu" or dtype != "float32"):
             raise ValueError(f"HFEmbedder: runtime=onnx runs float32 on the CPU; got "
                              f"device={device!r}, dtype={dtype!r}")
-        if runtime == "onnx" and onnx_dir is None and cache_dir is None:
-            raise ValueError("HFEmbedder: runtime=onnx needs onnx_dir (or cache_dir, beside "
-                             "which the exported graph is kept)")
+        if runtime == "onnx" and onnx_dir is None:
+            raise ValueError("HFEmbedder: runtime=onnx needs onnx_dir (where the exported graph "
+                             "is kept)")
         self.runtime = runtime
-        self.onnx_dir = Path(onnx_dir) if onnx_dir else (
-            Path(cache_dir).parent / "models" / "onnx" if cache_dir else None)
-        self._onnx = None
+        self.onnx_dir = Path(onnx_dir) if onnx_dir else None
+        self._onnx = None  # the ONNX Runtime session, runtime="onnx"
         check_device(device)
         self.device = device
         self.batch_size = batch_size
@@ -227,30 +225,30 @@ class HFEmbedder:
         return folder_fingerprint(Path(config_path).parent)
 
     def _load(self) -> None:
-        """Load tokenizer and weights on first use (a rerun served from the cache never loads)."""
+        """Load the tokenizer and the forward pass on first use (a rerun served from the cache
+        never loads): PyTorch's weights, or under ``runtime="onnx"`` the exported graph (the
+        weights are loaded only to export it, once)."""
         from transformers import AutoModel, AutoTokenizer
 
         start = time.perf_counter()
         kw = {"local_files_only": self.resolved.local_files_only}
         self._tokenizer = AutoTokenizer.from_pretrained(self.resolved.source, **kw)
-        model = AutoModel.from_pretrained(self.resolved.source, dtype=self._torch_dtype, **kw)
-        self._model = model.to(self.device).eval()
-        if self.runtime == "onnx":
-            self._load_onnx()
+        graph = (self.onnx_dir / f"{self.weights.replace('@', '-')}.onnx"
+                 if self.runtime == "onnx" and self.onnx_dir is not None else None)
+        if graph is None or not graph.is_file():
+            model = AutoModel.from_pretrained(self.resolved.source, dtype=self._torch_dtype, **kw)
+            self._model = model.to(self.device).eval()
+        if graph is not None:
+            from .onnx_runtime import OnnxSequenceEncoder, export_onnx
+
+            if not graph.is_file():
+                assert self._model is not None
+                with torch.inference_mode(False), torch.no_grad():
+                    export_onnx(self._model, tuple(self._tokenizer("a").keys()), graph)
+                self._model = None  # exported: the session runs every sequence
+            self._onnx = OnnxSequenceEncoder(graph)
         self.load_seconds = time.perf_counter() - start
         log.info("loaded embedder %s on %s in %.1fs", self.name, self.device, self.load_seconds)
-
-    def _load_onnx(self) -> None:
-        """The ONNX Runtime session over this model's exported graph (exported on first use)."""
-        from .onnx_runtime import OnnxSequenceEncoder, export_onnx
-
-        assert self.onnx_dir is not None and self._model is not None
-        path = self.onnx_dir / f"{self.weights.replace('@', '-')}.onnx"
-        if not path.is_file():
-            names = tuple(self._tokenizer("a").keys())
-            with torch.inference_mode(False), torch.no_grad():
-                export_onnx(self._model, names, path)
-        self._onnx = OnnxSequenceEncoder(path)
 
     def _token_sum(self, sequence: dict[str, list[int]]) -> torch.Tensor:
         r"""``[d]`` float32 :math:`\sum_t h_t` over one sequence's token states, alone."""
@@ -273,9 +271,9 @@ class HFEmbedder:
         So a cold run, a warm cache and a resumed run hold the same vectors, at the cost of
         ``batch_size`` no longer batching (measured there).
         """
-        if self._model is None:
+        if self._tokenizer is None:
             self._load()
-        assert self._model is not None and self._tokenizer is not None
+        assert self._tokenizer is not None
         enc = self._tokenizer(list(texts), truncation=True, max_length=self.max_length,
                               return_overflowing_tokens=self.long_text == "windows")
         # windows mode: the tokenizer's overflow windows of max_length tokens, no overlap, in

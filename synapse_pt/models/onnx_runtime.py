@@ -2,12 +2,12 @@
 
 ``HFEmbedder(runtime="onnx")`` runs each token sequence through ONNX Runtime's CPU kernels
 instead of PyTorch's (issue 45): the transformers model is exported once, by
-``torch.onnx.export``, to ``<onnx_dir>/<name>.onnx`` (``name`` carries the weights' fingerprint,
-so changed weights export again), and every later run loads that file. Pooling, windows and
-normalisation stay in :class:`~synapse_pt.models.embedder.HFEmbedder`; only the token states come
-from here. The vectors agree with PyTorch's to within float32 rounding (the tolerance and the
-recall check are in ``experiments/bench_ingestion.md``), not bit for bit, so the embedding cache
-keys them apart (``|onnx`` in the embedder's identity).
+``torch.onnx.export``, to ``<onnx_dir>/<label>-<weights fingerprint>.onnx`` (changed weights
+export again), and every later run loads that file without loading PyTorch's weights.
+Pooling, windows and normalisation stay in :class:`~synapse_pt.models.embedder.HFEmbedder`; only
+the token states come from here. The vectors agree with PyTorch's to within float32 rounding
+(the tolerance and the recall check are in ``experiments/bench_ingestion.md``), not bit for bit,
+so the embedding cache keys them apart (``|onnx`` in the embedder's identity).
 """
 
 from __future__ import annotations
@@ -69,19 +69,20 @@ class OnnxSequenceEncoder:
     """Token states of one sequence at a time from an exported encoder (unpadded, its attention
     mask all ones, as the graph was traced; a vector never depends on other texts).
 
+    Its intra-op threads are PyTorch's (``torch.get_num_threads``, which follows the machine and
+    ``OMP_NUM_THREADS``), so both runtimes use the same.
+
     Args:
         path: the ``.onnx`` file written by :func:`export_onnx`.
-        threads: ONNX Runtime's intra-op threads; ``None``: PyTorch's (``torch.get_num_threads``,
-            which follows the machine and ``OMP_NUM_THREADS``), so both runtimes use the same.
     """
 
-    def __init__(self, path: Path, threads: int | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         try:
             import onnxruntime as ort
         except ImportError as err:
             raise ImportError(f"embedder.runtime=onnx needs ONNX Runtime: {RUNTIME_PIP}") from err
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.intra_op_num_threads = torch.get_num_threads()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(path), options,
                                             providers=["CPUExecutionProvider"])
