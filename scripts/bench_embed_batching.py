@@ -1,20 +1,26 @@
-"""Batch composition and embedding bits: the padded batching HFEmbedder used before issue 42
-against encoding each sequence alone (its batching since), on LoCoMo turn texts.
+"""Encoder batchings and their bits: the padded batches before issue 42, one sequence at a time
+(issue 42 to 50) and the fixed-shape calls of ``HFEmbedder`` (issue 50), on LoCoMo turn texts.
 
-    .venv/bin/python scripts/bench_embed_batching.py [--texts 2000] [--rounds 2]
+    .venv/bin/python scripts/bench_embed_batching.py [--texts 600] [--rounds 2]
+    .venv/bin/python scripts/bench_embed_batching.py --methods fixed --texts 300   # one per job
 
-Two measurements with the bundled all-MiniLM-L6-v2 on the CPU:
+With the bundled all-MiniLM-L6-v2 on the CPU:
 
-* bits: the first ``--probe`` texts embedded one at a time (no padding, nothing else in the pass)
-  against the same texts inside two different batches of other texts; the rows that differ in
-  any bit, and the largest difference, for each batching;
+* bits: the first ``--probe`` texts embedded one at a time against the same texts inside two
+  different batches of other texts; the rows that differ in any bit, and the largest difference,
+  for each batching;
+* padding: the token positions the fixed-shape calls compute for the sample, against its tokens;
 * throughput: ``--texts`` distinct turn texts (shuffled with a fixed seed) embedded by each
-  batching, the two alternating for ``--rounds`` rounds (interleaved, so a loaded machine slows
-  both alike); texts per second of each round and the ratio of the medians.
+  batching, alternating for ``--rounds`` rounds (interleaved, so a loaded machine slows all
+  alike); texts per second of each round and the ratio of the medians.
 
-The padded batching is written here as it stood in ``HFEmbedder._embed`` at 4dc6122: longest
-first, ``batch_size`` texts per pass, padded to the longest in the batch, mean-pooled over the
-mask. The one-at-a-time encoding is ``HFEmbedder._embed`` itself.
+``padded`` is ``HFEmbedder._embed`` as it stood at 4dc6122 (longest first, ``64`` texts a pass,
+padded to the longest, PyTorch's intra-op threads); ``alone`` as it stood at 70f7a39 (each
+sequence on its own, unpadded, intra-op threads); ``fixed`` is ``HFEmbedder._embed`` itself, with
+``threads: auto`` (this process registered as a job, :mod:`synapse_pt.models.threads`). Start two
+copies of the script with one method each to measure jobs that share the machine. The last line
+is ``fixed/padded throughput: R`` with all three methods, else ``embed_throughput_<method>: N
+texts/s``.
 """
 
 from __future__ import annotations
@@ -28,23 +34,47 @@ import time
 import torch
 
 from synapse_pt.data.locomo import load_locomo
+from synapse_pt.models import threads
 from synapse_pt.models.embedder import HFEmbedder, mean_pool
+
+PADDED_BATCH = 64
 
 
 @torch.inference_mode()
 def padded_embed(embedder: HFEmbedder, texts: list[str]) -> torch.Tensor:
-    """The 4dc6122 batching: longest first, padded batches of ``batch_size`` texts."""
+    """The 4dc6122 batching: longest first, padded batches of 64 texts."""
     tokenizer, model = embedder._tokenizer, embedder._model
     out = torch.empty(len(texts), embedder.dim)
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    for start in range(0, len(order), embedder.batch_size):
-        idx = order[start:start + embedder.batch_size]
+    for start in range(0, len(order), PADDED_BATCH):
+        idx = order[start:start + PADDED_BATCH]
         enc = tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                         max_length=embedder.max_length, return_tensors="pt")
         hidden = model(**enc).last_hidden_state
         out[idx] = torch.nn.functional.normalize(
             mean_pool(hidden.float(), enc["attention_mask"]), dim=1)
     return out
+
+
+@torch.inference_mode()
+def alone_embed(embedder: HFEmbedder, texts: list[str]) -> torch.Tensor:
+    """The 70f7a39 encoding: every sequence through the model on its own, unpadded."""
+    tokenizer, model = embedder._tokenizer, embedder._model
+    out = torch.empty(len(texts), embedder.dim)
+    for i, text in enumerate(texts):
+        enc = tokenizer([text], truncation=True, max_length=embedder.max_length,
+                        return_tensors="pt")
+        out[i] = torch.nn.functional.normalize(
+            model(**enc).last_hidden_state[0].mean(dim=0), dim=0)
+    return out
+
+
+def fixed_embed(embedder: HFEmbedder, texts: list[str]) -> torch.Tensor:
+    """Issue 50: ``HFEmbedder._embed``, fixed-shape calls on worker threads."""
+    return embedder._embed(texts)
+
+
+METHODS = {"padded": padded_embed, "alone": alone_embed, "fixed": fixed_embed}
 
 
 def bits_report(name: str, embed, embedder: HFEmbedder, probe: list[str], mates_a: list[str],
@@ -54,45 +84,67 @@ def bits_report(name: str, embed, embedder: HFEmbedder, probe: list[str], mates_
     for label, mates in (("batch A", mates_a), ("batch B", mates_b)):
         got = embed(embedder, probe + mates)[:len(probe)]
         rows = int((got != alone).any(dim=1).sum())
-        print(f"{name:9s} {label}: {rows}/{len(probe)} rows differ from the text alone, "
+        print(f"{name:7s} {label}: {rows}/{len(probe)} rows differ from the text alone, "
               f"max |diff| {(got - alone).abs().max().item():.3g}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("SYNAPSE_DATA", "data/locomo10.json"))
-    ap.add_argument("--texts", type=int, default=2000)
+    ap.add_argument("--texts", type=int, default=600)
     ap.add_argument("--probe", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--methods", default="padded,alone,fixed",
+                    help=f"comma-separated, of {sorted(METHODS)}")
+    ap.add_argument("--no-bits", action="store_true", help="skip the bits report")
     args = ap.parse_args()
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"--methods: unknown {unknown}; known: {sorted(METHODS)}")
     dataset = load_locomo(args.data)
     texts = list(dict.fromkeys(t.text for c in dataset.conversations for s in c.sessions
                                for t in s.turns))
     random.Random(0).shuffle(texts)
+    pool_threads = torch.get_num_threads()  # PyTorch's default, what padded and alone ran with
+    threads.configure("auto")
     embedder = HFEmbedder()  # no disk cache: every call computes
     embedder._load()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"batch_size {embedder.batch_size}")
+    print(f"torch {torch.__version__}; padded/alone: {pool_threads} intra-op threads; fixed: "
+          f"{threads.threads_now()} worker threads now ({threads.live_jobs()} live jobs), "
+          f"{embedder.shapes.identity}")
 
-    def one_at_a_time(e: HFEmbedder, batch: list[str]) -> torch.Tensor:
-        return e._embed(batch)
-
-    probe = texts[:args.probe]
-    mates_a, mates_b = texts[100:144], texts[200:263]
-    bits_report("padded", padded_embed, embedder, probe, mates_a, mates_b)
-    bits_report("alone", one_at_a_time, embedder, probe, mates_a, mates_b)
+    if not args.no_bits:
+        probe = texts[:args.probe]
+        mates_a, mates_b = texts[100:144], texts[200:263]
+        for name in methods:
+            if name != "fixed":
+                torch.set_num_threads(pool_threads)
+            bits_report(name, METHODS[name], embedder, probe, mates_a, mates_b)
 
     sample = texts[:args.texts]
-    speed: dict[str, list[float]] = {"padded": [], "alone": []}
+    sizes = [len(ids) for ids in embedder._tokenizer(sample, truncation=True,
+                                                     max_length=embedder.max_length)["input_ids"]]
+    computed = embedder.shapes.padded_tokens(sizes)
+    print(f"padding: {sum(sizes)} tokens, {computed} positions computed by the fixed-shape calls "
+          f"({computed / sum(sizes):.2f}x)")
+    speed: dict[str, list[float]] = {name: [] for name in methods}
     for r in range(args.rounds):
-        for name, embed in (("padded", padded_embed), ("alone", one_at_a_time)):
+        for name in methods:
+            if name != "fixed":
+                torch.set_num_threads(pool_threads)
             start = time.perf_counter()
-            embed(embedder, sample)
+            METHODS[name](embedder, sample)
             rate = len(sample) / (time.perf_counter() - start)
             speed[name].append(rate)
-            print(f"round {r + 1} {name:9s}: {rate:.1f} texts/s")
-    ratio = statistics.median(speed["alone"]) / statistics.median(speed["padded"])
-    print(f"alone/padded throughput (median of {args.rounds} rounds): {ratio:.2f}")
+            print(f"round {r + 1} {name:7s}: {rate:.1f} texts/s", flush=True)
+    medians = {name: statistics.median(rates) for name, rates in speed.items()}
+    for name, value in medians.items():
+        print(f"embed_throughput_{name}: {value:.1f} texts/s")
+    if {"padded", "fixed"} <= set(methods):
+        if "alone" in methods:
+            print(f"alone/padded throughput: {medians['alone'] / medians['padded']:.2f}")
+        print(f"fixed/padded throughput: {medians['fixed'] / medians['padded']:.2f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", default=".cache/embeddings",
                    help="embedding cache folder (default: .cache/embeddings)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--call-tokens", type=int, default=1024,
+                   help="token positions a fixed-shape call holds (default: 1024)")
     p.add_argument("--model", default="bundled:all-MiniLM-L6-v2")
     return p.parse_args(argv)
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     turns = [t.content for t in dataset.turns()]
     questions = [q.question for q in dataset.questions()]
     texts = turns + questions
-    embedder = HFEmbedder(model=args.model, device=args.device, batch_size=args.batch_size,
+    embedder = HFEmbedder(model=args.model, device=args.device, call_tokens=args.call_tokens,
                           cache_dir=args.cache_dir)
     assert embedder.cache is not None
     hits0, misses0 = embedder.cache.hits, embedder.cache.misses
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     hits, misses = embedder.cache.hits - hits0, embedder.cache.misses - misses0
     load = embedder.load_seconds  # the model loads lazily, inside the first encode that needs it
     seconds = elapsed - (load or 0.0)
-    print(f"model: {embedder.name} on {args.device}, batch_size {args.batch_size}, "
+    print(f"model: {embedder.name} on {args.device}, call_tokens {args.call_tokens}, "
           f"torch threads {torch.get_num_threads()}")
     print(f"texts: {len(texts)} ({len(turns)} turn contents + {len(questions)} questions), "
           f"{len(set(texts))} distinct; embeddings {tuple(vectors.shape)}")

@@ -1,5 +1,6 @@
 """What the Hydra entry points share: the SQLite-storage and run-folder callbacks, quiet
-third-party logs, seeding, whether a job runs inside a multirun, errors on one line."""
+third-party logs, seeding, the threads setting, whether a job runs inside a multirun, errors on one
+line."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from synapse_pt.errors import ConfigError
 from synapse_pt.eval.run_folder import claim_new_folder
+from synapse_pt.models import threads
 
 # third-party loggers that log every request at INFO (httpx, and httpx2 under the openai SDK: one
 # line per LLM call)
@@ -41,6 +44,18 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def configure_threads(cfg: DictConfig) -> int:
+    """Apply the config's ``threads`` (:mod:`synapse_pt.models.threads`): ``auto`` registers this
+    job among the machine's live ones; a bad value is one line naming the key."""
+    try:
+        n = threads.configure(cfg.get("threads", threads.AUTO))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    logging.getLogger("synapse_pt.run").info("threads: %s (%d now)",
+                                             cfg.get("threads", threads.AUTO), n)
+    return n
 
 
 def one_line(err: BaseException) -> str:

@@ -28,7 +28,13 @@ from synapse_pt.build import (
     run_memory,
     text_cache,
 )
-from synapse_pt.cli import in_multirun, one_line, quiet_third_party_logs, seed_everything
+from synapse_pt.cli import (
+    configure_threads,
+    in_multirun,
+    one_line,
+    quiet_third_party_logs,
+    seed_everything,
+)
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.resolve import build_audit, build_dataset
 from synapse_pt.errors import ConfigError
@@ -81,6 +87,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
         check_output_dir(output_dir, config_text, overwrite=bool(cfg.get("overwrite", False)))
         (output_dir / "config.yaml").write_text(config_text)
         seed_everything(int(cfg.seed))
+        configure_threads(cfg)
         tracker = run_tracker(resolved, output_dir)
         exit_code = 1
         try:

@@ -22,6 +22,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import ingested_memory
+from synapse_pt.cli import configure_threads
 from synapse_pt.eval.outputs import config_hash, git_commit, write_json
 from synapse_pt.eval.sweep import auto_chunk, chunk_bounds, draw_configs, merge_tables, sweep_table
 
@@ -36,6 +37,7 @@ def sweep(cfg: DictConfig) -> Path:
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    configure_threads(cfg)
     s = cfg.sweep
     start, stop = chunk_bounds(int(s.configs), int(s.chunks), int(s.chunk))
     if not get_class(str(cfg.memory._target_)).declared_search_space().batched:

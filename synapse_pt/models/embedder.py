@@ -14,12 +14,13 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from . import threads
 from .assemble import (
     ASSEMBLED_MODELS,
     ModelNotAssembled,
@@ -28,6 +29,7 @@ from .assemble import (
 )
 from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 from .fingerprint import folder_fingerprint
+from .fixed_shapes import FixedShapes, default_lengths, pack
 from .locate import bundled_minilm_path
 
 log = logging.getLogger(__name__)
@@ -120,12 +122,23 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 class HFEmbedder:
     """A :class:`~synapse_pt.models.base.TextEncoder` over a transformers encoder.
 
+    Texts are tokenised, their token sequences grouped by length into fixed-shape calls
+    (:mod:`synapse_pt.models.fixed_shapes`: every call of a bucket is ``rows x length`` however
+    many sequences it holds), and the calls run on a pool of worker threads, each call on one
+    intra-op thread. A text's vector is a function of the text and of :attr:`identity` alone:
+    never of the texts encoded with it, its position in a call, the call's fill, the number of
+    threads or jobs, or whether it came from the cache (issue 42's guarantee, kept by issue 50
+    at the speed of batches).
+
     Args:
         model: ``"bundled:all-MiniLM-L6-v2"`` (default), a local model folder, or a hub id (hub ids
             load from the local Hugging Face cache; with ``HF_HUB_OFFLINE=1`` they never download).
         device: torch device for the forward passes; outputs are always on the CPU.
-        batch_size: kept for the configs; every sequence is encoded alone (a text's vector must
-            not depend on its batch-mates, issue 42), so it batches nothing.
+        call_tokens: token positions a call holds (:math:`T`): a call of bucket length
+            :math:`L_b` has :math:`\\max(1, T // L_b)` rows. Part of the identity.
+        bucket_lengths: the bucket lengths (ascending, at most ``max_length``; ``max_length`` is
+            added as the last); ``None``: :func:`~synapse_pt.models.fixed_shapes.default_lengths`
+            (each about 1/8 longer than the one before). Part of the identity.
         max_length: tokens kept per text (sentence-transformers truncates all-MiniLM-L6-v2 at 256).
         dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
         cache_dir: folder of the on-disk :class:`EmbeddingCache` (``embeddings.sqlite``); ``None``
@@ -135,31 +148,44 @@ class HFEmbedder:
             ``"windows"`` (split into consecutive windows of ``max_length`` tokens, each encoded,
             the token states of all windows mean-pooled together: a long assistant message or a
             code block is indexed whole; BEAM).
-        runtime: the forward pass: ``"torch"`` (PyTorch, the default: the vectors every record
-            was made with) or ``"onnx"`` (ONNX Runtime's CPU kernels over the same weights,
-            exported once to ``onnx_dir``; 1.4-2.3x the texts per second on a 2-core CPU,
-            vectors within 1e-6 of PyTorch's, cached apart from them; issue 45,
+        runtime: the forward pass: ``"torch"`` (PyTorch, the default) or ``"onnx"`` (ONNX
+            Runtime's CPU kernels over the same weights, exported once to ``onnx_dir``; vectors
+            within 1e-6 of PyTorch's, cached apart from them; issue 45,
             :mod:`synapse_pt.models.onnx_runtime`). CPU only.
         onnx_dir: where the exported graph is kept (needed by ``runtime="onnx"``).
 
     Attributes:
         weights: ``<label>@<fingerprint of config and weights>``.
         name: ``weights``, plus ``+onnx`` under ``runtime="onnx"``: what records name.
-        identity: ``name`` plus truncation length, pooling and dtype: the cache key prefix.
+        identity: ``name`` plus truncation length, pooling, dtype and the call shapes: the cache
+            key prefix.
         dim: embedding width.
-        cache_every: batches embedded between two writes to the disk cache.
+        cache_every: texts embedded between two writes to the disk cache.
+        progress: called as ``progress(done, total)`` after each chunk of texts (run logs).
     """
 
-    cache_every: int = 32
+    cache_every: int = 2048
 
     def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
-                 batch_size: int = 64, max_length: int = 256, dtype: str = "float32",
+                 call_tokens: int = 1024, bucket_lengths: Sequence[int] | None = None,
+                 max_length: int = 256, dtype: str = "float32",
                  cache_dir: str | None = None, long_text: str = "truncate",
                  runtime: str = "torch", onnx_dir: str | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"HFEmbedder: batch_size must be >= 1, got {batch_size}")
         if max_length < 2:
             raise ValueError(f"HFEmbedder: max_length must be >= 2, got {max_length}")
+        if call_tokens < 1:
+            raise ValueError(f"HFEmbedder: call_tokens must be >= 1, got {call_tokens}")
+        lengths = (default_lengths(max_length) if bucket_lengths is None
+                   else tuple(int(n) for n in bucket_lengths))
+        if lengths and lengths[-1] > max_length:
+            raise ValueError(f"HFEmbedder: bucket_lengths must not exceed max_length "
+                             f"({max_length}), got {list(lengths)}")
+        if not lengths or lengths[-1] != max_length:
+            lengths = (*lengths, max_length)
+        try:
+            self.shapes = FixedShapes(lengths, call_tokens)
+        except ValueError as err:
+            raise ValueError(f"HFEmbedder: {err}") from None
         if long_text not in LONG_TEXT:
             raise ValueError(f"HFEmbedder: long_text must be one of {list(LONG_TEXT)}, got "
                              f"{long_text!r}")
@@ -178,7 +204,6 @@ class HFEmbedder:
         self._onnx = None  # the ONNX Runtime session, runtime="onnx"
         check_device(device)
         self.device = device
-        self.batch_size = batch_size
         self.max_length = max_length
         self.dtype = dtype
         self._torch_dtype = torch_dtype(dtype, device)
@@ -186,14 +211,16 @@ class HFEmbedder:
         self._model: torch.nn.Module | None = None
         self._tokenizer = None
         self.load_seconds: float | None = None
+        self.progress = None
 
         self.dim: int = self._hidden_size()
         self.weights: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
         # the runtime is part of the name every record carries (metrics.json's embedder)
         self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}")
-        # "unpadded": each sequence encoded alone (issue 42); vectors cached by the earlier
-        # padded batching (which depend on batch-mates) are never served for them
-        self.identity: str = f"{self.weights}|mean|l2|max_length={max_length}|{dtype}|unpadded" + (
+        # the call shapes are part of the identity: vectors of other shapes (and those of the
+        # unpadded encoding before issue 50) are never served for these
+        self.identity: str = (f"{self.weights}|mean|l2|max_length={max_length}|{dtype}|"
+                              f"{self.shapes.identity}") + (
             "" if long_text == "truncate" else f"|{long_text}") + (
             "" if runtime == "torch" else f"|{runtime}")
         self.cache = EmbeddingCache(Path(cache_dir) / CACHE_FILE) if cache_dir else None
@@ -233,43 +260,75 @@ class HFEmbedder:
         start = time.perf_counter()
         kw = {"local_files_only": self.resolved.local_files_only}
         self._tokenizer = AutoTokenizer.from_pretrained(self.resolved.source, **kw)
-        graph = (self.onnx_dir / f"{self.weights.replace('@', '-')}.onnx"
+        # "-masked": exported on a padded example (issue 50); graphs traced unpadded are not used
+        graph = (self.onnx_dir / f"{self.weights.replace('@', '-')}-masked.onnx"
                  if self.runtime == "onnx" and self.onnx_dir is not None else None)
         if graph is None or not graph.is_file():
             model = AutoModel.from_pretrained(self.resolved.source, dtype=self._torch_dtype, **kw)
             self._model = model.to(self.device).eval()
         if graph is not None:
-            from .onnx_runtime import OnnxSequenceEncoder, export_onnx
+            from .onnx_runtime import OnnxEncoder, export_onnx
 
             if not graph.is_file():
                 assert self._model is not None
                 with torch.inference_mode(False), torch.no_grad():
                     export_onnx(self._model, tuple(self._tokenizer("a").keys()), graph)
-                self._model = None  # exported: the session runs every sequence
-            self._onnx = OnnxSequenceEncoder(graph)
+                self._model = None  # exported: the session runs every call
+            self._onnx = OnnxEncoder(graph)
         self.load_seconds = time.perf_counter() - start
         log.info("loaded embedder %s on %s in %.1fs", self.name, self.device, self.load_seconds)
 
-    def _token_sum(self, sequence: dict[str, list[int]]) -> torch.Tensor:
-        r"""``[d]`` float32 :math:`\sum_t h_t` over one sequence's token states, alone."""
+    def _call(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""One fixed-shape call: ``[R, d]`` float32 :math:`\sum_t m_t h_t`, each row's token
+        states summed over its mask (padding excluded), on the calling thread."""
+        mask = inputs["attention_mask"]
         if self._onnx is not None:
-            return self._onnx.token_sum(sequence)
-        assert self._model is not None
-        one = {key: torch.tensor([ids], device=self.device) for key, ids in sequence.items()}
-        return self._model(**one).last_hidden_state[0].float().sum(dim=0).cpu()
+            hidden = self._onnx.hidden(inputs)
+        else:
+            assert self._model is not None
+            on_device = {key: value.to(self.device) for key, value in inputs.items()}
+            hidden = self._model(**on_device).last_hidden_state.float().cpu()
+        return (hidden * mask.unsqueeze(-1).to(hidden.dtype)).sum(dim=1)
+
+    def _token_sums(self, sequences: list[dict[str, list[int]]]) -> torch.Tensor:
+        """``[len(sequences), d]`` token-state sums, through the fixed-shape calls of
+        :attr:`shapes`, run by :func:`~synapse_pt.models.threads.threads_now` worker threads
+        (one on CUDA), each call on one intra-op thread."""
+        sums = torch.empty(len(sequences), self.dim, dtype=torch.float32)
+        calls = self.shapes.plan([len(s["input_ids"]) for s in sequences])
+        pad_id = self._tokenizer.pad_token_id or 0  # type: ignore[union-attr]
+
+        def run(call: tuple[int, list[int]]) -> None:
+            length, members = call
+            inputs = pack([sequences[i] for i in members], length, self.shapes.rows(length),
+                          pad_id)
+            with torch.inference_mode():  # inference mode is per thread
+                sums[members] = self._call(inputs)[:len(members)]
+
+        workers = 1 if self.device.startswith("cuda") else threads.threads_now()
+        torch.set_num_threads(1)  # each call on one thread: its bits never depend on a pool
+        try:
+            if workers == 1:
+                for call in calls:
+                    run(call)
+            else:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(run, calls))
+        finally:
+            threads.apply()  # the process's own count back for what follows
+        return sums
 
     @torch.inference_mode()
     def _embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Embed without the cache: ``[len(texts), dim]`` float32 on the CPU, rows of unit norm.
+        r"""Embed without the cache: ``[len(texts), dim]`` float32 on the CPU, rows of unit norm.
 
-        A text's vector depends on the text alone, never on the texts embedded with it: every
-        token sequence (a text, or one of its windows) goes through the model on its own, unpadded.
-        Batching changes the float rounding of a row: padding changes the matrix shapes, and even
-        an unpadded batch of sequences of one length changes the GEMM's row blocking (the same
-        11-token text, alone and in a batch of three copies of itself, differs in the last bits
-        on the CPU; ``scripts/bench_embed_batching.py``, ``experiments/hardening.md``, issue 42).
-        So a cold run, a warm cache and a resumed run hold the same vectors, at the cost of
-        ``batch_size`` no longer batching (measured there).
+        Each token sequence (a text, or one of its windows) goes through a fixed-shape call
+        (:meth:`_token_sums`); then
+
+        .. math:: e = \frac{\sum_w \sum_{t \in w} h_t}{\sum_w |w|}, \qquad
+                  \hat e = e / \lVert e \rVert_2
+
+        over the text's windows :math:`w` (one window: mean pooling).
         """
         if self._tokenizer is None:
             self._load()
@@ -279,14 +338,12 @@ class HFEmbedder:
         # windows mode: the tokenizer's overflow windows of max_length tokens, no overlap, in
         # text order; truncate mode: one sequence per text, its first max_length tokens
         owner = enc.pop("overflow_to_sample_mapping", None) or list(range(len(texts)))
-        sums = torch.empty(len(owner), self.dim, dtype=torch.float32)  # token-state sum per seq
-        for seq in tqdm(range(len(owner)), desc=f"embed {len(texts)} texts", unit="seq",
-                        disable=(len(owner) < 512) or None):  # None: off when not a TTY
-            sums[seq] = self._token_sum({key: enc[key][seq] for key in enc})
+        sequences = [{key: enc[key][seq] for key in enc} for seq in range(len(owner))]
+        sums = self._token_sums(sequences)
         lengths = torch.tensor([len(ids) for ids in enc["input_ids"]], dtype=torch.float32)
         owner_t = torch.tensor(owner, dtype=torch.long)
         # each text's windows are summed in window order (index_add_ on the CPU adds in index
-        # order): e = sum_w sum_{t in w} h_t / sum_w |w|; one window is mean pooling
+        # order)
         total = torch.zeros(len(texts), self.dim).index_add_(0, owner_t, sums)
         count = torch.zeros(len(texts)).index_add_(0, owner_t, lengths)
         return torch.nn.functional.normalize(total / count[:, None], dim=1)
@@ -307,21 +364,22 @@ class HFEmbedder:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
-            # in chunks of batch_size * cache_every texts, each cached as it finishes (a run
-            # stopped mid-way resumes from what it embedded); a vector does not depend on its
-            # chunk (see _embed)
+            # longest first, in chunks of cache_every texts, each cached as it finishes (a run
+            # stopped mid-way resumes from what it embedded; a vector does not depend on its
+            # chunk); sorted, a chunk spans few buckets, so few calls are part-filled
             todo.sort(key=lambda k: -len(text_of[k]))
-            step = self.batch_size * self.cache_every
             found = dict(found)
-            for start in range(0, len(todo), step):
-                chunk = todo[start:start + step]
+            for start in range(0, len(todo), self.cache_every):
+                chunk = todo[start:start + self.cache_every]
                 computed = dict(zip(chunk, self._embed([text_of[k] for k in chunk]),
                                     strict=True))
                 if self.cache is not None:
                     self.cache.put_many(computed.items())
                 found.update(computed)
+                if self.progress is not None:
+                    self.progress(start + len(chunk), len(todo))
         return stack_rows(found, keys, self.dim, f"HFEmbedder {self.name}")
 
     def __repr__(self) -> str:
         return (f"HFEmbedder(name={self.name!r}, device={self.device!r}, "
-                f"batch_size={self.batch_size}, max_length={self.max_length})")
+                f"call_tokens={self.shapes.call_tokens}, max_length={self.max_length})")

@@ -1,8 +1,8 @@
 """The encoder's forward pass in ONNX Runtime: the same weights exported once to an ONNX graph.
 
-``HFEmbedder(runtime="onnx")`` runs each token sequence through ONNX Runtime's CPU kernels
+``HFEmbedder(runtime="onnx")`` runs its fixed-shape calls through ONNX Runtime's CPU kernels
 instead of PyTorch's (issue 45): the transformers model is exported once, by
-``torch.onnx.export``, to ``<onnx_dir>/<label>-<weights fingerprint>.onnx`` (changed weights
+``torch.onnx.export``, to ``<onnx_dir>/<label>-<weights fingerprint>-masked.onnx`` (changed weights
 export again), and every later run loads that file without loading PyTorch's weights.
 Pooling, windows and normalisation stay in :class:`~synapse_pt.models.embedder.HFEmbedder`; only
 the token states come from here. The vectors agree with PyTorch's to within float32 rounding
@@ -43,8 +43,11 @@ def export_onnx(model: torch.nn.Module, names: tuple[str, ...], path: Path) -> N
     name, then renamed, so a stopped export leaves no file that a later run would load."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    example = tuple(torch.zeros(1, 4, dtype=torch.long) if name == "token_type_ids"
-                    else torch.ones(1, 4, dtype=torch.long) for name in names)
+    # two rows, the second padded: traced on an all-ones mask, the model's Python-side "nothing
+    # is masked" shortcut would be fixed into the graph and padded calls would attend to padding
+    example = tuple(torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]) if name == "attention_mask"
+                    else torch.zeros(2, 4, dtype=torch.long) if name == "token_type_ids"
+                    else torch.tensor([[101, 7, 8, 102], [101, 102, 0, 0]]) for name in names)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*names, "last_hidden_state")}
     try:
         with warnings.catch_warnings():
@@ -53,8 +56,7 @@ def export_onnx(model: torch.nn.Module, names: tuple[str, ...], path: Path) -> N
             # against PyTorch's (tests/models/test_onnx_runtime.py)
             warnings.filterwarnings("ignore", message="Exporting aten::index operator")
             # the trace fixes Python-side checks on the example's shapes (the attention mask as
-            # long as the sequence, nothing to pad): what every call here feeds, one unpadded
-            # sequence with an all-ones mask
+            # long as the sequence); the vectors are checked against PyTorch's on padded calls
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
             torch.onnx.export(_LastHiddenState(model, names).eval(), example, str(tmp),
                               input_names=list(names), output_names=["last_hidden_state"],
@@ -65,12 +67,11 @@ def export_onnx(model: torch.nn.Module, names: tuple[str, ...], path: Path) -> N
     log.info("exported the encoder to %s (%.1f MB)", path, path.stat().st_size / 1e6)
 
 
-class OnnxSequenceEncoder:
-    """Token states of one sequence at a time from an exported encoder (unpadded, its attention
-    mask all ones, as the graph was traced; a vector never depends on other texts).
-
-    Its intra-op threads are PyTorch's (``torch.get_num_threads``, which follows the machine and
-    ``OMP_NUM_THREADS``), so both runtimes use the same.
+class OnnxEncoder:
+    """Token states of fixed-shape padded calls from an exported encoder
+    (:mod:`synapse_pt.models.fixed_shapes`). Each ``run`` uses one intra-op thread, so a call's
+    bits never depend on a thread pool; the encoder's worker threads run calls side by side (an
+    ONNX Runtime session takes concurrent ``run`` calls).
 
     Args:
         path: the ``.onnx`` file written by :func:`export_onnx`.
@@ -82,14 +83,14 @@ class OnnxSequenceEncoder:
         except ImportError as err:
             raise ImportError(f"embedder.runtime=onnx needs ONNX Runtime: {RUNTIME_PIP}") from err
         options = ort.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(path), options,
                                             providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
-    def token_sum(self, sequence: dict[str, list[int]]) -> torch.Tensor:
-        r"""``[d]`` float32: :math:`\sum_t h_t` over the sequence's token states."""
-        feed = {name: np.asarray([sequence[name]], dtype=np.int64) for name in self.inputs}
-        hidden = self.session.run(None, feed)[0][0]
-        return torch.from_numpy(hidden).sum(dim=0)
+    def hidden(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[R, L, d]`` float32 token states of one call's ``[R, L]`` inputs."""
+        feed = {name: inputs[name].numpy().astype(np.int64) for name in self.inputs}
+        return torch.from_numpy(self.session.run(None, feed)[0])

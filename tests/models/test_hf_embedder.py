@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def embedder() -> HFEmbedder:
-    return HFEmbedder(batch_size=4)
+    return HFEmbedder(call_tokens=64)
 
 
 def test_protocol_shape_and_unit_norm(embedder):
@@ -55,17 +55,17 @@ QUERIES = ["Who went to a support group?", "What is Melanie painting?", "When ar
 
 def test_cold_reordered_and_warm_vectors_and_rankings_are_bit_identical(tmp_path):
     """Issue 42: a text's vector depends on the text alone, not on its batch-mates. The same texts
-    embedded cold, cold in another order beside other texts and with another batch size, and
-    warm from the cache, give bit-identical vectors and the same cosine rankings; each also
-    equals the text embedded alone (nothing else in its forward pass)."""
+    embedded cold, cold in another order beside other texts, and warm from the cache, give
+    bit-identical vectors and the same cosine rankings; each also equals the text embedded alone
+    (the only sequence of its call)."""
     from synapse_pt.retrieval.dense import cosine_scores, masked_topk
 
     texts = TURNS + QUERIES
-    cold = HFEmbedder(batch_size=8, cache_dir=str(tmp_path / "a")).encode(texts)
+    cold = HFEmbedder(cache_dir=str(tmp_path / "a")).encode(texts)
     others = ["ok", "A completely different sentence about trains and the timetable.", *TEXTS]
-    mixed = HFEmbedder(batch_size=3, cache_dir=str(tmp_path / "b")).encode(
+    mixed = HFEmbedder(cache_dir=str(tmp_path / "b")).encode(
         others + texts[::-1])[len(others):].flip(0)
-    warm_encoder = HFEmbedder(batch_size=8, cache_dir=str(tmp_path / "a"))
+    warm_encoder = HFEmbedder(cache_dir=str(tmp_path / "a"))
     warm = warm_encoder.encode(texts[::-1]).flip(0)
     assert warm_encoder.cache.misses == 0 and warm_encoder.load_seconds is None
     alone = torch.cat([HFEmbedder()._embed([t]) for t in texts])
@@ -109,17 +109,17 @@ def test_disk_cache_hits_misses_and_rerun_without_loading(tmp_path, monkeypatch)
 
 
 def test_chunked_cache_writes_equal_one_pass_and_survive_a_crash(tmp_path, monkeypatch):
-    """Texts are embedded in chunks of whole batches, each cached as it finishes: the vectors
-    equal one pass over all texts bit for bit, and a run stopped after its first chunk leaves
-    that chunk on disk for the rerun."""
+    """Texts are embedded in chunks, each cached as it finishes: the vectors equal one pass over
+    all texts bit for bit, and a run stopped after its first chunk leaves that chunk on disk for
+    the rerun."""
     texts = [t * n for n, t in enumerate(TEXTS, start=1)]  # distinct lengths
-    one_pass = HFEmbedder(batch_size=2)._embed(texts)
-    chunked = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "a"))
-    chunked.cache_every = 1
+    one_pass = HFEmbedder()._embed(texts)
+    chunked = HFEmbedder(cache_dir=str(tmp_path / "a"))
+    chunked.cache_every = 2
     assert torch.equal(chunked.encode(texts), one_pass)
 
-    crashing = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "b"))
-    crashing.cache_every = 1
+    crashing = HFEmbedder(cache_dir=str(tmp_path / "b"))
+    crashing.cache_every = 2
     embed, calls = crashing._embed, []
 
     def stop_on_second_chunk(chunk):
@@ -131,7 +131,7 @@ def test_chunked_cache_writes_equal_one_pass_and_survive_a_crash(tmp_path, monke
     monkeypatch.setattr(crashing, "_embed", stop_on_second_chunk)
     with pytest.raises(KeyboardInterrupt):
         crashing.encode(texts)
-    rerun = HFEmbedder(batch_size=2, cache_dir=str(tmp_path / "b"))
+    rerun = HFEmbedder(cache_dir=str(tmp_path / "b"))
     assert torch.equal(rerun.encode(texts), one_pass)
     assert (rerun.cache.hits, rerun.cache.misses) == (2, len(texts) - 2)  # the first chunk
 
@@ -159,7 +159,7 @@ def test_bad_arguments_are_named(tmp_path):
 
 
 def test_every_available_device_matches_cpu(embedder, device):
-    on_device = HFEmbedder(device=device, batch_size=4)
+    on_device = HFEmbedder(device=device)
     out = on_device.encode(TEXTS)
     assert out.device.type == "cpu" and out.dtype == torch.float32
     assert torch.allclose(out, embedder.encode(TEXTS), atol=1e-4)
@@ -204,3 +204,71 @@ def test_long_texts_as_windows_equal_the_mean_over_all_their_tokens(tmp_path):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="long_text"):
         HFEmbedder(long_text="chunks")
+
+
+def _turn_texts(n: int) -> list[str]:
+    """``n`` distinct texts of many lengths: the shipped sample's turns, alone and in pairs."""
+    from synapse_pt.data import load_locomo, sample_path
+
+    turns = list(dict.fromkeys(t.text for c in load_locomo(sample_path()).conversations
+                               for t in c.turns()))
+    pairs = [f"{a} {b}" for i, a in enumerate(turns) for b in turns[i + 1:]]
+    return [*turns, *pairs][:n]
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_a_vector_is_the_same_at_any_position_in_calls_of_1_7_and_500_texts(
+        runtime, tmp_path_factory, monkeypatch):
+    """Issue 50: the fixed-shape calls batch many sequences, yet a probe text's vector is the same
+    bits alone (a call of 1 text), third of 7 texts, at positions 0, 250 and 499 of 500 texts
+    (other batch-mates each time), and with 1 or 2 worker threads."""
+    from synapse_pt.models import threads
+
+    onnx_dir = str(tmp_path_factory.mktemp("onnx"))
+    encoder = HFEmbedder(runtime=runtime, onnx_dir=onnx_dir)
+    pool = _turn_texts(600)
+    probes = ["Caroline went to the LGBTQ support group on Tuesday.", "Did you paint that?"]
+    alone = torch.cat([encoder._embed([p]) for p in probes])
+    seven = [*pool[:2], probes[0], *pool[2:5], probes[1]]
+    assert torch.equal(encoder._embed(seven)[[2, 6]], alone)
+    for first, second, mates in ((0, 250, pool[:498]), (250, 499, pool[100:598]),
+                                 (499, 3, pool[2:500])):
+        batch = list(mates)
+        for position, probe in sorted(((first, probes[0]), (second, probes[1]))):
+            batch.insert(position, probe)
+        assert len(batch) == 500 and batch[first] == probes[0] and batch[second] == probes[1]
+        assert torch.equal(encoder._embed(batch)[[first, second]], alone)
+    monkeypatch.setattr(threads, "threads_now", lambda: 2)
+    assert torch.equal(encoder._embed([*pool[:40], *probes])[-2:], alone)
+    monkeypatch.setattr(threads, "threads_now", lambda: 1)
+    assert torch.equal(encoder._embed([*probes, *pool[:40]])[:2], alone)
+
+
+def test_calls_are_batched_with_the_configured_shapes(monkeypatch):
+    """Every forward pass gets the fixed shape of its bucket (rows x length), never one row per
+    sequence: 40 texts of one bucket take 2 calls of 32 rows at call_tokens=32*L."""
+    encoder = HFEmbedder(call_tokens=32 * 16, bucket_lengths=[16, 32])
+    shapes: list[tuple[int, int]] = []
+    call = encoder._call
+
+    def record(inputs):
+        shapes.append(tuple(inputs["input_ids"].shape))
+        return call(inputs)
+
+    monkeypatch.setattr(encoder, "_call", record)
+    texts = [f"text number {i}" for i in range(40)]  # 5-6 tokens each: the 16-token bucket
+    out = encoder._embed(texts)
+    assert shapes == [(32, 16), (32, 16)]
+    monkeypatch.setattr(encoder, "_call", call)
+    assert torch.equal(out, torch.cat([encoder._embed([t]) for t in texts]))
+
+
+def test_call_shapes_are_part_of_the_identity():
+    default = HFEmbedder()
+    assert HFEmbedder(call_tokens=512).identity != default.identity
+    assert HFEmbedder(bucket_lengths=[32, 64]).identity != default.identity
+    assert HFEmbedder(call_tokens=512).name == default.name  # the records name the weights
+    with pytest.raises(ValueError, match="bucket_lengths must not exceed max_length"):
+        HFEmbedder(bucket_lengths=[16, 512])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        HFEmbedder(bucket_lengths=[32, 16])

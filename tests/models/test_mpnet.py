@@ -23,7 +23,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def embedder() -> HFEmbedder:
-    return HFEmbedder(str(FOLDER), batch_size=4, max_length=384)
+    return HFEmbedder(str(FOLDER), max_length=384)
 
 
 def test_768_d_unit_norm_and_named(embedder):
