@@ -8,8 +8,9 @@ counts any other label (even "Correct") as wrong.
 
 Here:
 
-* the judge runs ``n_runs`` times with seeds ``base_seed + r`` (one ``llm.generate`` batch per
-  run), and each question gets the mean and the spread of its labels over the runs;
+* the judge runs ``n_runs`` times (default once, as mem0 and GAAMA ask) with seeds
+  ``base_seed + r`` (one ``llm.generate`` batch per run), and each question gets the mean and the
+  spread of its labels over the runs;
 * :func:`parse_judge_label` accepts a JSON object with a ``label`` key (any case, fenced or not),
   else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
 * an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; under
@@ -387,7 +388,7 @@ def judge_answers(
     predictions: Sequence[str],
     *,
     categories: Sequence[int] | None = None,
-    n_runs: int = 3,
+    n_runs: int = 1,
     base_seed: int = 0,
     temperature: float = 0.0,
     max_tokens: int = 128,
@@ -406,7 +407,8 @@ def judge_answers(
         questions, golds, predictions: aligned per question; integer golds are sent as ``str``.
         categories: raw category numbers; questions in ``skip_categories`` are not sent (needed
             when ``skip_categories`` is non-empty).
-        n_runs: judge runs; the spread over runs is the judge's own noise.
+        n_runs: judge runs (1, as GAAMA's and mem0's code ask; a retry after an unreadable
+            reply is not a run); over several, the spread is the judge's own noise.
         extra: backend parameters passed through (e.g. a JSON response format).
         protocol: ``"mem0"`` (CORRECT/WRONG, 1/0), ``"gaama"`` (fraction of key facts covered),
             ``"realtalk"`` (a correctness score in [0, 1]) or ``"beam_rubric"`` (share of the
