@@ -58,12 +58,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from synapse_pt.models.llm.base import LLM, ChatRequest
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.models.llm.recording import RecordingLLM
 
 __all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREADABLE",
            "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
@@ -343,6 +344,8 @@ class JudgeResult:
         seeds: the seed of each run.
         unreadable_scored_zero: whether a failure scored 0 (in ``labels`` and the means) rather
             than being left out.
+        responses: every response the judge was served, retries included (``cached`` where the
+            response cache answered): what this judge cost (``spend.json``).
     """
 
     labels: np.ndarray
@@ -353,6 +356,7 @@ class JudgeResult:
     replies: list[list[str | None]]
     seeds: list[int]
     unreadable_scored_zero: bool = False
+    responses: list[ChatResponse] = field(default_factory=list)
 
     @property
     def total_failures(self) -> int:
@@ -427,6 +431,7 @@ def judge_answers(
             ``"beam_rubric"``, one without rubric items.
     """
     zero = unreadable_scores_zero(protocol, unreadable)
+    served = RecordingLLM(llm)  # what this judge is served: its own spend
     n = len(questions)
     if not (len(golds) == len(predictions) == n):
         raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
@@ -462,7 +467,7 @@ def judge_answers(
     upstream_gaama = protocol == "gaama" and prompts == "upstream"
     for r, seed in enumerate(seeds):
         if upstream_gaama:
-            scores, said = gaama_judge(llm, [questions[i] for i in todo],
+            scores, said = gaama_judge(served, [questions[i] for i in todo],
                                        [str(golds[i]) for i in todo],
                                        [predictions[i] for i in todo], seed=seed,
                                        temperature=temperature, extra=extra,
@@ -480,7 +485,7 @@ def judge_answers(
             rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
             prompts=prompts, upstream_path=upstream_path,
         )
-        responses = llm.generate(requests) if requests else []
+        responses = served.generate(requests) if requests else []
         if len(responses) != len(requests):
             raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
                              f"{len(requests)} requests (run {r}, seed {seed})")
@@ -505,4 +510,5 @@ def judge_answers(
     var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
     std = np.where(n_ok > 0, np.sqrt(var), np.nan)
     return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
-                       replies=replies, seeds=seeds, unreadable_scored_zero=zero)
+                       replies=replies, seeds=seeds, unreadable_scored_zero=zero,
+                       responses=served.served)
