@@ -150,8 +150,8 @@ def sensitivity_tables(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, pd.Da
     tau = pd.DataFrame(index=pd.Index(measures, name="measure"), columns=measures,
                        dtype="float64")
     swaps = []
-    for m in measures:
-        tau.loc[m, m] = 1.0 if scores[m].notna().sum() >= 2 else math.nan
+    for m in measures:  # 1, or NaN where the measure ties every pair (tau-b is undefined)
+        tau.loc[m, m] = kendall_tau_b(scores[m].dropna().tolist(), scores[m].dropna().tolist())
     for a, b in combinations(measures, 2):
         both = scores[a].notna() & scores[b].notna()
         t = kendall_tau_b(scores.loc[both, a].tolist(), scores.loc[both, b].tolist())
@@ -163,7 +163,7 @@ def sensitivity_tables(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, pd.Da
                               f"{x} / {y}" for x, y in pairs)})
     swaps_df = pd.DataFrame(swaps, columns=["measure A", "measure B", "tau", "swaps",
                                             "pairs (above in A / above in B)"])
-    swaps_df.index.name = "#"
+    swaps_df.index = pd.RangeIndex(1, len(swaps_df) + 1, name="#")
     return {"judges_scores": scores, "judges_orders": orders, "judges_tau": tau,
             "judges_swaps": swaps_df}
 

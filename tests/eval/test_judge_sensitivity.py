@@ -67,8 +67,13 @@ def test_tables_by_hand() -> None:
     # mem0 vs f1: A-B tied in f1 (n2 = 1), two concordant: 2 / sqrt(3 * 2)
     assert tau.loc["judge_mem0", "f1_official"] == pytest.approx(2 / math.sqrt(6))
     assert tau.loc["f1_official", "f1_official"] == 1.0
+    tied = sensitivity_tables({"A": run(judge_mem0=0.2, bleu1=0.1),
+                               "B": run(judge_mem0=0.3, bleu1=0.1)})
+    assert math.isnan(tied["judges_tau"].loc["bleu1", "bleu1"])  # ties every pair: undefined
+    assert tied["judges_orders"].loc["bleu1", "order (best first)"] == "A = B"
     swaps = tables["judges_swaps"]
     assert len(swaps) == 1  # a tie is no swap
+    assert list(swaps.index) == [1]
     row = swaps.iloc[0]
     assert (row["measure A"], row["measure B"], row["swaps"]) == ("judge_mem0", "judge_gaama", 1)
     assert row["pairs (above in A / above in B)"] == "A / B"
