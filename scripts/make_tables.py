@@ -17,6 +17,10 @@ else its ``task_name``), in folder order (a multirun's job number), the baseline
 - ``delta_<metric>``: each config's ablation row minus the baseline's;
 - ``rejection``: gated share of category 5 (true rejection), of categories 1-4 (false rejection),
   ROC AUC of C_ret for category 5 against the rest, mean context tokens;
+- ``judges_scores``, ``judges_orders``, ``judges_tau``, ``judges_swaps`` (runs judged, two or
+  more): each system under each judge (``eval.judges``) and scorer, each one's order of the
+  systems, the Kendall tau-b between orders and the pairs they swap
+  (``synapse_pt.eval.judge_sensitivity``);
 - ``paper_ablations``: the paper's reported ablation effects (F1, gpt-4o-mini), for reference;
 - ``runs``: which folder, commit, dataset, gold and settings made each row.
 

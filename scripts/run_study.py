@@ -8,7 +8,11 @@ table (one row per variant: context tokens a question, recall@5/10/30 and within
 budget per category and over the answerable categories, false/true rejection, AUC of C_ret).
 Extra arguments are Hydra overrides added to every variant. The last lines name the study's best
 variant at an equal context budget (recall within the first 1,000 context tokens) and its highest
-recall@10 with the context each needed (never called best: more text buys recall@10).
+recall@10 with the context each needed (never called best: more text buys recall@10). A study
+whose runs were judged (``eval=judge``, several judges with ``eval.judges=[mem0,gaama]``) also gets
+``OUT/judges.md``: each system's score under each judge and scorer, each one's order of the
+systems, the Kendall tau between orders and the pairs of systems that swap (the same tables as
+``judges_*`` in ``OUT/tables/``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
+from synapse_pt.eval.judge_sensitivity import has_judges, sensitivity_markdown
 from synapse_pt.eval.study import best_lines, load_study, study_table
 from synapse_pt.eval.tables import to_markdown
 from synapse_pt.study import run_study
@@ -45,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "study.md").write_text((args.out / "study.md").read_text()
                                        + "\n" + "\n".join(f"- {line}" for line in best) + "\n")
     print("\n".join(best))
+    if has_judges(runs):  # eval.judges: each judge's and scorer's order of the systems
+        report = sensitivity_markdown(runs, f"judge sensitivity: study {args.study}")
+        (args.out / "judges.md").write_text(report)
+        print(report)
     return 0
 
 

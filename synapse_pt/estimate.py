@@ -19,8 +19,10 @@ What is exact and what is a bound:
   built, a pack of ``max_words`` words (:class:`WordBudget`, GAAMA) or ``k`` units at the mean
   tokens of a session (:class:`SessionUnits`, Membox's boxes); the basis column says which. A
   memory that declares no cost model is refused with an error naming it.
-* Judge: ``eval.judge_runs`` calls per judged question (BEAM's rubric judge: per rubric item; the
-  dataset's unanswerable category left out but under the rubric judge); the answer is bounded
+* Judge: ``eval.judge_runs`` calls per judged question and judge (``eval.judges``: a row each,
+  ``judge_<protocol>``; BEAM's rubric judge: per rubric item; the dataset's unanswerable
+  category left out but under the rubric judge; GAAMA's retries after an unreadable reply not
+  counted: a failure case); the answer is bounded
   by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
   under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.pipeline.answer_limits`).
 * GAAMA's and Membox's LLM builds (:class:`ModelDependentBuild`): their extraction depends on
@@ -54,6 +56,8 @@ from synapse_pt.eval.pipeline import (
     answer_limits,
     answer_request,
     for_memory,
+    judge_column,
+    judge_protocols,
     judge_skip_categories,
 )
 from synapse_pt.eval.prompts import format_item
@@ -227,8 +231,7 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     rows = [_row("answers", len(questions), sum(bounds.values()),
                  len(questions) * answer_limits(ev)[0], basis)]
     runs = int(ev.judge_runs)
-    if runs > 0:
-        protocol = str(ev.judge_protocol)
+    for protocol in judge_protocols(ev):  # eval.judges: a row per judge, judge_<protocol>
         skip = judge_skip_categories(dataset.unanswerable, protocol)
         judged = [q for q in questions if q.category not in skip]
         bound = " ".join(["answer"] * answer_limits(ev)[0])
@@ -236,12 +239,15 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                                      [str(q.answer) for q in judged], [bound] * len(judged),
                                      max_tokens=int(ev.judge_max_tokens), protocol=protocol,
                                      rubrics=([q.rubric for q in judged]
-                                              if protocol == "beam_rubric" else None))
+                                              if protocol == "beam_rubric" else None),
+                                     prompts=ev.prompts, upstream_path=ev.upstream_path)
         per = "one call per rubric item" if protocol == "beam_rubric" else "one call per question"
         left = f", category {skip[0]} left out" if skip else ""
-        rows.append(_row("judge", runs * len(judge), runs * _prompt_tokens(judge, counter),
+        rows.append(_row(judge_column(ev, protocol), runs * len(judge),
+                         runs * _prompt_tokens(judge, counter),
                          runs * sum(r.max_tokens for r in judge),
-                         f"{runs} runs of the {protocol} judge, {per}{left}"))
+                         f"{runs} run{'s' if runs != 1 else ''} of the {protocol} judge, "
+                         f"{per}{left}"))
     return rows
 
 

@@ -120,8 +120,9 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
                              else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                  cache=derived))
     gold = str(cfg.dataset.get("gold", "official"))
+    judge_served: dict[str, Any] = {}  # each judge's responses: its part of spend.json
     df, summary = evaluate(built.memory, dataset, settings=settings, token_counter=counter,
-                           llm=llm, audit=audit, gold=gold)
+                           llm=llm, audit=audit, gold=gold, judge_served=judge_served)
     timings = run_timings(built.timings, loading, summary, built.encoder)
 
     prices = resolved["llm"].get("prices") or {}
@@ -138,7 +139,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
                               or identity["memory"].get("memory", "")))
     tables = build_tables(metrics, names, run_label=run_label(identity))
     write_run_outputs(output_dir, predictions=df, metrics=metrics, timings=timings,
-                      spend=run_spend(llm, prices), tables=tables)
+                      spend=run_spend(llm, prices, judge_served), tables=tables)
     log_run(tracker, metrics, timings, tables, df, output_dir / "metrics.json")
     log.info("outputs written to %s", output_dir.resolve())
     print(f"[synapse_pt] outputs: {output_dir.resolve()}")

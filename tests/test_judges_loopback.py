@@ -1,13 +1,17 @@
 """Each benchmark's judge end to end (issue 32): a qa run on a small REALTALK or BEAM file sends
 its judge prompts to a loopback OpenAI-compatible server, whose scripted verdicts come back as the
-run's judge column; the estimate counts the judge calls the run really sends."""
+run's judge column; the estimate counts the judge calls the run really sends. Judge sensitivity
+(issue 53): a study of two systems under two judges on the shipped sample, its tables checked
+against the predictions by hand."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ import pandas as pd
 import pytest
 from benchmark_fixtures import beam_fixture, realtalk_fixture
 from loopback import completion_body, serve
+from upstream_files import needs_upstream
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,3 +109,135 @@ def test_realtalk_score_judge_end_to_end(tmp_path: Path) -> None:
     assert json.dumps(metrics).count('"judge_failures": 2.0') >= 1
     frame, _ = estimate_of(*overrides)
     assert frame.loc["judge", "calls"] == len(judge)
+
+
+# -- judge sensitivity (issue 53): two systems x two judges over the same answers ---------------
+
+ANSWERED = re.compile(r"^n(\d+)$")
+
+
+def answer_for(prompt: str) -> str:
+    """The scripted answer: ``n<lines of the answer prompt>`` (differs with the context)."""
+    return f"n{len(prompt.splitlines())}"
+
+
+def mem0_verdict(generated: str) -> float:
+    """The scripted mem0 judge: CORRECT (1) for an even line count, else WRONG (0)."""
+    match = ANSWERED.match(generated)
+    return 1.0 if match and int(match.group(1)) % 2 == 0 else 0.0
+
+
+def gaama_reward(generated: str) -> float:
+    """The scripted GAAMA judge: 0.25 where mem0's says CORRECT, else 0.75 (orders reversed)."""
+    return 0.25 if mem0_verdict(generated) == 1.0 else 0.75
+
+
+def sensitivity_behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+    prompt = last_user(body)
+    if prompt.startswith("\nYour task is to label an answer"):
+        generated = prompt.split("Generated answer: ")[1].split("\n")[0]
+        text = json.dumps({"label": "CORRECT" if mem0_verdict(generated) else "WRONG"})
+    elif prompt.startswith("You are an evaluator."):
+        generated = prompt.split("Generated Response: ")[1].split("\n")[0]
+        text = json.dumps({"reward": gaama_reward(generated), "justification": "scripted"})
+    else:
+        text = answer_for(prompt)
+    return 200, completion_body(text, {"prompt_tokens": 3, "completion_tokens": 2}), 0.0
+
+
+def markdown_rows(text: str) -> dict[str, dict[str, str]]:
+    """``{first cell: {header: cell}}`` of a Markdown table."""
+    lines = [ln for ln in text.strip().splitlines() if ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    header = cells[0]
+    return {row[0]: dict(zip(header, row, strict=True)) for row in cells[2:]}
+
+
+@pytest.mark.slow
+@needs_upstream
+def test_judge_sensitivity_study_end_to_end(tmp_path: Path) -> None:
+    """eval.judges=[mem0,gaama] over a study of two systems on the shipped sample: every answer
+    asked once, each judge once a judged question (its calls in spend.json and the estimate),
+    a column and a metric per judge, and the study's judges tables equal to what the
+    predictions give by hand."""
+    base = ["dataset=sample", "embedder=hashing", "device=cpu", "logger=none", "llm=openai",
+            "eval=judge", "eval.judges=[mem0,gaama]", "llm.backend.max_retries=1",
+            "llm.backend.backoff_s=0.01", f"paths.cache_dir={tmp_path / 'cache'}"]
+    systems = {"bm25": ["memory=bm25", "memory.k=2"], "dense": ["memory=vector_rag", "memory.k=3"]}
+    study = tmp_path / "judges.yaml"
+    study.write_text(json.dumps({"base": base, "variants": systems}))  # JSON is YAML
+    out = tmp_path / "out"
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "TQDM_DISABLE": "1"}
+    with serve(sensitivity_behaviour) as server:
+        proc = subprocess.run(
+            [sys.executable, "scripts/run_study.py", str(study), "--out", str(out),
+             f"llm.backend.base_url={server.url}"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        bodies = list(server.bodies)
+
+    prompts = [last_user(b) for b in bodies]
+    judge_marks = ("\nYour task is to label an answer", "You are an evaluator.")
+    answers = [p for p in prompts if not p.startswith(judge_marks)]
+    assert len(answers) == len(set(answers))  # no answer asked twice
+
+    by_hand: dict[str, dict[str, float]] = {}
+    for i, (label, overrides) in enumerate(systems.items()):
+        folder = out / f"{i}_{label}"
+        preds = pd.read_parquet(folder / "predictions.parquet")
+        assert "judge" not in preds.columns  # several judges: a column each
+        judged = preds["category"] != 5
+        n_judged = int(judged.sum())
+        expected_mem0 = preds.loc[judged, "prediction"].map(mem0_verdict)
+        expected_gaama = preds.loc[judged, "prediction"].map(gaama_reward)
+        assert preds.loc[judged, "judge_mem0"].tolist() == expected_mem0.tolist()
+        assert preds.loc[judged, "judge_gaama"].tolist() == expected_gaama.tolist()
+        assert preds.loc[~judged, ["judge_mem0", "judge_gaama"]].isna().all().all()
+        answerable = preds["category"].between(1, 4)
+        by_hand[label] = {
+            "judge_mem0": 100 * expected_mem0.mean(), "judge_gaama": 100 * expected_gaama.mean(),
+            "f1_official": 100 * preds.loc[answerable, "f1_official"].mean(),
+            "bleu1": 100 * preds.loc[answerable, "bleu1"].mean(),
+            "recall@5": 100 * preds.loc[answerable, "recall@5"].mean()}
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert metrics["identity"]["judges"] == ["mem0", "gaama"]
+        assert metrics["identity"]["judge_protocol"] is None
+        assert metrics["metrics"]["judge_mem0"]["mean_q_1_4"] == pytest.approx(
+            expected_mem0.mean())
+        assert metrics["judge"]["judge_gaama_runs"] == 1
+        spend = json.loads((folder / "spend.json").read_text())
+        for protocol in ("mem0", "gaama"):
+            mine = spend["judges"][protocol]
+            assert mine["n_responses"] == n_judged  # one call a judged question, no retry
+            assert mine["n_paid"] + mine["n_cached"] == n_judged
+        frame, _ = estimate_of(*base, *overrides)
+        assert frame.loc["judge_mem0", "calls"] == n_judged
+        assert frame.loc["judge_gaama", "calls"] == n_judged
+    # judge calls the server saw: every paid one of both runs (a cached one cost no call)
+    paid = sum(json.loads((out / f"{i}_{label}" / "spend.json").read_text())["judges"][p]["n_paid"]
+               for i, label in enumerate(systems) for p in ("mem0", "gaama"))
+    assert sum(p.startswith(judge_marks) for p in prompts) == paid
+
+    a, b = by_hand["bm25"], by_hand["dense"]
+    assert a["judge_mem0"] != b["judge_mem0"]  # the systems differ: the orders mean something
+    scores = markdown_rows((out / "tables" / "judges_scores.md").read_text())
+    for label, values in by_hand.items():
+        for measure, value in values.items():
+            assert float(scores[label][measure]) == pytest.approx(value, abs=0.05), \
+                (label, measure)
+    orders = markdown_rows((out / "tables" / "judges_orders.md").read_text())
+    tau = markdown_rows((out / "tables" / "judges_tau.md").read_text())
+    swaps = markdown_rows((out / "tables" / "judges_swaps.md").read_text())
+    swapped = {(r["measure A"], r["measure B"]) for r in swaps.values()}
+    for m in by_hand["bm25"]:
+        top, low = ("bm25", "dense") if a[m] >= b[m] else ("dense", "bm25")
+        assert orders[m]["order (best first)"] == f"{top} {'=' if a[m] == b[m] else '>'} {low}"
+    for m1, m2 in combinations(list(by_hand["bm25"]), 2):
+        d1, d2 = a[m1] - b[m1], a[m2] - b[m2]
+        # two systems: tau-b is +1 when both order them alike, -1 when they swap, else undefined
+        expected = "-" if d1 * d2 == 0 else ("1.00" if d1 * d2 > 0 else "-1.00")
+        assert tau[m1][m2] == expected, (m1, m2)
+        assert ((m1, m2) in swapped or (m2, m1) in swapped) == (d1 * d2 < 0), (m1, m2)
+    # the scripted GAAMA judge reverses mem0's order: they swap
+    assert tau["judge_mem0"]["judge_gaama"] == "-1.00"
+    assert (out / "judges.md").read_text().startswith("# judge sensitivity: study")

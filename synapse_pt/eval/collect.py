@@ -2,8 +2,9 @@
 
 Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_runs` finds them below
 any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
-name, :func:`build_tables` assembles the main, ablation, delta, rejection, paper-ablation and
-provenance tables, and :func:`write` writes them as Markdown and LaTeX.
+name, :func:`build_tables` assembles the main, ablation, delta, rejection, judge-sensitivity
+(:mod:`~synapse_pt.eval.judge_sensitivity`), paper-ablation and provenance tables, and
+:func:`write` writes them as Markdown and LaTeX.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from . import paper_numbers
+from .judge_sensitivity import FORMATS, has_judges, sensitivity_tables
 from .record import build_label
 from .report import run_gold, run_tables
 from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
@@ -123,7 +125,7 @@ def paper_ablation_table() -> pd.DataFrame:
 #: ``dataset.audit.sha256`` the audit file that corrected it).
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
                    "strict_evidence", "answer_style", "scoring_protocols", "judge_protocol",
-                   "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts",
+                   "judges", "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts",
                    "prompt_source", "membox_empty_context")
 # not a protocol field: ``upstream_prompts`` (the related systems' files a run sent) differs
 # between GAAMA, Membox and SYNAPSE by design under answer_style=system; the runs table lists it
@@ -184,6 +186,7 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "llm": ident.get("llm"), "smoke": ident.get("smoke"),
                        "strict": ident.get("strict"), "answer_style": ident.get("answer_style"),
                        "judge_protocol": ident.get("judge_protocol"),
+                       "judges": ", ".join(ident.get("judges") or []) or None,
                        "prompt_source": ident.get("prompt_source"),
                        "upstream_prompts": "; ".join(
                            f"{rel} {sha[:12]}"
@@ -206,6 +209,9 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
                 delta_table(tables[name][0], baseline), "+.1f")
     if any("retrieval" in m for m in runs.values()):
         tables["rejection"] = (rejection_table(runs), ".3f")
+    if has_judges(runs):  # judge sensitivity: every judge's and scorer's order of the systems
+        tables.update({name: (df, FORMATS[name])
+                       for name, df in sensitivity_tables(runs).items()})
     tables["paper_ablations"] = (paper_ablation_table(), ".1f")
     tables["runs"] = (runs_table(runs, where), ".1f")
     return tables

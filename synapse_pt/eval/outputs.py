@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .scorers.judge import JUDGE_PROTOCOLS
 from .scorers.peer_rules import PEER_RULES
 
 #: every file a run writes into its folder, and its folder of tables
@@ -45,11 +46,16 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
     "latency_s": pa.float64(),
 }
 
-#: Metric columns in the order they are written (others follow, sorted); all float64 but the
-#: per-question count of unreadable judge replies.
+#: Metric columns in the order they are written (under ``eval.judges`` each judge's
+#: ``judge_<protocol>``, ``judge_<protocol>_std``, ``n_judge_<protocol>_failures`` follow, in
+#: the order of ``JUDGE_PROTOCOLS``; others follow, sorted); all float64 but the per-question
+#: counts of unreadable judge replies.
 METRIC_ORDER = ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
                 "n_judge_failures"]
-COUNT_METRICS = {"n_judge_failures": pa.int64()}
+COUNT_METRICS = {"n_judge_failures": pa.int64(),
+                 **{f"n_judge_{p}_failures": pa.int64() for p in JUDGE_PROTOCOLS}}
+_JUDGE_ORDER = [c for p in JUDGE_PROTOCOLS
+                for c in (f"judge_{p}", f"judge_{p}_std", f"n_judge_{p}_failures")]
 #: the columns a run scored under the audited gold adds (``dataset.gold``): which audit status a
 #: question has, and in a ``both`` run the audited gold beside the official
 AUDIT_SCHEMA: dict[str, pa.DataType] = {
@@ -184,6 +190,8 @@ def _metric_key(col: str) -> tuple[int, int, int, str]:
         return (-1, 0, list(AUDIT_SCHEMA).index(col), col)
     if col in METRIC_ORDER:
         return (0, 0, METRIC_ORDER.index(col), col)
+    if col in _JUDGE_ORDER:
+        return (0, 1, _JUDGE_ORDER.index(col), col)
     if col.startswith("recall@") and col[7:].isdigit():
         return (1, 0, int(col[7:]), col)  # recall@k by k
     if col.startswith("recall@") and col.endswith("tok") and col[7:-3].isdigit():

@@ -124,6 +124,11 @@ class EvalSettings:
             ``"gaama"`` (GAAMA's fraction of the reference's key facts covered, categories 1-4),
             ``"realtalk"`` (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"``
             (BEAM: the share of the question's rubric items satisfied).
+        judges: several judges over the same answers (judge sensitivity): each protocol of
+            :data:`~synapse_pt.eval.scorers.judge.JUDGE_PROTOCOLS` listed scores every answer
+            ``judge_runs`` times, into columns ``judge_<protocol>`` (:func:`judge_column`) and
+            metrics of the same names; empty (the default): the one judge of
+            ``judge_protocol``, in the column ``judge``. Needs ``judge_runs >= 1`` in ``qa``.
         judge_unreadable: what an unreadable judge reply counts as
             (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
             ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
@@ -157,6 +162,7 @@ class EvalSettings:
     judge_runs: int = 0  # LLM-judge runs (0: no judge)
     judge_protocol: str = "system"  # system | mem0 | gaama | realtalk | beam_rubric
     judge_max_tokens: int = 128
+    judges: tuple[str, ...] = ()  # several judges of the same answers; (): judge_protocol's
     judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
     peer_ks: tuple[int, ...] = (1, 5, 10)
     membox_empty_context: str = "exclude"  # exclude (Membox's evaluation) | count
@@ -187,6 +193,17 @@ class EvalSettings:
             setattr(self, name, int(value))
         if self.judge_runs < 0:
             raise ConfigError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
+        self.judges = tuple(str(j) for j in (self.judges or ()))
+        unknown = [j for j in self.judges if j not in JUDGE_PROTOCOLS]
+        if unknown:
+            raise ConfigError(f"eval.judges: {unknown} not judges; each must be one of "
+                              f"{list(JUDGE_PROTOCOLS)} (system is one judge per memory: not "
+                              "comparable across systems)")
+        if len(set(self.judges)) != len(self.judges):
+            raise ConfigError(f"eval.judges lists a judge twice: {list(self.judges)}")
+        if self.judges and self.mode == "qa" and self.judge_runs == 0:
+            raise ConfigError(f"eval.judges={list(self.judges)} needs eval.judge_runs >= 1 "
+                              "(eval=judge sets 1)")
         if self.answer_style not in (SYSTEM, *ANSWER_STYLES):
             raise ConfigError(f"eval.answer_style must be one of {[SYSTEM, *ANSWER_STYLES]}, got "
                               f"{self.answer_style!r}")
@@ -216,6 +233,22 @@ class EvalSettings:
         if isinstance(self.retrieval_batch_size, int) and self.retrieval_batch_size < 0:
             raise ConfigError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
                               f"once), got {self.retrieval_batch_size}")
+
+
+def judge_protocols(settings: EvalSettings) -> list[str]:
+    """The judges a run asks: ``eval.judges`` where given, else ``judge_protocol`` when
+    ``judge_runs > 0`` (``system`` resolved for the memory by :func:`for_memory` first), else
+    none."""
+    if settings.judge_runs == 0:
+        return []
+    return list(settings.judges) if settings.judges else [settings.judge_protocol]
+
+
+def judge_column(settings: EvalSettings, protocol: str) -> str:
+    """The per-question score column of ``protocol``'s judge: ``judge`` in a run with one judge
+    (``judge_protocol``), ``judge_<protocol>`` under ``eval.judges``; its spread is
+    ``<column>_std`` and its unreadable replies ``n_<column>_failures``."""
+    return f"judge_{protocol}" if settings.judges else "judge"
 
 
 #: ``eval.membox_empty_context``: an empty-context question in ``f1_membox`` left out (Membox's
@@ -251,7 +284,7 @@ def upstream_files(settings: EvalSettings) -> list[str]:
     files = []
     if settings.answer_style in UPSTREAM_STYLES:
         files.append(UPSTREAM_ANSWER_FILES[settings.answer_style])
-    if settings.judge_runs > 0 and settings.judge_protocol == "gaama":
+    if "gaama" in judge_protocols(settings):
         files.append(GAAMA_JUDGE_FILE)
     return files
 
@@ -448,27 +481,37 @@ def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
 
 
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
-                      settings: EvalSettings, unanswerable: int | None = 5) -> JudgeResult:
-    """The LLM judge of ``settings.judge_protocol`` (:mod:`~synapse_pt.eval.scorers.judge`) over
-    ``settings.judge_runs`` runs, the ``unanswerable`` category skipped
-    (:func:`judge_skip_categories`). Gated questions are judged too: their answer is the
-    no-record reply."""
+                      settings: EvalSettings, unanswerable: int | None = 5,
+                      protocol: str | None = None) -> JudgeResult:
+    """The LLM judge of ``protocol`` (default ``settings.judge_protocol``;
+    :mod:`~synapse_pt.eval.scorers.judge`) over ``settings.judge_runs`` runs, the
+    ``unanswerable`` category skipped (:func:`judge_skip_categories`). Gated questions are judged
+    too: their answer is the no-record reply."""
+    protocol = protocol or settings.judge_protocol
     return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
                          list(predictions), categories=[q.category for q in questions],
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
-                         protocol=settings.judge_protocol,
+                         protocol=protocol,
                          unreadable=settings.judge_unreadable,
                          prompts=settings.prompts, upstream_path=settings.upstream_path,
-                         skip_categories=judge_skip_categories(unanswerable,
-                                                               settings.judge_protocol),
+                         skip_categories=judge_skip_categories(unanswerable, protocol),
                          rubrics=([q.rubric for q in questions]
-                                  if settings.judge_protocol == "beam_rubric" else None))
+                                  if protocol == "beam_rubric" else None))
+
+
+def judge_all(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
+              settings: EvalSettings, unanswerable: int | None = 5) -> dict[str, JudgeResult]:
+    """``{protocol: result}``: every judge of the run (:func:`judge_protocols`) over the same
+    predictions, each asked on its own (its responses, hence its spend, kept apart)."""
+    return {protocol: judge_predictions(llm, questions, predictions, settings, unanswerable,
+                                        protocol)
+            for protocol in judge_protocols(settings)}
 
 
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
                      context_tokens: list[int], responses: list[ChatResponse | None] | None,
-                     settings: EvalSettings, judge: JudgeResult | None = None,
+                     settings: EvalSettings, judges: Mapping[str, JudgeResult] | None = None,
                      unit_tokens: list[list[int]] | None = None,
                      f1_rules: Mapping[int, str] | None = None,
                      peer_rules: bool = True) -> pd.DataFrame:
@@ -480,7 +523,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
 
     Only what the config and data determine goes in (no cache flags, no wall-clock stamps beyond
     the LLM's reported latency, which the response cache replays), so a resumed run writes the
-    same rows. ``prediction`` is ``None`` in retrieval mode. ``f1_rules``: how the token-F1
+    same rows. ``prediction`` is ``None`` in retrieval mode. ``judges``: ``{protocol: result}``
+    (:func:`judge_all`), each in its columns (:func:`judge_column`). ``f1_rules``: how the token-F1
     scorers treat a benchmark's categories where its numbers are not LoCoMo's
     (:data:`F1_RULES`); ``peer_rules``: add the peers' LoCoMo retrieval rules (their session
     rules read LoCoMo's ``D<session>:<turn>`` ids).
@@ -533,10 +577,11 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
             row["f1_membox"] = (None if settings.membox_empty_context == "exclude"
                                 and not result.items[i]
                                 else score_membox(predictions[i], q.answer, scored_as))
-        if judge is not None:
-            row["judge"] = _nan_to_none(judge.mean[i])
-            row["judge_std"] = _nan_to_none(judge.std[i])
-            row["n_judge_failures"] = int(judge.n_failures[i])
+        for protocol, judge in (judges or {}).items():
+            col = judge_column(settings, protocol)
+            row[col] = _nan_to_none(judge.mean[i])
+            row[f"{col}_std"] = _nan_to_none(judge.std[i])
+            row[f"n_{col}_failures"] = int(judge.n_failures[i])
         for k, values in recall.items():
             row[f"recall@{k}"] = _nan_to_none(values[i])
         for name, values in peers.items():
@@ -547,8 +592,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     df = pd.DataFrame(rows)
     float_cols = [f"recall@{k}" for k in recall] + [f"{PEER_PREFIX}{n}" for n in peers] + (
         ["f1_membox"] if qa else [])
-    if judge is not None:
-        float_cols += ["judge", "judge_std"]
+    for protocol in judges or {}:
+        float_cols += [judge_column(settings, protocol), f"{judge_column(settings, protocol)}_std"]
     for col in float_cols:
         df[col] = df[col].astype("float64")
     return df
@@ -608,14 +653,15 @@ def audit_summary(df: pd.DataFrame, audit: GoldAudit, questions: Sequence[Questi
     return out
 
 
-def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
-                  ) -> dict[str, float]:
+def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None,
+                  column: str = "judge") -> dict[str, float]:
     """Judge figures for the run summary: runs, unreadable replies (``judge_failures``, under every
     protocol; ``judge_unreadable_scored_zero`` 1 where they scored 0, GAAMA's rule, else they are
     left out and never counted as WRONG), the accuracy of
     each run and its spread over runs (the spread mem0 reports), overall and, given the questions'
     ``categories``, per category (``judge_accuracy_mean_cat<k>`` / ``..._std_over_runs_cat<k>``:
-    mean and standard deviation over runs of the run's accuracy on category k)."""
+    mean and standard deviation over runs of the run's accuracy on category k). Keys start with
+    ``column`` (:func:`judge_column`: ``judge_mem0_runs`` under ``eval.judges``)."""
     acc = judge.run_accuracy()
     judged = int((~judge.skipped).sum())
     out = {"judge_runs": float(len(judge.seeds)), "judge_questions": float(judged),
@@ -635,13 +681,15 @@ def judge_summary(judge: JudgeResult, categories: Sequence[int] | None = None
                 continue  # a category the judge skips (5)
             out[f"judge_accuracy_mean_cat{k}"] = float(np.nanmean(per_run))
             out[f"judge_accuracy_std_over_runs_cat{k}"] = float(np.nanstd(per_run))
-    return out
+    return {column + key.removeprefix("judge"): value for key, value in out.items()}
 
 
 def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
              token_counter: TokenCounter, llm: LLM | None = None,
              judge_llm: LLM | None = None, audit: GoldAudit | None = None,
-             gold: str = "official") -> tuple[pd.DataFrame, dict[str, float]]:
+             gold: str = "official",
+             judge_served: dict[str, list[ChatResponse]] | None = None
+             ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Run retrieval (and, in qa mode, answering and the optional judge) for every question.
 
     Args:
@@ -658,6 +706,9 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
             unanswerable as asked are left out of every metric and reported apart), or both
             (the audited columns prefixed :data:`AUDITED_PREFIX`). Retrieval and answers are
             the same under either: only the scoring reads the gold.
+        judge_served: given a dict, filled with ``{protocol: responses}``: every response each
+            judge was served (under an audited gold its re-judged questions too), so a run's
+            ``spend.json`` counts each judge apart (:func:`~synapse_pt.eval.record.run_spend`).
 
     Returns:
         The per-question frame and the run summary (rejection, context tokens, judge figures,
@@ -680,19 +731,20 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         unit_tokens.append(flat[start:start + len(items)])
         start += len(items)
     responses = None
-    judge = None
+    judges: dict[str, JudgeResult] = {}
     answer_s = 0.0
     if settings.mode == "qa":
         if llm is None:
             raise ConfigError("eval.mode=qa needs an answer model (llm=...), got none")
         start = time.perf_counter()
         responses = answer_questions(llm, dataset, questions, result, settings)
-        if settings.judge_runs > 0:
-            judge = judge_predictions(judge_llm or llm, questions,
-                                      predictions_text(questions, result, responses, settings),
-                                      settings, dataset.unanswerable)
+        # every judge scores the same answers: none is asked twice
+        judges = judge_all(judge_llm or llm, questions,
+                           predictions_text(questions, result, responses, settings), settings,
+                           dataset.unanswerable)
+        for protocol, judge in judges.items():
             if judge.total_failures:
-                log.warning("LLM judge: %d of %d replies unreadable (%s)",
+                log.warning("LLM judge %s: %d of %d replies unreadable (%s)", protocol,
                             judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
                             "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
         answer_s = time.perf_counter() - start
@@ -701,19 +753,22 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                     settings.judge_runs)
     frame_args = {"unit_tokens": unit_tokens, "f1_rules": dataset.f1_rules,
                   "peer_rules": dataset.id_convention == "locomo"}
-    df = prediction_frame(questions, result, context_tokens, responses, settings, judge,
+    df = prediction_frame(questions, result, context_tokens, responses, settings, judges,
                           **frame_args)
+    served = {protocol: list(judge.responses) for protocol, judge in judges.items()}
     summary = retrieval_summary(df, dataset.answerable, dataset.unanswerable)
     if audit is not None and gold != "official":
         audited = audit.questions(questions)
-        judge_audited = None
-        if judge is not None:  # unchanged questions ask the judge the same: cache hits
-            judge_audited = judge_predictions(
+        judges_audited: dict[str, JudgeResult] = {}
+        if judges:  # unchanged questions ask each judge the same: cache hits
+            judges_audited = judge_all(
                 judge_llm or llm, audited, predictions_text(questions, result, responses,
                                                             settings), settings,
                 dataset.unanswerable)
+            for protocol, judge in judges_audited.items():
+                served[protocol] += judge.responses
         scored = prediction_frame(audited, result, context_tokens, responses, settings,
-                                  judge_audited, **frame_args)
+                                  judges_audited, **frame_args)
         status = [audit.status(q) for q in questions]
         left_out = np.array([st == UNANSWERABLE for st in status])
         metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]
@@ -721,13 +776,16 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         summary.update(audit_summary(df, audit, questions))
         if gold == "audited":
             df = scored.assign(audit_status=status)
-            judge = judge_audited
+            judges = judges_audited
         else:
             df["audit_status"] = status
             for c in (*GOLD_COLUMNS, *metric_cols):
                 df[f"{AUDITED_PREFIX}{c}"] = scored[c]
-    if judge is not None:
-        summary.update(judge_summary(judge, [q.category for q in questions]))
+    for protocol, judge in judges.items():
+        summary.update(judge_summary(judge, [q.category for q in questions],
+                                     judge_column(settings, protocol)))
+    if judge_served is not None:
+        judge_served.update(served)
     summary.update(retrieve_seconds=retrieve_s, retrieve_ms_per_query=1e3 * retrieve_s / len(df),
                    answer_seconds=answer_s, num_questions=float(len(df)))
     return df, summary

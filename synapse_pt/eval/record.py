@@ -18,11 +18,17 @@ import pandas as pd
 from synapse_pt.data.audit import GoldAudit
 from synapse_pt.data.records import Dataset
 from synapse_pt.models.accounting import summarize_usage
-from synapse_pt.models.llm.base import LLM
+from synapse_pt.models.llm.base import LLM, ChatResponse
 
 from .aggregate import answerable_span, summarize, summary_names
 from .outputs import config_hash, git_commit, prompt_hashes, without_result_neutral
-from .pipeline import AUDITED_PREFIX, PEER_PREFIX, EvalSettings, is_strict, upstream_files
+from .pipeline import (
+    AUDITED_PREFIX,
+    PEER_PREFIX,
+    EvalSettings,
+    is_strict,
+    upstream_files,
+)
 from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
@@ -126,8 +132,12 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             **identity,
             "eval_mode": settings.mode,
             "scoring_protocols": ["official", "amem", "membox"] if qa else [],
-            "judge_protocol": (settings.judge_protocol if qa and settings.judge_runs > 0
+            # one judge: its protocol; several (eval.judges): their list, judge_protocol None
+            "judge_protocol": (settings.judge_protocol
+                               if qa and settings.judge_runs > 0 and not settings.judges
                                else None),
+            "judges": (list(settings.judges)
+                       if qa and settings.judge_runs > 0 and settings.judges else None),
             "judge_unreadable": (settings.judge_unreadable if qa and settings.judge_runs > 0
                                  else None),
             "category_date_instruction": settings.category_date_instruction,
@@ -214,17 +224,31 @@ NO_SPEND: dict[str, Any] = {
     "unpriced_models": []}
 
 
-def run_spend(llm: LLM | None, prices: Mapping[str, Any]) -> dict[str, Any]:
+def run_spend(llm: LLM | None, prices: Mapping[str, Any],
+              judges: Mapping[str, Sequence[ChatResponse]] | None = None) -> dict[str, Any]:
     """What this run sent to the model and paid: every response the run's LLM served (answers,
     judge, extraction), cache hits at no cost; :data:`NO_SPEND` without an LLM. An LLM without
     the response cache (``llm.cache`` empty) records no responses: its counts are ``None``,
-    said in ``note``."""
+    said in ``note``. ``judges`` (``{protocol: responses}``, :func:`~synapse_pt.eval.pipeline.
+    evaluate`'s ``judge_served``): each judge's part of it under ``judges.<protocol>``, counted
+    alike (retries included)."""
     if llm is None:
         return dict(NO_SPEND)
     served = getattr(llm, "served", None)
     if served is None:
-        return {**{k: None for k in NO_SPEND},
-                "note": "llm.cache is off: this run's responses were not recorded"}
+        spend: dict[str, Any] = {**{k: None for k in NO_SPEND},
+                                 "note": "llm.cache is off: this run's responses were not recorded"}
+    else:
+        spend = spend_of(served, prices)
+    if judges:
+        spend["judges"] = {protocol: spend_of(responses, prices)
+                           for protocol, responses in judges.items()}
+    return spend
+
+
+def spend_of(served: Sequence[ChatResponse], prices: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`NO_SPEND` fields of some served responses: how many, how many the cache
+    answered (no cost), the tokens and dollars of the rest, and what all would have cost."""
     usage = summarize_usage(served, prices)
     paid = [r for r in served if not r.cached]
     return {"n_responses": usage["n_responses"], "n_cached": usage["n_cached"],

@@ -395,6 +395,51 @@ def test_llm_judge_mean_spread_and_failures(ds: Dataset) -> None:
     assert "judge_accuracy_mean_cat5" not in summary  # not judged
 
 
+def test_several_judges_score_the_same_answers_each_in_its_column(ds: Dataset) -> None:
+    """eval.judges=[mem0, realtalk]: each answer asked once, each judge once a question, its
+    verdicts in judge_<protocol> (no judge column), its figures and its responses apart."""
+    dog, bowl = "What is the name of Nora's dog?", "When did Tomas make his first bowl?"
+
+    def script(r: ChatRequest) -> str:
+        text = user_text(r)
+        if JUDGE_MARK in text:
+            return '{"label": "CORRECT"}' if "Generated answer: Biscuit" in text else "WRONG"
+        if text.startswith("Judge how correct"):
+            return "unsure" if f"Question: {bowl}\n" in text else '{"score": 0.25}'
+        return {dog: "Biscuit"}.get(question_of(r), "no idea")
+
+    llm = ScriptedLLM(script=script)
+    settings = EvalSettings(mode="qa", judge_runs=1, judges=("mem0", "realtalk"))
+    served: dict[str, list[ChatResponse]] = {}
+    df, summary = evaluate(HandMemory(default=[turn_item(ds, "D1:7")]), ds, settings=settings,
+                           token_counter=Counter(), llm=llm, judge_served=served)
+    rows = df.set_index("question")
+    judged = df["category"] != 5
+    n_judged = int(judged.sum())
+
+    answers = [r for r in llm.requests if JUDGE_MARK not in user_text(r)
+               and not user_text(r).startswith("Judge how correct")]
+    assert sorted(map(question_of, answers)) == sorted(df["question"])  # each asked once
+    assert "judge" not in df.columns
+    for col in ("judge_mem0", "judge_mem0_std", "judge_realtalk", "judge_realtalk_std"):
+        assert df[col].dtype == "float64", col
+    assert rows.loc[dog, "judge_mem0"] == 1.0
+    assert (df.loc[judged & (df["question"] != dog), "judge_mem0"] == 0.0).all()
+    assert math.isnan(rows.loc[bowl, "judge_realtalk"])
+    assert rows.loc[bowl, "n_judge_realtalk_failures"] == 1
+    assert (df.loc[judged & (df["question"] != bowl), "judge_realtalk"] == 0.25).all()
+    assert df.loc[~judged, ["judge_mem0", "judge_realtalk"]].isna().all().all()
+    assert summary["judge_mem0_runs"] == 1 and summary["judge_mem0_failures"] == 0
+    assert summary["judge_realtalk_failures"] == 1
+    assert summary["judge_realtalk_questions"] == n_judged
+    assert not any(k.startswith("judge_") and k.split("_")[1] not in ("mem0", "realtalk")
+                   for k in summary)
+    # each judge's responses apart: one a judged question, in the order asked
+    assert [len(served["mem0"]), len(served["realtalk"])] == [n_judged, n_judged]
+    assert sum(r.text == '{"label": "CORRECT"}' for r in served["mem0"]) == 1
+    assert sum(r.text == "unsure" for r in served["realtalk"]) == 1
+
+
 def test_judge_off_by_default_and_in_retrieval_mode(ds: Dataset) -> None:
     llm = ScriptedLLM()
     df, summary = evaluate(HandMemory(), ds, settings=QA, token_counter=Counter(), llm=llm)
@@ -456,10 +501,21 @@ def test_undated_item_kinds_are_marked(ds: Dataset) -> None:
     ("retrieval_batch_size", -1, "eval.retrieval_batch_size must be >= 0"),
     ("judge_runs", -1, "eval.judge_runs must be >= 0"),
     ("mode", "answers", "eval.mode must be"),
+    ("judges", ("mem0", "vibes"), r"eval.judges: \['vibes'\] not judges"),
+    ("judges", ("system",), r"eval.judges: \['system'\] not judges"),
+    ("judges", ("mem0", "mem0"), "eval.judges lists a judge twice"),
 ])
 def test_eval_settings_are_validated_with_the_key_named(field, value, message) -> None:
     with pytest.raises(ValueError, match=message):
         EvalSettings(**{field: value})
+
+
+def test_several_judges_need_a_judge_run_in_qa_mode() -> None:
+    with pytest.raises(ValueError, match=r"eval.judges=\['mem0', 'gaama'\] needs "
+                       "eval.judge_runs >= 1"):
+        EvalSettings(mode="qa", judges=("mem0", "gaama"), judge_runs=0)
+    # retrieval mode judges nothing: the list is ignored there, as judge_runs is
+    assert EvalSettings(mode="retrieval", judges=("mem0",)).judges == ("mem0",)
 
 
 @pytest.mark.parametrize(("style", "instruction"), [

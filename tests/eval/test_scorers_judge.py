@@ -114,16 +114,19 @@ def test_judge_input_errors() -> None:
 
 
 def test_judge_defaults_are_the_mem0_protocol_and_one_run_works() -> None:
-    """Survivors of the mutation run (experiments/hardening.md): the defaults (3 runs from seed
-    0, temperature 0, 128 tokens) were never exercised, nor a single run, nor the length check."""
+    """Survivors of the mutation run (experiments/hardening.md): the defaults (one run from seed
+    0, as mem0's and GAAMA's code ask, temperature 0, 128 tokens) were never exercised, nor
+    several runs' seeds, nor the length check."""
     script = {(s, "q0"): "CORRECT" for s in range(4)}
     llm = ScriptedJudge(script)
     res = judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1])
+    assert res.seeds == [0] and res.mean[0] == 1.0 and res.std[0] == 0.0
+    assert [(r.seed, r.temperature, r.max_tokens) for r in llm.requests] == [(0, 0.0, 128)]
+    three = ScriptedJudge(script)
+    res = judge_answers(three, ["q0"], ["a"], ["x"], categories=[1], n_runs=3)
     assert res.seeds == [0, 1, 2]
-    assert [(r.seed, r.temperature, r.max_tokens) for r in llm.requests] == [
+    assert [(r.seed, r.temperature, r.max_tokens) for r in three.requests] == [
         (0, 0.0, 128), (1, 0.0, 128), (2, 0.0, 128)]
-    one = judge_answers(ScriptedJudge(script), ["q0"], ["a"], ["x"], categories=[1], n_runs=1)
-    assert one.seeds == [0] and one.mean[0] == 1.0 and one.std[0] == 0.0
     with pytest.raises(ValueError, match="n_runs must be >= 1, got 0"):
         judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=0)
     with pytest.raises(ValueError, match="1 questions but 2 categories"):

@@ -8,8 +8,9 @@ counts any other label (even "Correct") as wrong.
 
 Here:
 
-* the judge runs ``n_runs`` times with seeds ``base_seed + r`` (one ``llm.generate`` batch per
-  run), and each question gets the mean and the spread of its labels over the runs;
+* the judge runs ``n_runs`` times (default once, as mem0 and GAAMA ask) with seeds
+  ``base_seed + r`` (one ``llm.generate`` batch per run), and each question gets the mean and the
+  spread of its labels over the runs;
 * :func:`parse_judge_label` accepts a JSON object with a ``label`` key (any case, fenced or not),
   else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
 * an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; under
@@ -57,12 +58,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from synapse_pt.models.llm.base import LLM, ChatRequest
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.models.llm.recording import RecordingLLM
 
 __all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREADABLE",
            "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
@@ -342,6 +344,8 @@ class JudgeResult:
         seeds: the seed of each run.
         unreadable_scored_zero: whether a failure scored 0 (in ``labels`` and the means) rather
             than being left out.
+        responses: every response the judge was served, retries included (``cached`` where the
+            response cache answered): what this judge cost (``spend.json``).
     """
 
     labels: np.ndarray
@@ -352,6 +356,7 @@ class JudgeResult:
     replies: list[list[str | None]]
     seeds: list[int]
     unreadable_scored_zero: bool = False
+    responses: list[ChatResponse] = field(default_factory=list)
 
     @property
     def total_failures(self) -> int:
@@ -387,7 +392,7 @@ def judge_answers(
     predictions: Sequence[str],
     *,
     categories: Sequence[int] | None = None,
-    n_runs: int = 3,
+    n_runs: int = 1,
     base_seed: int = 0,
     temperature: float = 0.0,
     max_tokens: int = 128,
@@ -406,7 +411,8 @@ def judge_answers(
         questions, golds, predictions: aligned per question; integer golds are sent as ``str``.
         categories: raw category numbers; questions in ``skip_categories`` are not sent (needed
             when ``skip_categories`` is non-empty).
-        n_runs: judge runs; the spread over runs is the judge's own noise.
+        n_runs: judge runs (1, as GAAMA's and mem0's code ask; a retry after an unreadable
+            reply is not a run); over several, the spread is the judge's own noise.
         extra: backend parameters passed through (e.g. a JSON response format).
         protocol: ``"mem0"`` (CORRECT/WRONG, 1/0), ``"gaama"`` (fraction of key facts covered),
             ``"realtalk"`` (a correctness score in [0, 1]) or ``"beam_rubric"`` (share of the
@@ -425,6 +431,7 @@ def judge_answers(
             ``"beam_rubric"``, one without rubric items.
     """
     zero = unreadable_scores_zero(protocol, unreadable)
+    served = RecordingLLM(llm)  # what this judge is served: its own spend
     n = len(questions)
     if not (len(golds) == len(predictions) == n):
         raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
@@ -460,7 +467,7 @@ def judge_answers(
     upstream_gaama = protocol == "gaama" and prompts == "upstream"
     for r, seed in enumerate(seeds):
         if upstream_gaama:
-            scores, said = gaama_judge(llm, [questions[i] for i in todo],
+            scores, said = gaama_judge(served, [questions[i] for i in todo],
                                        [str(golds[i]) for i in todo],
                                        [predictions[i] for i in todo], seed=seed,
                                        temperature=temperature, extra=extra,
@@ -478,7 +485,7 @@ def judge_answers(
             rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
             prompts=prompts, upstream_path=upstream_path,
         )
-        responses = llm.generate(requests) if requests else []
+        responses = served.generate(requests) if requests else []
         if len(responses) != len(requests):
             raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
                              f"{len(requests)} requests (run {r}, seed {seed})")
@@ -503,4 +510,5 @@ def judge_answers(
     var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
     std = np.where(n_ok > 0, np.sqrt(var), np.nan)
     return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
-                       replies=replies, seeds=seeds, unreadable_scored_zero=zero)
+                       replies=replies, seeds=seeds, unreadable_scored_zero=zero,
+                       responses=served.served)
