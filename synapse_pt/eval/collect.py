@@ -211,9 +211,13 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
     return tables
 
 
-def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Path]:
-    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``."""
+def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
+          replace: bool = False) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``. With
+    ``replace``, the ``.md`` and ``.tex`` files already in ``out`` that this call does not write
+    are removed (a folder of one collection's tables only: no table of an earlier one stays)."""
     out.mkdir(parents=True, exist_ok=True)
+    before = {p for p in out.iterdir() if p.suffix in (".md", ".tex")} if replace else set()
     written: list[Path] = []
     sections = []
     for name, (df, fmt) in tables.items():
@@ -232,4 +236,6 @@ def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Pat
     combined = out / "tables.md"
     combined.write_text("\n".join(sections))
     written.append(combined)
+    for stale in sorted(before - set(written)):
+        stale.unlink()
     return written
