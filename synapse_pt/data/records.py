@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from synapse_pt.errors import ConfigError
+
+
+def question_set_id(keys: Iterable[str]) -> str:
+    """Which questions a run is scored on: sha256 (first 16 hex digits) of the question keys
+    (``"<sample_id>/<qa_index>"``, :attr:`Question.key`), sorted, one a line. Two runs with the
+    same id asked the same questions, in whatever order."""
+    blob = "\n".join(sorted(keys)).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,11 @@ class Dataset:
     @property
     def num_questions(self) -> int:
         return sum(len(c.questions) for c in self.conversations)
+
+    @property
+    def question_set(self) -> str:
+        """:func:`question_set_id` of this dataset's questions."""
+        return question_set_id(q.key for q in self.questions())
 
     def unresolved_evidence(self) -> list[tuple[str, int, str]]:
         """``(sample_id, qa_index, raw piece)`` for every evidence piece that was not resolved."""
