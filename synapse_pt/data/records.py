@@ -146,6 +146,9 @@ class Dataset:
     #: how the file compares with its upstream release (:class:`~synapse_pt.data.integrity.
     #: DataCheck` status: identical, same_content, different, no_manifest); ``None``: not checked
     upstream: str | None = None
+    #: what differs from the upstream release where :attr:`upstream` is ``different`` (one line:
+    #: conversations missing, added or reordered, content edited); ``None`` otherwise
+    upstream_change: str | None = None
     #: the categories whose questions have an answer (what the summary means over "1-4" cover:
     #: LoCoMo's 1-4, REALTALK's 1-3, BEAM's abilities but abstention) and the one whose right
     #: answer is a refusal (LoCoMo's adversarial 5, BEAM's abstention; ``None``: none)

@@ -70,6 +70,7 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
         "experiment": resolved.get("experiment_name"),
         "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
                     "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
+                    "upstream_change": dataset.upstream_change,
                     "conversations": len(dataset), "questions": dataset.num_questions,
                     "question_set": dataset.question_set,
                     "notes": dataset.notes, "gold": gold,
