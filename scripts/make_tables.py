@@ -5,9 +5,13 @@
         --baseline paper_main
 
 Each argument is a run folder or any folder above run folders (a Hydra multirun folder): every
-``metrics.json`` below it is read. Rows are labelled by the run's experiment name (``experiment=``;
-else its ``task_name``), in folder order (a multirun's job number), the baseline first. Writes, as
-``<name>.md`` and ``<name>.tex`` plus everything in one ``tables.md``:
+``metrics.json`` below it is read. Rows are labelled by the run's experiment name (``experiment=``),
+else by system and setting: the memory system's name and the overrides (``.hydra/overrides.yaml``)
+that not every run shares, e.g. ``bm25 (memory.k=5)``; in folder order (a multirun's job number),
+the baseline first. Runs scored on different questions (their number and ids:
+``identity.dataset.question_set``, the sha256 of the question keys) are refused in one line naming
+each run's count and set: make each set's tables apart. Writes, as ``<name>.md`` and ``<name>.tex``
+plus everything in one ``tables.md``:
 
 - ``main_<metric>``: rows = runs, columns = categories and both means, for every metric all runs
   share (F1 under both protocols in qa mode, evidence recall@k); the SYNAPSE paper's Table 1 rows
@@ -22,7 +26,8 @@ else its ``task_name``), in folder order (a multirun's job number), the baseline
   systems, the Kendall tau-b between orders and the pairs they swap
   (``synapse_pt.eval.judge_sensitivity``);
 - ``paper_ablations``: the paper's reported ablation effects (F1, gpt-4o-mini), for reference;
-- ``runs``: which folder, commit, dataset, gold and settings made each row.
+- ``runs``: which folder, commit, dataset, questions (count and set), gold and settings made each
+  row.
 
 Every metric table names the gold its numbers were scored against (``dataset.gold``: the index
 reads ``system (official gold)``); a ``dataset.gold=both`` run's audited numbers get tables of

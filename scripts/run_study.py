@@ -6,13 +6,15 @@ Each variant's run folder (resolved config, predictions, metrics) lands in ``OUT
 ``OUT/tables/`` gets the usual tables (``scripts/make_tables.py``) and ``OUT/study.md`` the study
 table (one row per variant: context tokens a question, recall@5/10/30 and within each context
 budget per category and over the answerable categories, false/true rejection, AUC of C_ret).
-Extra arguments are Hydra overrides added to every variant. The last lines name the study's best
-variant at an equal context budget (recall within the first 1,000 context tokens) and its highest
-recall@10 with the context each needed (never called best: more text buys recall@10). A study
-whose runs were judged (``eval=judge``, several judges with ``eval.judges=[mem0,gaama]``) also gets
-``OUT/judges.md``: each system's score under each judge and scorer, each one's order of the
-systems, the Kendall tau between orders and the pairs of systems that swap (the same tables as
-``judges_*`` in ``OUT/tables/``).
+Only this study's variants are tabulated: run folders an earlier study left in ``OUT`` are left
+out of ``tables/`` and ``study.md`` (and named), and the table files in ``OUT/tables/`` that this
+study does not write are removed. Extra arguments are Hydra overrides added to every variant. The
+last lines name the study's best variant at an equal context budget (recall within the first
+1,000 context tokens) and its highest recall@10 with the context each needed (never called best:
+more text buys recall@10). A study whose runs were judged (``eval=judge``, several judges with
+``eval.judges=[mem0,gaama]``) also gets ``OUT/judges.md``: each system's score under each judge
+and scorer, each one's order of the systems, the Kendall tau between orders and the pairs of
+systems that swap (the same tables as ``judges_*`` in ``OUT/tables/``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from synapse_pt.eval.collect import build_tables, find_runs, load_runs, write
+from synapse_pt.eval.collect import build_tables, load_runs, write
 from synapse_pt.eval.judge_sensitivity import has_judges, sensitivity_markdown
 from synapse_pt.eval.study import best_lines, load_study, study_table
 from synapse_pt.eval.tables import to_markdown
-from synapse_pt.study import run_study
+from synapse_pt.study import run_study, stale_run_folders, variant_folders
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,9 +40,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)  # overrides before or after --out
     study = load_study(args.study)
     results = run_study(study, args.out, args.overrides)
-    runs, where = load_runs(find_runs([args.out]), baseline=args.baseline)
+    runs, where = load_runs(list(variant_folders(study, args.out).values()),
+                            baseline=args.baseline)
+    stale = stale_run_folders(study, args.out)
+    if stale:
+        print(f"[study] left out of the tables: {', '.join(str(p) for p in stale)} (run folders "
+              f"in {args.out} that are no variant of {args.study})")
     write(build_tables(runs, where, args.baseline if args.baseline in runs else None),
-          args.out / "tables")
+          args.out / "tables", replace=True)
     table = study_table(results)
     (args.out / "study.md").write_text(
         f"# study {args.study} ({study['path']})\n\nrecall and rates as fractions\n\n"

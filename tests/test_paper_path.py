@@ -158,6 +158,49 @@ def test_budget_cap_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -
     assert len(questions) == int((~preds["gated"]).sum())  # every answer asked exactly once
 
 
+@pytest.mark.slow
+def test_budget_cap_holds_against_the_usage_the_server_reports(tmp_path: Path) -> None:
+    """Issue 51: a server that bills 200,000 prompt and 100,000 completion tokens an answer
+    (USD 0.09 at gpt-4o-mini's prices) under ``llm.max_cost_usd=0.10``. The worst-case estimate
+    lets the sample's 14 questions (one batch) through; the reported usage passes the cap with the
+    second answer, so no request is sent after it: at most that answer and the requests in flight
+    at once (``max_concurrency`` = 2) cost more than the cap. The run stops with exit status 3 and
+    one line; every answer received is cached, so a rerun with a higher cap re-asks nothing.
+    (On 70f7a39 all 14 were sent, USD 1.26, and the run exited 0.)"""
+    from synapse_pt.models.llm.cache import ResponseCache
+    from synapse_pt.run import BUDGET_EXIT_CODE
+
+    per_answer = 0.2 * 0.15 + 0.1 * 0.60  # USD, gpt-4o-mini's list prices per 1M tokens
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        return 200, completion_body("a pottery class", {"prompt_tokens": 200_000,
+                                                        "completion_tokens": 100_000}), 0.05
+
+    env = {**os.environ, "OPENAI_API_KEY": SENTINEL, "TQDM_DISABLE": "1"}
+    with serve(behaviour) as server:
+        command = [sys.executable, "-m", "synapse_pt.run", "eval=qa", "llm=openai",
+                   f"llm.backend.base_url={server.url}", "llm.backend.max_concurrency=2",
+                   "dataset=sample", "memory=bm25", "embedder=hashing", "device=cpu",
+                   "logger=none", "llm.backend.max_retries=0",
+                   f"paths.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"]
+        proc = subprocess.run([*command, "llm.max_cost_usd=0.10"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=300, env=env)
+        sent = len(server.bodies)
+        assert proc.returncode == BUDGET_EXIT_CODE, proc.stderr[-2000:]
+        stopped = [line for line in proc.stderr.splitlines() if "[synapse_pt] stopped" in line]
+        assert len(stopped) == 1 and "Traceback" not in proc.stderr
+        spent = float(re.search(r"reached: \$([0-9.]+) spent", stopped[0]).group(1))
+        # the cap passes at the second answer at the latest; then only those in flight finish
+        assert 2 <= sent <= 3 and spent == pytest.approx(sent * per_answer)
+        assert spent <= 0.10 + 2 * per_answer
+        assert len(ResponseCache(tmp_path / "cache" / "llm_responses.sqlite")) == sent
+        done = subprocess.run([*command, "llm.max_cost_usd=10"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        questions = [b["messages"][-1]["content"] for b in server.bodies]
+    assert len(questions) == len(set(questions)) == 14  # nothing asked twice
+
+
 def estimate_of(*overrides: str):
     from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 

@@ -8,8 +8,9 @@ files, each file's sha256, as the data folder's ``SHA256SUMS`` lists them). Thre
 * ``identical``: the upstream file byte for byte;
 * ``same_content``: another serialisation of the same data (an earlier shared copy of LoCoMo-10,
   sha256 9c4cc1fa..., was one): recognised as the same, said once, no warning;
-* ``different``: the data differs; :func:`check_upstream` names what (a sample missing or added,
-  a field of a sample whose content differs).
+* ``different``: the data differs; :func:`check_upstream` names what, by kind: conversations
+  missing, added or reordered, and content edited (the top-level fields of a conversation whose
+  content differs: ``qa`` its questions, ``conversation`` its turns).
 """
 
 from __future__ import annotations
@@ -73,13 +74,31 @@ def check_upstream(dataset: Dataset, manifest: dict[str, Any] | None) -> DataChe
     if dataset.content_sha256 == manifest["content_sha256"]:
         return DataCheck("same_content")
     ours, theirs = dataset.field_sha256, manifest["fields"]
-    differences = [f"sample {s} missing" for s in theirs if s not in ours]
-    differences += [f"sample {s} not upstream" for s in ours if s not in theirs]
+    order = dataset.source_order or list(ours)
+    missing = [s for s in theirs if s not in ours]
+    added = [s for s in order if s not in theirs]
+    edited = {}
     for s in (s for s in theirs if s in ours):
         fields = sorted(set(theirs[s]) | set(ours[s]))
         changed = [f for f in fields if theirs[s].get(f) != ours[s].get(f)]
         if changed:
-            differences.append(f"{s}: {', '.join(changed)}")
-    if not differences:  # same samples and fields, so the order of the samples differs
-        differences.append("the samples are in another order")
+            edited[s] = changed
+    differences = []
+    if missing:
+        differences.append(f"conversations missing: {_listed(missing)}")
+    if added:
+        differences.append(f"conversations added: {_listed(added)}")
+    if [s for s in order if s in theirs] != [s for s in theirs if s in ours]:
+        differences.append("conversations reordered")
+    if edited:
+        differences.append("content edited: " + _listed(
+            [f"{s} ({', '.join(fields)})" for s, fields in edited.items()]))
+    if not differences:  # the content hash differs though no field of a sample does
+        differences.append("content edited (the samples' fields are upstream's)")
     return DataCheck("different", differences)
+
+
+def _listed(names: list[str], shown: int = 6) -> str:
+    """``a, b, c`` (at most ``shown`` names, then how many in all)."""
+    more = "" if len(names) <= shown else f", ... ({len(names)} in all)"
+    return ", ".join(names[:shown]) + more

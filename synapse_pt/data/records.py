@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from synapse_pt.errors import ConfigError
+
+
+def question_set_id(keys: Iterable[str]) -> str:
+    """Which questions a run is scored on: sha256 (first 16 hex digits) of the question keys
+    (``"<sample_id>/<qa_index>"``, :attr:`Question.key`), sorted, one a line. Two runs with the
+    same id asked the same questions, in whatever order."""
+    blob = "\n".join(sorted(keys)).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,9 @@ class Dataset:
     #: how the file compares with its upstream release (:class:`~synapse_pt.data.integrity.
     #: DataCheck` status: identical, same_content, different, no_manifest); ``None``: not checked
     upstream: str | None = None
+    #: what differs from the upstream release where :attr:`upstream` is ``different`` (one line:
+    #: conversations missing, added or reordered, content edited); ``None`` otherwise
+    upstream_change: str | None = None
     #: the categories whose questions have an answer (what the summary means over "1-4" cover:
     #: LoCoMo's 1-4, REALTALK's 1-3, BEAM's abilities but abstention) and the one whose right
     #: answer is a refusal (LoCoMo's adversarial 5, BEAM's abstention; ``None``: none)
@@ -173,6 +185,11 @@ class Dataset:
     @property
     def num_questions(self) -> int:
         return sum(len(c.questions) for c in self.conversations)
+
+    @property
+    def question_set(self) -> str:
+        """:func:`question_set_id` of this dataset's questions."""
+        return question_set_id(q.key for q in self.questions())
 
     def unresolved_evidence(self) -> list[tuple[str, int, str]]:
         """``(sample_id, qa_index, raw piece)`` for every evidence piece that was not resolved."""

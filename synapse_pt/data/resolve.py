@@ -33,7 +33,7 @@ from .integrity import check_upstream, upstream_manifest
 from .locomo import load_locomo
 from .realtalk import load_realtalk
 from .records import Dataset
-from .source import resolve_dataset_path, sample_path, sha256_file
+from .source import SAMPLE_FALLBACK_NOTE, resolve_dataset_path, sample_path, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,14 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
             log.info("%s: %s", source.path, check.describe())
         elif check.status == "different":
             dataset.notes.append(f"{source.path}: {check.describe()}")
+            dataset.upstream_change = "; ".join(check.differences)
             log.warning("%s: %s", source.path, check.describe())
         if check.status != "same_content":  # another serialisation of the data is the data
             check_sha256(source.path, cfg.get("sha256"))
     if source.is_sample:
         if refuse_fallback:
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
-        dataset.notes.append("fell back to the sample conversation shipped with synapse_pt")
+        dataset.notes.append(SAMPLE_FALLBACK_NOTE)
     check_categories(dataset, dataset_categories(cfg))
     return _subset(dataset, cfg, smoke)
 
@@ -140,6 +141,7 @@ def _folder_dataset(cfg: Mapping[str, Any], fmt: str) -> Dataset:
     dataset.upstream = check.status
     if check.status == "different":
         dataset.notes.append(f"{source.path}: {check.describe()}")
+        dataset.upstream_change = "; ".join(check.differences)
         log.warning("%s: %s", source.path, check.describe())
     return dataset
 

@@ -37,6 +37,8 @@ LOCOMO_FILENAME = "locomo10.json"
 # sha256 of the upstream LoCoMo-10 release file (snap-research/locomo data/locomo10.json), byte for
 # byte what a download gives (an earlier shared copy, 9c4cc1fa..., re-serialised the same content).
 LOCOMO_SHA256 = "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
+#: the dataset note of a run that fell back to the shipped sample (its dataset is named "sample")
+SAMPLE_FALLBACK_NOTE = "fell back to the sample conversation shipped with synapse_pt"
 DEFAULT_CACHE_DIR = Path(os.environ.get("SYNAPSE_CACHE", Path.home() / ".cache" / "synapse_pt"))
 
 

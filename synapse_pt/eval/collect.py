@@ -16,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
+
+from synapse_pt.data.records import question_set_id
 
 from . import paper_numbers
 from .judge_sensitivity import FORMATS, has_judges, sensitivity_tables
+from .outputs import RESULT_NEUTRAL_KEYS
 from .record import build_label
 from .report import run_gold, run_tables
 from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
@@ -52,24 +56,67 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
+#: Overrides that say nothing of a run's setting (where it wrote, caches, devices, logging, the
+#: result-neutral settings of :data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`), by key or key
+#: prefix: left out of a row's label
+LABEL_NEUTRAL_KEYS = ("hydra", "paths", "dataset.path", "device", "embedder.cache_dir",
+                      "llm.cache", "task_name", "experiment_name", *RESULT_NEUTRAL_KEYS)
+
+
+def _override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def run_overrides(folder: Path) -> list[str]:
+    """The command-line overrides a run was started with (Hydra's ``.hydra/overrides.yaml``),
+    less the :data:`LABEL_NEUTRAL_KEYS`; ``[]`` for a run started without Hydra's CLI."""
+    path = folder / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    listed = yaml.safe_load(path.read_text()) or []
+    if not isinstance(listed, list):
+        raise ValueError(f"make_tables: {path} is not a list of overrides")
+    return [str(o) for o in listed
+            if not any(_override_key(str(o)) == k or _override_key(str(o)).startswith(k + ".")
+                       for k in LABEL_NEUTRAL_KEYS)]
+
+
+def system_label(identity: Mapping[str, Any], overrides: Sequence[str],
+                 shared: set[str], fallback: str) -> str:
+    """A run without an experiment name, by system and setting: the memory system's name
+    (``identity.memory.memory``; else ``fallback``) and its overrides that not every run
+    tabulated with it shares (``memory=`` left out: the name says it), e.g.
+    ``bm25 (memory.k=5)``."""
+    name = (identity.get("memory") or {}).get("memory") or fallback
+    own = [o for o in overrides if o not in shared and _override_key(o) != "memory"]
+    return f"{name} ({' '.join(own)})" if own else str(name)
+
+
 def load_runs(folders: Sequence[Path], baseline: str | None = None
               ) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
-    """``({label: metrics}, {label: folder})``; labels from ``identity.experiment`` (else
-    ``task_name``), an LLM-free GAAMA / Membox build named in its label
+    """``({label: metrics}, {label: folder})``; labels from ``identity.experiment``, else by
+    system and setting (:func:`system_label`: the memory's name and the overrides that differ
+    between the runs), an LLM-free GAAMA / Membox build named in its label
     (:func:`~synapse_pt.eval.record.build_label`, e.g. ``gaama_fused (gaama-llm-free)``), made
     unique with the folder name; the ``baseline`` row first (its label as asked for)."""
-    runs: dict[str, dict[str, Any]] = {}
-    where: dict[str, Path] = {}
+    loaded: list[tuple[Path, dict[str, Any], list[str]]] = []
     for folder in folders:
         path = folder / "metrics.json"
         try:
             metrics = json.loads(path.read_text())
-            identity = metrics["identity"]
-            metrics["metrics"]  # noqa: B018 - fail here with the file's name
+            metrics["identity"]  # noqa: B018 - fail here with the file's name
+            metrics["metrics"]  # noqa: B018
         except (json.JSONDecodeError, KeyError) as err:
             raise ValueError(f"make_tables: {path} is not a synapse_pt metrics.json "
                              f"({type(err).__name__}: {err})") from err
-        label = identity.get("experiment") or identity.get("task_name") or folder.name
+        loaded.append((folder, metrics, run_overrides(folder)))
+    shared = set.intersection(*(set(o) for _, _, o in loaded)) if loaded else set()
+    runs: dict[str, dict[str, Any]] = {}
+    where: dict[str, Path] = {}
+    for folder, metrics, overrides in loaded:
+        identity = metrics["identity"]
+        label = identity.get("experiment") or system_label(
+            identity, overrides, shared, identity.get("task_name") or folder.name)
         if label != baseline:  # an LLM-free GAAMA / Membox build is named so in its label
             label = build_label(label, identity.get("memory"))
         if label in runs:
@@ -79,6 +126,37 @@ def load_runs(folders: Sequence[Path], baseline: str | None = None
     if baseline in runs:
         runs = {baseline: runs[baseline]} | {k: v for k, v in runs.items() if k != baseline}
     return runs, where
+
+
+def question_set(metrics: Mapping[str, Any], folder: Path) -> tuple[int | None, str | None]:
+    """``(number, id)`` of the questions a run was scored on: ``identity.dataset.question_set``
+    (:func:`~synapse_pt.data.records.question_set_id`), or for a run recorded before it, the id of
+    the ``(sample_id, qa_index)`` pairs of its ``predictions.parquet``; ``None`` where neither
+    is there."""
+    dataset = metrics["identity"].get("dataset") or {}
+    number, ident = dataset.get("questions"), dataset.get("question_set")
+    predictions = folder / "predictions.parquet"
+    if ident is None and predictions.is_file():
+        frame = pd.read_parquet(predictions, columns=["sample_id", "qa_index"])
+        ident = question_set_id(f"{s}/{q}" for s, q in zip(frame["sample_id"], frame["qa_index"],
+                                                           strict=True))
+        number = len(frame)
+    return number, ident
+
+
+def check_one_question_set(runs: Mapping[str, Mapping[str, Any]],
+                           where: Mapping[str, Path]) -> None:
+    """A :class:`ValueError` naming each run with its number of questions and question set
+    where the runs were scored on different questions (a table sets its rows side by side only
+    over the same ones); a run whose set is unknown is compared by its number of questions."""
+    sets = {label: question_set(m, where[label]) for label, m in runs.items()}
+    keys = {ident if ident is not None else f"{number} questions" for number, ident in
+            sets.values()}
+    if len(keys) > 1:
+        listed = "; ".join(f"{label}: {number} questions, set {ident or 'unknown'}"
+                           for label, (number, ident) in sets.items())
+        raise ValueError(f"the runs were scored on different questions ({listed}); make the "
+                         "tables of each question set apart")
 
 
 def category_names(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
@@ -180,6 +258,7 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "dataset": ident.get("dataset", {}).get("name"),
                        "gold": run_gold(ident),
                        "questions": ident.get("dataset", {}).get("questions"),
+                       "question_set": question_set(m, where[label])[1],
                        "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
                        "build": mem.get("build"), "llm_free": mem.get("llm_free"),
                        "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
@@ -198,7 +277,9 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
 
 def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path],
                  baseline: str | None) -> dict[str, tuple[pd.DataFrame, str]]:
-    """``{name: (table, float format)}``: the metric tables (percent) and the others."""
+    """``{name: (table, float format)}``: the metric tables (percent) and the others. Runs
+    scored on different questions are refused (:func:`check_one_question_set`)."""
+    check_one_question_set(runs, where)
     names = category_names(runs)
     tables: dict[str, tuple[pd.DataFrame, str]] = {
         name: (df, ".1f") for name, df in run_tables(runs, names,
@@ -217,9 +298,13 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
     return tables
 
 
-def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Path]:
-    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``."""
+def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
+          replace: bool = False) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``. With
+    ``replace``, the ``.md`` and ``.tex`` files already in ``out`` that this call does not write
+    are removed (a folder of one collection's tables only: no table of an earlier one stays)."""
     out.mkdir(parents=True, exist_ok=True)
+    before = {p for p in out.iterdir() if p.suffix in (".md", ".tex")} if replace else set()
     written: list[Path] = []
     sections = []
     for name, (df, fmt) in tables.items():
@@ -238,4 +323,6 @@ def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Pat
     combined = out / "tables.md"
     combined.write_text("\n".join(sections))
     written.append(combined)
+    for stale in sorted(before - set(written)):
+        stale.unlink()
     return written

@@ -5,7 +5,7 @@ and the judge in QA mode), columns the categories and the two means of the answe
 (``mean_q_1_4`` on LoCoMo, ``mean_q_2_10`` on BEAM); below it the mean context tokens a question
 the recall was measured at, then the gate figures. The title names the run and the data it
 actually loaded, and says so loudly when that was the shipped sample conversation rather than
-LoCoMo-10.
+LoCoMo-10, or a file that is not its upstream release (what differs, in one line).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
 
 from .aggregate import OVERALL, run_summary_names
 
@@ -28,12 +30,30 @@ GATE_FIGURES = (("false_rejection_rate", "false rejection (answerable)"),
 #: more categories than this (BEAM's ten abilities) turn the table: categories as rows
 WIDE = 6
 SAMPLE_WARNING = "SAMPLE DATA: the shipped smoke-test conversation, not LoCoMo-10"
+CHANGED_WARNING = "CHANGED DATA"
+MANIFESTS = "synapse_pt/data/manifests"
 
 
 def is_sample(identity: Mapping[str, Any]) -> bool:
-    """Whether the run loaded the shipped sample (chosen, or fallen back to)."""
+    """Whether the run loaded the shipped sample (``synapse_pt/data/sample/``), chosen or fallen
+    back to: the dataset is named ``sample`` then (a note of a changed LoCoMo file that mentions
+    a sample does not make it one)."""
     data = identity.get("dataset", {})
-    return data.get("name") == "sample" or any("sample" in n for n in data.get("notes", []))
+    return data.get("name") == "sample" or SAMPLE_FALLBACK_NOTE in data.get("notes", [])
+
+
+def changed_data_line(identity: Mapping[str, Any]) -> str | None:
+    """One line naming a data file that is not its upstream release (its sha256 differs from the
+    pinned manifest and so does its content): the file, the manifest and what differs
+    (conversations missing, added or reordered, content edited); ``None`` for upstream data, the
+    sample, or data with no manifest."""
+    data = identity.get("dataset", {})
+    if data.get("upstream") != "different" or is_sample(identity):
+        return None
+    name = data.get("name")
+    what = data.get("upstream_change") or "see identity.dataset.notes in metrics.json"
+    return (f"{CHANGED_WARNING}: {data.get('path')} is not the {name} release (its sha256 differs "
+            f"from the pinned manifest {MANIFESTS}/{name}.json): {what}")
 
 
 def run_title(identity: Mapping[str, Any], label: str) -> str:
@@ -47,6 +67,8 @@ def run_title(identity: Mapping[str, Any], label: str) -> str:
         title += " [smoke subset]"
     if is_sample(identity):
         title += f" [{SAMPLE_WARNING}]"
+    elif changed_data_line(identity):
+        title += f" [{CHANGED_WARNING}: not the {data.get('name')} release]"
     return title
 
 
@@ -155,5 +177,8 @@ def render_summary(metrics: Mapping[str, Any], names: Mapping[int, str], label: 
     if is_sample(metrics.get("identity", {})):
         console.print(f"{SAMPLE_WARNING}: these numbers say nothing about the method; provide "
                       "LoCoMo-10 (dataset.path=..., SYNAPSE_DATA=...)", soft_wrap=True)
+    changed = changed_data_line(metrics.get("identity", {}))
+    if changed:
+        console.print(changed, soft_wrap=True, markup=False)
     console.print(f"full metrics: {output_dir}/metrics.json; tables: {output_dir}/tables/")
     return buffer.getvalue()

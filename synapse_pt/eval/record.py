@@ -66,7 +66,9 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
     """Who a run is: the checkout's commit, the hash of its resolved config without the
     result-neutral settings, its task and experiment, the data it read (file, hashes, upstream
     check, subset size, notes, gold, audit), its memory's ``describe()``, its embedder's and
-    LLM's names."""
+    LLM's names. ``dataset.question_set`` names the questions scored
+    (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
+    same ones."""
     return {
         "git_commit": git_commit(Path(__file__).resolve().parents[1]),
         "config_hash": config_hash(without_result_neutral(resolved)),
@@ -74,7 +76,9 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
         "experiment": resolved.get("experiment_name"),
         "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
                     "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
+                    "upstream_change": dataset.upstream_change,
                     "conversations": len(dataset), "questions": dataset.num_questions,
+                    "question_set": dataset.question_set,
                     "notes": dataset.notes, "gold": gold,
                     "audit": None if audit is None else audit.describe()},
         "memory": memory,

@@ -45,8 +45,8 @@ def test_another_serialisation_is_the_same_and_a_change_is_named(locomo_path, tm
     changed.write_text(json.dumps(samples))
     check = check_upstream(load_locomo(changed), manifest)
     assert check.status == "different"
-    assert check.differences == [f"{samples[3]['sample_id']}: qa",
-                                 f"{samples[7]['sample_id']}: event_summary"]
+    assert check.differences == [f"content edited: {samples[3]['sample_id']} (qa), "
+                                 f"{samples[7]['sample_id']} (event_summary)"]
     assert "differs from the upstream data" in check.describe()
 
 
@@ -67,7 +67,7 @@ def test_a_changed_file_is_warned_about(locomo_path, tmp_path, caplog):
         dataset = build_dataset({"name": "locomo10", "path": str(changed),
                                  "allow_download": False})
     assert dataset.upstream == "different"
-    assert "conv-26: qa" in caplog.text
+    assert "content edited: conv-26 (qa)" in caplog.text
     assert any("differs from the upstream data" in n for n in dataset.notes)
 
 
@@ -85,3 +85,31 @@ def test_the_audit_refuses_another_file(tmp_path, locomo_path, gold):
     assert build_audit({"gold": "official"}, dataset) is None
     with pytest.raises(ValueError, match="dataset.gold must be one of"):
         build_audit({"gold": "gold"}, dataset)
+
+
+def _write(tmp_path: Path, name: str, samples: list) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(samples))
+    return path
+
+
+def test_conversations_missing_added_and_reordered_are_named_by_kind(locomo_path, tmp_path):
+    """Issue 51: each kind of change is named as such (and never as a "sample")."""
+    samples = json.loads(locomo_path.read_text())
+    ids = [s["sample_id"] for s in samples]
+    manifest = upstream_manifest("locomo10")
+
+    def differences(changed: list) -> list[str]:
+        check = check_upstream(load_locomo(_write(tmp_path, "x.json", changed)), manifest)
+        assert check.status == "different"
+        return check.differences
+
+    assert differences(samples[1:]) == [f"conversations missing: {ids[0]}"]
+    extra = json.loads(json.dumps(samples[0]))
+    extra["sample_id"] = "conv-extra"
+    assert differences([*samples, extra]) == ["conversations added: conv-extra"]
+    assert differences([samples[1], samples[0], *samples[2:]]) == ["conversations reordered"]
+    turns = json.loads(json.dumps(samples))
+    turns[2]["conversation"]["session_1"][0]["text"] += " (edited)"
+    assert differences(turns) == [f"content edited: {ids[2]} (conversation)"]
+    assert not any("sample" in d for d in differences(samples[1:]))

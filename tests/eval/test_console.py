@@ -3,6 +3,7 @@ says which data was loaded, flagging the shipped sample (issue 10 item 1, issue 
 
 from __future__ import annotations
 
+from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
 from synapse_pt.eval.console import SAMPLE_WARNING, render_summary
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -43,6 +44,6 @@ def test_qa_summary_shows_f1_not_recall() -> None:
 
 def test_sample_data_is_flagged_in_the_title_and_below() -> None:
     for m in (metrics("sample"),
-              metrics("locomo10", notes=("fell back to the sample conversation shipped",))):
+              metrics("locomo10", notes=(SAMPLE_FALLBACK_NOTE,))):
         text = render_summary(m, NAMES, "run", "/runs/z", width=300)
         assert text.count(SAMPLE_WARNING) == 2

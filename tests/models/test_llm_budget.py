@@ -75,3 +75,49 @@ def test_a_cap_of_zero_sends_nothing_and_a_negative_cap_is_refused() -> None:
     assert inner.sent == []
     with pytest.raises(ValueError, match="max_cost_usd"):
         BudgetedLLM(inner, -1.0, PRICE)
+
+
+class BigBillLLM(WordLLM):
+    """Like :class:`WordLLM`, but each answer reports 200,000 prompt and 100,000 completion
+    tokens, far above what ``count_tokens`` estimates (a server billing more than the estimate)."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.sent += [r.messages[-1][1] for r in requests]
+        return [ChatResponse("ok", 200_000, 100_000, 0.1, self.model) for _ in requests]
+
+
+def test_the_default_backend_stops_reporting_at_the_cap_and_caches_what_it_has(tmp_path) -> None:
+    # a backend answering the whole batch at once (LLM's default generate_incremental): every
+    # answer it has is cached, then the stop; 200,000 x 1e-6 + 100,000 x 10e-6 = USD 1.2 each
+    inner = BigBillLLM()
+    llm = CachedLLM(BudgetedLLM(inner, 0.10, PRICE), tmp_path / "cache.sqlite")
+    with pytest.raises(BudgetExceeded, match=r"\$2\.400000 spent .* 2 of the 2 requests"):
+        llm.generate([ask("q0"), ask("q1")])
+    assert len(llm.cache) == 2 and len(inner.sent) == 2
+    again = CachedLLM(BudgetedLLM(BigBillLLM(), 0.10, PRICE), tmp_path / "cache.sqlite")
+    assert [r.cached for r in again.generate([ask("q0"), ask("q1")])] == [True, True]
+
+
+def test_reported_usage_stops_the_batch_at_the_concurrency(fake_server, tmp_path) -> None:
+    """Issue 51: a server reporting 200,000 prompt and 100,000 completion tokens an answer
+    (0.2 x 0.15 + 0.1 x 0.60 = USD 0.09 at gpt-4o-mini's prices) under a USD 0.05 cap. The
+    worst-case estimate lets the whole batch of 14 through; the first answer's reported usage
+    passes the cap, so nothing more is sent: only the two requests in flight at once
+    (max_concurrency = 2) ever reach the server, and both answers are cached."""
+    from conftest import completion_body
+
+    from synapse_pt.models.llm.openai_compat import OpenAICompatibleLLM
+
+    fake_server.behaviour = lambda body, n: (200, completion_body(
+        "ok", {"prompt_tokens": 200_000, "completion_tokens": 100_000}), 0.05)
+    backend = OpenAICompatibleLLM("gpt-4o-mini", base_url=fake_server.url, api_key_env=None,
+                                  max_concurrency=2, max_retries=0)
+    budget = BudgetedLLM(backend, 0.05, ModelPrice(0.15, 0.60))
+    llm = CachedLLM(budget, tmp_path / "cache.sqlite")
+    batch = [ask(f"q{i}") for i in range(14)]
+    assert sum(budget.worst_case_usd(r) for r in batch) < 0.05  # the estimate sends them all
+    with pytest.raises(BudgetExceeded, match=r"0\.05 reached: \$0\.180000 spent .* 2 of the 14 "
+                                             r"requests of this batch sent, 12 left"):
+        llm.generate(batch)
+    assert len(fake_server.bodies) == 2 and len(llm.cache) == 2
+    assert budget.spent_usd == pytest.approx(2 * 0.09)

@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Called with (index in the batch, response) as soon as one answer of a batch is ready.
+#: Called with (index in the batch, response) as soon as one answer of a batch is ready. If it
+#: raises, the batch stops: no further request is sent, the answers of requests already sent are
+#: still reported, then its first exception is raised (the spending cap stops a batch this way).
 OnResponse = Callable[[int, "ChatResponse"], None]
 
 
@@ -61,6 +63,35 @@ class ChatResponse:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class BatchReporter:
+    """Hands each answer of a batch to ``on_response``; the first exception it raises stops the
+    batch (the :data:`OnResponse` contract).
+
+    A backend calls the reporter for every answer that arrives, checks :attr:`stopped` before
+    sending a request, and calls :meth:`raise_if_stopped` once the requests in flight are done.
+    """
+
+    def __init__(self, on_response: OnResponse) -> None:
+        self.on_response = on_response
+        self.error: Exception | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """True once ``on_response`` has raised: send nothing more."""
+        return self.error is not None
+
+    def __call__(self, i: int, response: ChatResponse) -> None:
+        try:
+            self.on_response(i, response)
+        except Exception as err:  # kept, and raised by raise_if_stopped once the batch is done
+            if self.error is None:
+                self.error = err
+
+    def raise_if_stopped(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
 class LLM(ABC):
     """A chat model backend.
 
@@ -86,12 +117,16 @@ class LLM(ABC):
         """Like :meth:`generate`, and calls ``on_response(i, response)`` as each answer is ready.
 
         A caller that stores answers in ``on_response`` keeps those that arrived before a failure
-        (the response cache resumes a crashed run this way). This default reports the answers once
-        the whole batch is done; backends that answer piecewise override it.
+        (the response cache resumes a crashed run this way). If ``on_response`` raises, no further
+        request is sent and that exception is raised once the answers in hand are reported. This
+        default reports the answers once the whole batch is done; backends that answer piecewise
+        override it.
         """
         responses = self.generate(requests)
+        report = BatchReporter(on_response)
         for i, response in enumerate(responses):
-            on_response(i, response)
+            report(i, response)
+        report.raise_if_stopped()
         return responses
 
     @abstractmethod

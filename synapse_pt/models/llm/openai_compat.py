@@ -28,6 +28,7 @@ import openai
 from .base import (
     LLM,
     MESSAGE_OVERHEAD_TOKENS,
+    BatchReporter,
     ChatRequest,
     ChatResponse,
     LLMError,
@@ -228,23 +229,29 @@ class OpenAICompatibleLLM(LLM):
         results: list[ChatResponse | None] = [None] * len(requests)
         gate = asyncio.Semaphore(self.max_concurrency)
         failed = asyncio.Event()  # set by the first permanent failure: later requests skip
+        report = BatchReporter(on_response)  # stopped once on_response raises: later ones skip
         async with self._client() as client:
 
             async def run(i: int) -> None:
                 async with gate:
-                    if failed.is_set():
+                    if failed.is_set() or report.stopped:
                         raise _Skipped
                     try:
                         results[i] = await self._one(client, requests[i])
                     except BaseException:
                         failed.set()
                         raise
-                    on_response(i, results[i])
+                    report(i, results[i])
 
             outcomes = await asyncio.gather(*(run(i) for i in range(len(requests))),
                                             return_exceptions=True)
         errors = [e for e in outcomes if isinstance(e, BaseException)
                   and not isinstance(e, _Skipped)]
+        if report.stopped:  # the caller stopped the batch: its reason first, failures logged
+            for err in errors:
+                log.warning("%s: a request in flight when the batch was stopped failed: %s",
+                            self.url, err)
+            report.raise_if_stopped()
         if errors:
             answered = sum(r is not None for r in results)
             raise LLMError(f"{errors[0]} ({answered}/{len(requests)} requests of the batch "
@@ -259,8 +266,9 @@ class OpenAICompatibleLLM(LLM):
     def generate_incremental(self, requests: Sequence[ChatRequest],
                              on_response: OnResponse) -> list[ChatResponse]:
         """Answer the batch with ``max_concurrency`` requests in flight; ``on_response`` runs as
-        answers arrive. After a request fails for good, requests not yet started are skipped,
-        those in flight finish (and are reported), then the first failure is raised."""
+        answers arrive. After a request fails for good, or ``on_response`` raises, requests not
+        yet started are skipped, those in flight finish (and are reported), then the first
+        failure (``on_response``'s exception first) is raised."""
         if not requests:
             return []
         self._api_key()  # a missing key fails before anything is sent

@@ -23,7 +23,7 @@ import torch
 from ..embedder import check_device, torch_dtype
 from ..fingerprint import file_fingerprint, folder_fingerprint
 from ..locate import bundled_smollm2_gguf
-from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
+from .base import LLM, BatchReporter, ChatRequest, ChatResponse, LLMError, OnResponse
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,8 @@ class TransformersLLM(LLM):
     def generate_incremental(self, requests: Sequence[ChatRequest],
                              on_response: OnResponse) -> list[ChatResponse]:
         """Answer in micro-batches of requests with equal parameters, shortest prompts together;
-        ``on_response`` is called after each micro-batch."""
+        ``on_response`` is called after each micro-batch; once it raises, no further micro-batch
+        runs and its exception is raised."""
         if not requests:
             return []
         prompts = [self.render(r) for r in requests]
@@ -284,9 +285,11 @@ class TransformersLLM(LLM):
                    json.dumps(dict(r.extra), sort_keys=True, default=str))
             groups.setdefault(key, []).append(i)
         results: list[ChatResponse | None] = [None] * len(requests)
+        report = BatchReporter(on_response)
         for indices in groups.values():
             indices.sort(key=lambda i: lengths[i])
             for start in range(0, len(indices), self.batch_size):
+                report.raise_if_stopped()  # on_response raised: no further micro-batch
                 chunk = indices[start:start + self.batch_size]
                 t0 = time.perf_counter()
                 answers = self._generate_batch([prompts[i] for i in chunk], requests[chunk[0]])
@@ -299,5 +302,6 @@ class TransformersLLM(LLM):
                         latency_s=latency, model=self.model,
                         meta={"backend": self.backend, "finish_reason": finish,
                               "batch_size": len(chunk), "batch_latency_s": batch_latency})
-                    on_response(i, results[i])
+                    report(i, results[i])
+        report.raise_if_stopped()
         return [r for r in results if r is not None]

@@ -1,0 +1,48 @@
+"""scripts/run_study.py into an ``--out`` that holds an earlier study (issue 51): the tables list
+this study's variants only."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "run_study.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("run_study", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def study_file(path: Path, variants: dict[str, str]) -> Path:
+    lines = ["base: [dataset=sample, embedder=hashing, memory=bm25, logger=none]", "variants:"]
+    lines += [f"  {label}: [{override}]" for label, override in variants.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def row_labels(markdown: str) -> list[str]:
+    """The first cell of each body row of a pipe table."""
+    rows = [line for line in markdown.splitlines() if line.startswith("|")][2:]
+    return [row.split("|")[1].strip() for row in rows]
+
+
+def test_a_rerun_with_fewer_variants_tabulates_only_its_own(tmp_path: Path, capsys) -> None:
+    run_study = load()
+    out = tmp_path / "out"
+    cache = f"paths.cache_dir={tmp_path / 'cache'}"
+    three = study_file(tmp_path / "three.yaml", {"k10": "memory.k=10", "k5": "memory.k=5",
+                                                 "k3": "memory.k=3"})
+    assert run_study.main([str(three), "--out", str(out), cache, "--baseline", "k10"]) == 0
+    assert row_labels((out / "tables" / "main_recall@10.md").read_text()) == ["k10", "k5", "k3"]
+    assert (out / "tables" / "delta_recall@10.md").is_file()  # written with a baseline only
+    capsys.readouterr()
+    one = study_file(tmp_path / "one.yaml", {"k4": "memory.k=4"})
+    assert run_study.main([str(one), "--out", str(out), cache]) == 0
+    assert row_labels((out / "tables" / "main_recall@10.md").read_text()) == ["k4"]
+    assert "k5" not in (out / "tables" / "tables.md").read_text()
+    assert not (out / "tables" / "delta_recall@10.md").exists()  # no table of the earlier study
+    said = capsys.readouterr().out
+    assert "left out of the tables" in said and "1_k5" in said and "2_k3" in said
