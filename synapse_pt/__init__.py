@@ -12,7 +12,7 @@ list and checks every import against it)::
     retrieval/                  triggers (BM25, dense), scoring, gate
     graph/                      memory graph tensors, consolidation, extraction, PageRank
     nn/  models/  data/         activation layers; embedder, LLM backends, caches; data sources
-    errors.py                   the error types every layer may raise (ConfigError)
+    errors.py progress.py       what every layer may use: ConfigError; a long step's progress
 """
 
 __version__ = "0.1.0"

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
@@ -32,6 +31,7 @@ from synapse_pt.data.records import Dataset, Question
 from synapse_pt.errors import ConfigError
 from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.progress import Progress
 
 from .prompts import (
     ANSWER_STYLES,
@@ -324,12 +324,15 @@ def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
     """
     queries = [blind(q) for q in questions]
     start = time.perf_counter()
-    if batch_size <= 0 or batch_size >= len(queries):
-        result = memory.retrieve(queries)
+    step = max(1, len(queries) if batch_size <= 0 else batch_size)
+    parts = []
+    with Progress(len(queries), "retrieve", "questions", logger=log) as bar:
+        for i in range(0, max(1, len(queries)), step):  # no questions: one empty call
+            parts.append(memory.retrieve(queries[i:i + step]))
+            bar.update(len(parts[-1].items))
+    if len(parts) == 1:
+        result = parts[0]
     else:
-        parts = [memory.retrieve(queries[i:i + batch_size])
-                 for i in tqdm(range(0, len(queries), batch_size), desc="retrieve",
-                               disable=None)]  # None: off when not a TTY
         result = RetrievalResult([row for p in parts for row in p.items],
                                  torch.cat([p.c_ret for p in parts]),
                                  torch.cat([p.gated for p in parts]),
@@ -388,16 +391,17 @@ def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
     responses: list[ChatResponse | None] = [None] * len(questions)
     bs = max(1, settings.answer_batch_size)
     n_cached = 0
-    for start in tqdm(range(0, len(todo), bs), desc="answer",
-                      disable=(len(todo) <= bs) or None):
-        chunk = todo[start:start + bs]
-        batch = llm.generate([requests[i] for i in chunk])
-        if len(batch) != len(chunk):
-            raise RuntimeError(f"{type(llm).__name__}.generate answered {len(batch)} of "
-                               f"{len(chunk)} requests")
-        for i, resp in zip(chunk, batch, strict=True):
-            responses[i] = resp
-            n_cached += bool(resp.cached)
+    with Progress(len(todo), "answer", "questions", logger=log) as bar:
+        for start in range(0, len(todo), bs):
+            chunk = todo[start:start + bs]
+            batch = llm.generate([requests[i] for i in chunk])
+            if len(batch) != len(chunk):
+                raise RuntimeError(f"{type(llm).__name__}.generate answered {len(batch)} of "
+                                   f"{len(chunk)} requests")
+            for i, resp in zip(chunk, batch, strict=True):
+                responses[i] = resp
+                n_cached += bool(resp.cached)
+            bar.update(len(chunk))
     log.info("answered %d questions (%d from the response cache), %d gated", len(todo), n_cached,
              len(questions) - len(todo))
     return responses
@@ -463,7 +467,8 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          skip_categories=judge_skip_categories(unanswerable,
                                                                settings.judge_protocol),
                          rubrics=([q.rubric for q in questions]
-                                  if settings.judge_protocol == "beam_rubric" else None))
+                                  if settings.judge_protocol == "beam_rubric" else None),
+                         batch_size=settings.answer_batch_size)
 
 
 def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
