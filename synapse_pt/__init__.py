@@ -6,6 +6,7 @@ list and checks every import against it)::
     study.py                    run every variant of a study file (studies/) through run()
     run.py sweep.py estimate.py entry points: one run; the batched sweep; a run's cost beforehand
     build.py cli.py             builders from the composed config; the Hydra callbacks
+    preflight.py                the checks a run makes before ingesting
     study_key.py tracking.py    names of resumable studies; W&B or nothing
     eval/                       QA pipeline, scorers, tables
     memory/                     MemorySystem implementations (synapse, baselines)

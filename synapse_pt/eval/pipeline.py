@@ -559,6 +559,20 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     return df
 
 
+def metric_columns(settings: EvalSettings) -> list[str]:
+    """The metric columns :func:`prediction_frame` writes in a run of :func:`evaluate` under
+    ``settings`` (each becomes a metric of ``metrics.json``): evidence recall at each cut-off and
+    token budget; in qa mode the answers' F1 and BLEU under the scoring protocols, and the
+    judge's mean and spread when it runs."""
+    columns = [f"recall@{int(k)}" for k in settings.recall_ks]
+    columns += [f"recall@{int(t)}tok" for t in settings.recall_budgets]
+    if settings.mode == "qa":
+        columns += ["f1_official", "f1_amem", "bleu1", "f1_membox"]
+        if settings.judge_runs > 0:
+            columns += ["judge", "judge_std"]
+    return columns
+
+
 def _nan_to_none(x: float | torch.Tensor | np.floating) -> float | None:
     v = float(x)
     return None if math.isnan(v) else v
