@@ -6,13 +6,14 @@ list and checks every import against it)::
     study.py                    run every variant of a study file (studies/) through run()
     run.py sweep.py estimate.py entry points: one run; the batched sweep; a run's cost beforehand
     build.py cli.py             builders from the composed config; the Hydra callbacks
+    preflight.py                the checks a run makes before ingesting
     study_key.py tracking.py    names of resumable studies; W&B or nothing
     eval/                       QA pipeline, scorers, tables
     memory/                     MemorySystem implementations (synapse, baselines)
     retrieval/                  triggers (BM25, dense), scoring, gate
     graph/                      memory graph tensors, consolidation, extraction, PageRank
     nn/  models/  data/         activation layers; embedder, LLM backends, caches; data sources
-    errors.py                   the error types every layer may raise (ConfigError)
+    errors.py progress.py       what every layer may use: ConfigError; a long step's progress
 """
 
 __version__ = "0.1.0"

@@ -56,6 +56,7 @@ from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
 from synapse_pt.models.sqlite_store import CorruptCacheError
+from synapse_pt.preflight import check_run
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
 
@@ -107,13 +108,16 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
                             refuse_fallback=refuse_fallback or (
                                 "a multirun" if in_multirun() else None))
     audit = build_audit(cfg.dataset, dataset)
-    llm = build_llm(cfg.llm)
-    derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
-    loading = time.perf_counter() - t0
     settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                           if k in EvalSettings.__dataclass_fields__}),
                           memory_class(cfg))
-    require_upstream(settings)  # a missing prompt file stops the run before the build
+    # what can be checked without ingesting stops the run before the slow part: the answer
+    # model's settings, the objective, a missing prompt file
+    check_run(cfg, dataset, settings)
+    require_upstream(settings)
+    llm = build_llm(cfg.llm)
+    derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
+    loading = time.perf_counter() - t0
     built = run_memory(cfg, resolved, dataset, llm, derived)
 
     counter: TokenCounter = (LLMTokenCounter(llm) if llm is not None

@@ -19,12 +19,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
 #: and rooms of strictly lower layers
 LAYERS = {
     "errors": -1,  # ConfigError: every layer may raise it
+    "progress": -1,  # the progress of a long step: every layer may report it
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,
     "memory": 3,
     "eval": 4,
-    "build": 5, "cli": 5, "study_key": 5, "tracking": 5,
+    "build": 5, "cli": 5, "preflight": 5, "study_key": 5, "tracking": 5,
     "run": 6, "sweep": 6, "estimate": 6,
     "study": 7,
     "__init__": 8,

@@ -15,8 +15,8 @@ import random
 from collections.abc import Mapping, Sequence
 
 import torch
-from tqdm import tqdm
 
+from synapse_pt.progress import progress
 from synapse_pt.retrieval.fusion import fuse_many
 
 from .heldout import KS, SweepMatrix
@@ -57,8 +57,8 @@ def fusion_sweep(stacks: Mapping[str, torch.Tensor], names: Sequence[str], mask:
     order = sorted(range(len(cands)), key=lambda i: cands[i]["bm25"])  # one stack at a time
     recall = {kk: torch.empty(len(cands), B, dtype=torch.float64) for kk in KS}
     c_ret = torch.empty(len(cands), B)
-    for start in tqdm(range(0, len(order), chunk), desc="fusion sweep", unit="chunk",
-                      disable=None):
+    for start in progress(range(0, len(order), chunk), desc="fusion sweep",
+                          unit="chunks"):
         idx = order[start:start + chunk]
         groups: dict[str, list[int]] = {}
         for i in idx:

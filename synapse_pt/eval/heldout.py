@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Question
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import SynapseMemory
+from synapse_pt.progress import progress
 from synapse_pt.retrieval.synapse import SynapseParams
 
 from .scorers.retrieval import evidence_recall_from_index, roc_auc, unit_recall
@@ -148,7 +148,7 @@ def sweep_matrix(memory: SynapseMemory, questions: Sequence[Question],
     searched = {_field(k) for discrete, values in cands for k in (*discrete, *values)}
     fixed = {k: v for k, v in vars(base).items() if k not in searched}
     fixed["tau_gate"] = 0.0  # the gate is calibrated afterwards, from c_ret
-    for discrete, values in tqdm(cands, desc="sweep", unit="combination", disable=None):
+    for discrete, values in progress(cands, desc="sweep", unit="combinations"):
         n = next(iter(values.values())).numel()
         for c0 in range(0, n, chunk):
             part = {k: v[c0:c0 + chunk].to(memory.device) for k, v in values.items()}
@@ -179,7 +179,7 @@ def retrieval_matrix(memory: MemorySystem, memory_cfg: Mapping[str, Any], space:
     recall: dict[int, list[torch.Tensor]] = {k: [] for k in KS}
     c_ret: list[torch.Tensor] = []
     try:
-        for config in tqdm(configs, desc="search", unit="candidate", disable=None):
+        for config in progress(configs, desc="search", unit="candidates"):
             memory.configure_retrieval(**retrieval_settings_of(memory_cfg, config, space))
             result = memory.retrieve(blinded)
             for k, v in unit_recall(result.units(), evidence, KS).items():

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
@@ -32,6 +31,7 @@ from synapse_pt.data.records import Dataset, Question
 from synapse_pt.errors import ConfigError
 from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.progress import Progress
 
 from .prompts import (
     ANSWER_STYLES,
@@ -357,12 +357,15 @@ def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
     """
     queries = [blind(q) for q in questions]
     start = time.perf_counter()
-    if batch_size <= 0 or batch_size >= len(queries):
-        result = memory.retrieve(queries)
+    step = max(1, len(queries) if batch_size <= 0 else batch_size)
+    parts = []
+    with Progress(len(queries), "retrieve", "questions", logger=log) as bar:
+        for i in range(0, max(1, len(queries)), step):  # no questions: one empty call
+            parts.append(memory.retrieve(queries[i:i + step]))
+            bar.update(len(parts[-1].items))
+    if len(parts) == 1:
+        result = parts[0]
     else:
-        parts = [memory.retrieve(queries[i:i + batch_size])
-                 for i in tqdm(range(0, len(queries), batch_size), desc="retrieve",
-                               disable=None)]  # None: off when not a TTY
         result = RetrievalResult([row for p in parts for row in p.items],
                                  torch.cat([p.c_ret for p in parts]),
                                  torch.cat([p.gated for p in parts]),
@@ -421,16 +424,17 @@ def answer_questions(llm: LLM, dataset: Dataset, questions: Sequence[Question],
     responses: list[ChatResponse | None] = [None] * len(questions)
     bs = max(1, settings.answer_batch_size)
     n_cached = 0
-    for start in tqdm(range(0, len(todo), bs), desc="answer",
-                      disable=(len(todo) <= bs) or None):
-        chunk = todo[start:start + bs]
-        batch = llm.generate([requests[i] for i in chunk])
-        if len(batch) != len(chunk):
-            raise RuntimeError(f"{type(llm).__name__}.generate answered {len(batch)} of "
-                               f"{len(chunk)} requests")
-        for i, resp in zip(chunk, batch, strict=True):
-            responses[i] = resp
-            n_cached += bool(resp.cached)
+    with Progress(len(todo), "answer", "questions", logger=log) as bar:
+        for start in range(0, len(todo), bs):
+            chunk = todo[start:start + bs]
+            batch = llm.generate([requests[i] for i in chunk])
+            if len(batch) != len(chunk):
+                raise RuntimeError(f"{type(llm).__name__}.generate answered {len(batch)} of "
+                                   f"{len(chunk)} requests")
+            for i, resp in zip(chunk, batch, strict=True):
+                responses[i] = resp
+                n_cached += bool(resp.cached)
+            bar.update(len(chunk))
     log.info("answered %d questions (%d from the response cache), %d gated", len(todo), n_cached,
              len(questions) - len(todo))
     return responses
@@ -497,7 +501,8 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          prompts=settings.prompts, upstream_path=settings.upstream_path,
                          skip_categories=judge_skip_categories(unanswerable, protocol),
                          rubrics=([q.rubric for q in questions]
-                                  if protocol == "beam_rubric" else None))
+                                  if protocol == "beam_rubric" else None),
+                         batch_size=settings.answer_batch_size)
 
 
 def judge_all(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
@@ -597,6 +602,20 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     for col in float_cols:
         df[col] = df[col].astype("float64")
     return df
+
+
+def metric_columns(settings: EvalSettings) -> list[str]:
+    """The metric columns :func:`prediction_frame` writes in a run of :func:`evaluate` under
+    ``settings`` (each becomes a metric of ``metrics.json``): evidence recall at each cut-off and
+    token budget; in qa mode the answers' F1 and BLEU under the scoring protocols, and the
+    judge's mean and spread when it runs."""
+    columns = [f"recall@{int(k)}" for k in settings.recall_ks]
+    columns += [f"recall@{int(t)}tok" for t in settings.recall_budgets]
+    if settings.mode == "qa":
+        columns += ["f1_official", "f1_amem", "bleu1", "f1_membox"]
+        if settings.judge_runs > 0:
+            columns += ["judge", "judge_std"]
+    return columns
 
 
 def _nan_to_none(x: float | torch.Tensor | np.floating) -> float | None:

@@ -9,21 +9,24 @@ fresh cached PageRank.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from ..data.records import Dialogue, Turn
 from ..data.render import TurnRenderer
 from ..models.base import TextEncoder
+from ..progress import Progress
 from .extraction import ConceptExtractor, clean_concepts
 from .maintenance import cap_in_edges, collect_dormant, mark_activity, refresh_pagerank
 from .memory_graph import MemoryGraph
 from .types import ABSTRACTION, ASSOCIATION, EPISODIC, SEMANTIC, TEMPORAL
+
+log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1)
 HOURS_PER_UNIT: dict[str, float] = {"seconds": 1 / 3600, "minutes": 1 / 60, "hours": 1.0,
@@ -207,25 +210,24 @@ class GraphBuilder:
 
         graphs: list[MemoryGraph] = []
         turn_pos = window_pos = 0
-        bar = tqdm(total=len(flat), desc="consolidate windows", unit="window",
-                   disable=(len(flat) < 50) or None)  # None: off when not a TTY
-        for conv, turns, conv_windows in zip(conversations, turn_lists, windows, strict=True):
-            graph = self.new_graph(conv.sample_id, num_turns=len(turns))
-            for k, win in enumerate(conv_windows):
-                bar.update(1)
-                cs = concepts[window_pos]
-                rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
-                self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
-                                 vocab_emb[rows.to(vocab_emb.device)],
-                                 finalize=k == len(conv_windows) - 1)
-                turn_pos += len(win)
-                window_pos += 1
-            graphs.append(graph)
+        with Progress(len(flat), "consolidate windows", "windows", logger=log) as bar:
+            for conv, turns, conv_windows in zip(conversations, turn_lists, windows,
+                                                 strict=True):
+                graph = self.new_graph(conv.sample_id, num_turns=len(turns))
+                for k, win in enumerate(conv_windows):
+                    cs = concepts[window_pos]
+                    rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
+                    self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
+                                     vocab_emb[rows.to(vocab_emb.device)],
+                                     finalize=k == len(conv_windows) - 1)
+                    turn_pos += len(win)
+                    window_pos += 1
+                    bar.update(1)
+                graphs.append(graph)
         t4 = time.perf_counter()
         self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
                              "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
                              "total_s": t4 - t0}
-        bar.close()
         return graphs
 
     def new_graph(self, sample_id: str, *, num_turns: int = 0) -> MemoryGraph:

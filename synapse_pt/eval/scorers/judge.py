@@ -56,6 +56,7 @@ An unreadable item makes that question's run a failure (NaN, counted), never a s
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,11 +66,14 @@ import numpy as np
 
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.llm.recording import RecordingLLM
+from synapse_pt.progress import Progress
 
 __all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREADABLE",
            "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
            "parse_coverage_score", "parse_judge_label", "parse_rubric_verdict",
            "unreadable_scores_zero"]
+
+log = logging.getLogger(__name__)
 
 JUDGE_PROTOCOLS = ("mem0", "gaama", "realtalk", "beam_rubric")
 
@@ -403,6 +407,7 @@ def judge_answers(
     unreadable: str = "protocol",
     prompts: str = "upstream",
     upstream_path: str | None = None,
+    batch_size: int = 64,
 ) -> JudgeResult:
     """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
 
@@ -425,6 +430,9 @@ def judge_answers(
         prompts: ``"upstream"``: ``"gaama"`` is GAAMA's code (:func:`gaama_judge`, its prompts
             read from the file in ``upstream_path``, ``max_tokens`` not used); ``"ours"``: our
             wording (:data:`COVERAGE_PROMPT`). The other protocols are the same under both.
+        batch_size: judge requests per ``llm.generate`` call (the progress a log shows,
+            :mod:`synapse_pt.progress`, advances between calls; GAAMA's code judges a run's
+            questions in one call).
 
     Raises:
         ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
@@ -465,42 +473,49 @@ def judge_answers(
     replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
     seeds = [base_seed + r for r in range(n_runs)]
     upstream_gaama = protocol == "gaama" and prompts == "upstream"
-    for r, seed in enumerate(seeds):
-        if upstream_gaama:
-            scores, said = gaama_judge(served, [questions[i] for i in todo],
-                                       [str(golds[i]) for i in todo],
-                                       [predictions[i] for i in todo], seed=seed,
-                                       temperature=temperature, extra=extra,
-                                       upstream_path=upstream_path)
-            for i, score, text in zip(todo, scores, said, strict=True):
-                replies[r][i] = text
-                failed[r, i] = score is None
-                if score is not None or zero:
-                    labels[r, i] = 0.0 if score is None else score
-            continue
-        requests = build_judge_requests(
-            [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
-            [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
-            temperature=temperature, extra=extra, protocol=protocol,
-            rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
-            prompts=prompts, upstream_path=upstream_path,
-        )
-        responses = served.generate(requests) if requests else []
-        if len(responses) != len(requests):
-            raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
-                             f"{len(requests)} requests (run {r}, seed {seed})")
-        # one verdict per request; a question's label is the mean of its verdicts (a rubric's
-        # items; one otherwise), unreadable when any is (then 0 under a zero rule, else none)
-        verdicts: dict[int, list[float | None]] = {}
-        texts: dict[int, list[str]] = {}
-        for i, resp in zip(owner, responses, strict=True):
-            verdicts.setdefault(i, []).append(judge_verdict(protocol, resp.text))
-            texts.setdefault(i, []).append(resp.text)
-        for i, items in verdicts.items():
-            replies[r][i] = "\n---\n".join(texts[i])
-            failed[r, i] = any(v is None for v in items)
-            if not failed[r, i] or zero:
-                labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
+    step = max(1, batch_size)
+    with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
+        for r, seed in enumerate(seeds):
+            if upstream_gaama:
+                scores, said = gaama_judge(served, [questions[i] for i in todo],
+                                           [str(golds[i]) for i in todo],
+                                           [predictions[i] for i in todo], seed=seed,
+                                           temperature=temperature, extra=extra,
+                                           upstream_path=upstream_path)
+                for i, score, text in zip(todo, scores, said, strict=True):
+                    replies[r][i] = text
+                    failed[r, i] = score is None
+                    if score is not None or zero:
+                        labels[r, i] = 0.0 if score is None else score
+                bar.update(len(todo))
+                continue
+            requests = build_judge_requests(
+                [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
+                [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
+                temperature=temperature, extra=extra, protocol=protocol,
+                rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
+                prompts=prompts, upstream_path=upstream_path,
+            )
+            responses = []
+            for start in range(0, len(requests), step):
+                chunk = requests[start:start + step]
+                responses += served.generate(chunk)
+                bar.update(len(chunk))
+            if len(responses) != len(requests):
+                raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
+                                 f"{len(requests)} requests (run {r}, seed {seed})")
+            # one verdict per request; a question's label is the mean of its verdicts (a rubric's
+            # items; one otherwise), unreadable when any is (then 0 under a zero rule, else none)
+            verdicts: dict[int, list[float | None]] = {}
+            texts: dict[int, list[str]] = {}
+            for i, resp in zip(owner, responses, strict=True):
+                verdicts.setdefault(i, []).append(judge_verdict(protocol, resp.text))
+                texts.setdefault(i, []).append(resp.text)
+            for i, items in verdicts.items():
+                replies[r][i] = "\n---\n".join(texts[i])
+                failed[r, i] = any(v is None for v in items)
+                if not failed[r, i] or zero:
+                    labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
 
     parsed = ~np.isnan(labels)
     n_ok = parsed.sum(0)

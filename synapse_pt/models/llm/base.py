@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +108,14 @@ class LLM(ABC):
         """What the response cache keys on besides ``backend``: ``model`` by default; backends
         whose answers also depend on local weights or precision add a fingerprint of those."""
         return self.model
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """Check what can be checked of this backend's config (``llm.backend``) without building
+        it, loading weights or opening a connection (a run does it before anything is embedded);
+        raise :class:`~synapse_pt.errors.ConfigError` naming the setting. Nothing to check by
+        default."""
+        return None
 
     @abstractmethod
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...

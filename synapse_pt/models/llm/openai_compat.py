@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import json
 import logging
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
+
+from synapse_pt.errors import ConfigError
 
 from .base import (
     LLM,
@@ -42,6 +46,12 @@ _EXCERPT = 300  # characters of a failing body quoted in errors
 #: The key sent to a server that needs none (vLLM's and Ollama's convention): the SDK always sends
 #: a bearer token, and local servers started without ``--api-key`` ignore it.
 NO_KEY = "EMPTY"
+
+
+def needs_api_key(base_url: str) -> bool:
+    """Whether the server at ``base_url`` refuses requests without a key: OpenAI's API does;
+    local servers (vLLM, Ollama, ``transformers serve``) accept :data:`NO_KEY`."""
+    return "api.openai.com" in base_url
 
 
 class _Malformed(Exception):
@@ -114,11 +124,28 @@ class OpenAICompatibleLLM(LLM):
 
     # -- the SDK ------------------------------------------------------------------------------
 
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        """``base_url`` is an http(s) URL with a host, and a server that needs a key
+        (:func:`needs_api_key`) finds one in the environment variable ``api_key_env`` names;
+        nothing is sent."""
+        defaults = inspect.signature(cls.__init__).parameters
+        base_url = str(settings.get("base_url", defaults["base_url"].default))
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"llm.backend.base_url={base_url!r} is not an http(s) URL with a "
+                              "host (e.g. https://api.openai.com/v1, http://127.0.0.1:8000/v1)")
+        env = settings.get("api_key_env", defaults["api_key_env"].default)
+        if needs_api_key(base_url) and not (env and os.environ.get(env)):
+            raise ConfigError(f"llm.backend.api_key_env: {base_url} needs an API key and the "
+                              f"environment variable {env or '(none named)'} is empty; export "
+                              f"{env or 'OPENAI_API_KEY'}=... (or set llm.backend.api_key_env)")
+
     def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             return key
-        if "api.openai.com" in self.base_url:
+        if needs_api_key(self.base_url):
             raise LLMError(f"{self.url} needs an API key: environment variable "
                            f"{self.api_key_env or '<api_key_env unset>'} is empty")
         return NO_KEY
