@@ -8,6 +8,7 @@ list and checks every import against it)::
     build.py cli.py             builders from the composed config; the Hydra callbacks
     preflight.py                the checks a run makes before ingesting
     study_key.py tracking.py    names of resumable studies; W&B or nothing
+    run_records.py              Hydra's records and the log, written once a run claims its folder
     eval/                       QA pipeline, scorers, tables
     memory/                     MemorySystem implementations (synapse, baselines)
     retrieval/                  triggers (BM25, dense), scoring, gate

@@ -43,6 +43,7 @@ from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.none import NoLLM
+from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.models.text_cache import TextValueCache
 
 log = logging.getLogger("synapse_pt.build")
@@ -69,8 +70,9 @@ def run_category_names(cfg: DictConfig) -> dict[int, str]:
 
 
 #: errors raised inside a constructor that hydra's ``instantiate`` must not wrap: their message
-#: names the config key (or the set-up command) and the CLI prints it as one line
-UNWRAPPED = (ConfigError, ModelNotAssembled)
+#: names the config key, the file (a cache SQLite cannot read) or the set-up command, and the CLI
+#: prints it as one line
+UNWRAPPED = (ConfigError, ModelNotAssembled, CorruptCacheError)
 
 
 def instantiate(cfg: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.run_folder import claim_new_folder
+from synapse_pt.eval.run_folder import OutputDirNotWritable, claim_new_folder, holds_outputs
 from synapse_pt.models import threads
 
 # third-party loggers that log every request at INFO (httpx, and httpx2 under the openai SDK: one
@@ -78,10 +79,6 @@ class SqliteStorageDir(Callback):
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
-class OutputDirNotWritable(OSError):
-    """A run's (or a multirun's) folder cannot be created or written."""
-
-
 def ensure_writable(folder: str | Path, key: str) -> Path:
     """Create ``folder`` and write (then remove) a probe file in it; an
     :class:`OutputDirNotWritable` naming the folder, its config key and the cause otherwise."""
@@ -99,38 +96,59 @@ def ensure_writable(folder: str | Path, key: str) -> Path:
     return path
 
 
+#: the stamped folders this process made for its runs (:meth:`WritableRunDir._claim`): nothing
+#: else can reuse one, so a run that fails in it leaves none behind (``synapse_pt.run``)
+CLAIMED: set[Path] = set()
+
+
+def drop_unused_folder(folder: str | Path) -> None:
+    """Remove ``folder`` when this process made it for its run (:data:`CLAIMED`) and it holds no
+    run outputs (a failed start's, an estimate's): nothing can reuse a stamped folder (the same
+    command gets a new stamp). Any other folder is kept (the same command resumes in it)."""
+    path = Path(folder)
+    if path.resolve() in CLAIMED and path.is_dir() and not holds_outputs(path):
+        shutil.rmtree(path)
+
+
 class WritableRunDir(Callback):
-    """Hydra callback: claim a stamped run folder for this run alone (:meth:`_claim`), and check
-    that the run's folder (``hydra.run.dir``; a multirun's ``hydra.sweep.dir``) can be written
-    before Hydra opens its log file there, which otherwise fails as "Unable to configure handler
-    'file'" with the cause buried in a traceback. Exits with one line naming the folder (status
-    2). Used by ``configs/hydra/default.yaml``."""
+    """Hydra callback: claim a stamped run folder, or a stamped multirun's sweep folder, for this
+    run alone (:meth:`_claim`), and check that it (``hydra.run.dir``; a multirun's
+    ``hydra.sweep.dir``) can be written before the run starts, which otherwise fails as "Unable to
+    configure handler 'file'" with the cause buried in a traceback. Exits with one line naming the
+    folder (status 2). Used by ``configs/hydra/default.yaml``."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._claim(config)
+        self._claim(config, "run")
         self._check(config, "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._claim(config, "sweep")
         self._check(config, "hydra.sweep.dir")
 
     @staticmethod
-    def _claim(config: DictConfig) -> None:
-        """A stamped run folder (``hydra.run.dir`` with ``${now:...}``, the default) is made
-        here, atomically, and renamed ``<stamp>-2``, ``-3``, ... when another run made it first
-        (:func:`~synapse_pt.eval.run_folder.claim_new_folder`): two runs never share it. A
-        literal ``hydra.run.dir`` is left as given (the same command resumes there; the run's
-        lock refuses a second run while one writes it)."""
-        raw = OmegaConf.to_container(config.hydra.run, resolve=False).get("dir")
+    def _claim(config: DictConfig, mode: str) -> None:
+        """A stamped folder (``hydra.run.dir``/``hydra.sweep.dir`` with ``${now:...}``, the
+        default) is made here, atomically, and renamed ``<stamp>-2``, ``-3``, ... when another run
+        made it first (:func:`~synapse_pt.eval.run_folder.claim_new_folder`): two runs (two
+        multiruns) never share it. A multirun's jobs compose their configs anew from its hydra
+        overrides, so the claimed sweep folder is added to them. A literal folder is left as given
+        (the same command resumes there; the run's lock refuses a second run while one writes
+        it)."""
+        raw = OmegaConf.to_container(config.hydra[mode], resolve=False).get("dir")
         if not isinstance(raw, str) or "${now:" not in raw:
             return
-        folder = str(OmegaConf.select(config, "hydra.run.dir"))
+        folder = str(OmegaConf.select(config, f"hydra.{mode}.dir"))
         try:
-            claimed = str(claim_new_folder(folder))
+            claimed = claim_new_folder(folder)
         except OSError:
             return  # _check names the folder and the cause
-        if claimed != folder:
+        CLAIMED.add(claimed.resolve())
+        if str(claimed) != folder:
             with read_write(config), open_dict(config):
-                config.hydra.run.dir = claimed
+                config.hydra[mode].dir = str(claimed)
+                if mode == "sweep":
+                    quoted = str(claimed).replace("'", "\\'")
+                    config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{quoted}'")
 
     @staticmethod
     def _check(config: DictConfig, key: str) -> None:

@@ -49,6 +49,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import memory_class
+from synapse_pt.cli import drop_unused_folder
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
 from synapse_pt.eval.pipeline import (
@@ -313,7 +314,9 @@ def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="run")
 def main(cfg: DictConfig) -> None:
-    """CLI: print the estimate of the run the same overrides would make."""
+    """CLI: print the estimate of the run the same overrides would make (the stamped run folder
+    Hydra was given is removed: an estimate writes nothing)."""
+    drop_unused_folder(cfg.paths.output_dir)
     frame, facts = estimate(cfg)
     print(format_estimate(frame, facts), end="")
     print(f"estimate_usd_max: {facts['usd_max'] if facts['usd_max'] is not None else 'n/a'} USD")

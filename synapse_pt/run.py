@@ -4,7 +4,8 @@ A thin ``@hydra.main`` over :func:`run`, a plain function of the composed config
 run's folder (:mod:`synapse_pt.eval.run_folder`), finds and loads the data
 (:mod:`synapse_pt.data.resolve`), builds the models and memory (:mod:`synapse_pt.build`),
 evaluates (:mod:`synapse_pt.eval.pipeline`), records (:mod:`synapse_pt.eval.record`), writes the
-outputs (:func:`~synapse_pt.eval.outputs.write_run_outputs`) and returns the metrics. Tests,
+outputs (:func:`~synapse_pt.eval.outputs.write_run_outputs`) into the folder's staging folder,
+moves them into place once the run has succeeded, and returns the metrics. Tests,
 studies and sweeps call :func:`run` directly; the hydra entry point returns the configured
 ``objective``.
 """
@@ -15,6 +16,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from synapse_pt.build import (
 )
 from synapse_pt.cli import (
     configure_threads,
+    drop_unused_folder,
     in_multirun,
     one_line,
     quiet_third_party_logs,
@@ -50,13 +53,25 @@ from synapse_pt.eval.record import (
     run_spend,
     run_timings,
 )
-from synapse_pt.eval.run_folder import OutputDirInUse, RunFolderLocked, check_output_dir, holding
+from synapse_pt.eval.run_folder import (
+    OutputDirInUse,
+    OutputDirNotWritable,
+    RunFolderLocked,
+    check_output_dir,
+    check_same_data,
+    commit,
+    holding,
+    holds_outputs,
+    staging,
+    writing,
+)
 from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.preflight import check_run
+from synapse_pt.run_records import RunRecords
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
 
@@ -71,42 +86,63 @@ ERROR_EXIT_CODE = 1  # a run ended by one of USER_FACING_ERRORS
 #: connection error or unknown model ends deep in asyncio otherwise)
 USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
     LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse,
-    RunFolderLocked, ConfigError, ModelNotAssembled)
+    RunFolderLocked, OutputDirNotWritable, ConfigError, ModelNotAssembled)
 
 
-def run(cfg: DictConfig, refuse_fallback: str | None = None) -> dict[str, Any]:
+#: called once a run has passed its folder's checks: ``(staging folder, folder for the log)``
+OnClaim = Callable[[Path, Path], None]
+
+
+def run(cfg: DictConfig, refuse_fallback: str | None = None,
+        on_claim: OnClaim | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
     shipped sample; a Hydra multirun always refuses. The folder is locked while the run writes
-    it (:func:`~synapse_pt.eval.run_folder.holding`: a second run into it is refused)."""
+    it (:func:`~synapse_pt.eval.run_folder.holding`: a second run into it is refused); another
+    configuration's or other data's outputs there are refused unless ``overwrite=true``
+    (:func:`~synapse_pt.eval.run_folder.check_output_dir`,
+    :func:`~synapse_pt.eval.run_folder.check_same_data`). The outputs are written into the
+    folder's staging folder and replace its own only when the run has succeeded
+    (:func:`~synapse_pt.eval.run_folder.commit`). ``on_claim`` (the CLI's Hydra records) is called
+    once every check has passed, before anything is written: with the staging folder and the
+    folder the log goes to (the staging folder when the run replaces another's outputs)."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    with holding(output_dir):
+    overwrite = bool(cfg.get("overwrite", False))
+    with holding(output_dir), staging(output_dir) as staged:
         resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         config_text = OmegaConf.to_yaml(cfg, resolve=True)
-        check_output_dir(output_dir, config_text, overwrite=bool(cfg.get("overwrite", False)))
-        (output_dir / "config.yaml").write_text(config_text)
+        check_output_dir(output_dir, config_text, overwrite=overwrite)
         seed_everything(int(cfg.seed))
         configure_threads(cfg)
+        t0 = time.perf_counter()
+        dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke),
+                                refuse_fallback=refuse_fallback or (
+                                    "a multirun" if in_multirun() else None))
+        check_same_data(output_dir, dataset.sha256, overwrite=overwrite)
+        replacing = overwrite and holds_outputs(output_dir)
+        (staged / "config.yaml").write_text(config_text)
+        if on_claim is not None:
+            on_claim(staged, staged if replacing else output_dir)
         tracker = run_tracker(resolved, output_dir)
         exit_code = 1
         try:
-            metrics = evaluate_into(output_dir, cfg, resolved, tracker, refuse_fallback)
+            with writing(output_dir):
+                metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
+                commit(staged, output_dir, replace=overwrite)
+            log.info("outputs written to %s", output_dir.resolve())
+            print(f"[synapse_pt] outputs: {output_dir.resolve()}")
             exit_code = 0
             return metrics
         finally:
             tracker.finish(exit_code)
 
 
-def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], tracker: Any,
-                  refuse_fallback: str | None) -> dict[str, Any]:
-    """Build, evaluate and record ``cfg`` into ``output_dir`` (claimed and locked by
-    :func:`run`); the metrics."""
-    t0 = time.perf_counter()
-    dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke),
-                            refuse_fallback=refuse_fallback or (
-                                "a multirun" if in_multirun() else None))
+def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], dataset: Any,
+                  tracker: Any, t0: float) -> dict[str, Any]:
+    """Build, evaluate and record ``cfg`` on ``dataset`` (loaded since ``t0``) into ``output_dir``
+    (the staging folder of the folder :func:`run` claimed and locked); the metrics."""
     audit = build_audit(cfg.dataset, dataset)
     settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                           if k in EvalSettings.__dataclass_fields__}),
@@ -145,17 +181,37 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], t
     write_run_outputs(output_dir, predictions=df, metrics=metrics, timings=timings,
                       spend=run_spend(llm, prices, judge_served), tables=tables)
     log_run(tracker, metrics, timings, tables, df, output_dir / "metrics.json")
-    log.info("outputs written to %s", output_dir.resolve())
-    print(f"[synapse_pt] outputs: {output_dir.resolve()}")
     return metrics
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="run")
 def main(cfg: DictConfig) -> float:
-    """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise)."""
+    """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise).
+    Hydra's records and the log are written by :class:`~synapse_pt.run_records.RunRecords` once
+    the run has claimed its folder; a stamped folder of a run that failed is removed
+    (:func:`~synapse_pt.cli.drop_unused_folder`)."""
     quiet_third_party_logs()
+    records = RunRecords(cfg)
     try:
-        metrics = run(cfg)
+        metrics = run_reporting_errors(cfg, records)
+    except BaseException:
+        records.close()
+        drop_unused_folder(cfg.paths.output_dir)
+        raise
+    records.close()
+    print(render_summary(metrics, run_category_names(cfg),
+                         label=run_label(metrics["identity"]),
+                         output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
+    value = lookup_metric(metrics, cfg.objective)
+    print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
+    return value
+
+
+def run_reporting_errors(cfg: DictConfig, records: RunRecords) -> dict[str, Any]:
+    """:func:`run` with Hydra's records; a budget stop (exit status 3) and the errors of
+    :data:`USER_FACING_ERRORS` (exit status 1) logged and printed as one line."""
+    try:
+        return run(cfg, on_claim=records.claim)
     except BudgetExceeded as err:  # a clean stop: what was answered is cached
         log.error("%s", err)
         print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
@@ -167,12 +223,6 @@ def main(cfg: DictConfig) -> float:
         print(f"[synapse_pt] error: {one_line(err)} (HYDRA_FULL_ERROR=1 shows the traceback)",
               file=sys.stderr)
         sys.exit(ERROR_EXIT_CODE)
-    print(render_summary(metrics, run_category_names(cfg),
-                         label=run_label(metrics["identity"]),
-                         output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
-    value = lookup_metric(metrics, cfg.objective)
-    print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
-    return value
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from synapse_pt.build import ingested_memory
 from synapse_pt.cli import configure_threads
 from synapse_pt.eval.outputs import config_hash, git_commit, write_json
 from synapse_pt.eval.sweep import auto_chunk, chunk_bounds, draw_configs, merge_tables, sweep_table
+from synapse_pt.run_records import RunRecords
 
 log = logging.getLogger("synapse_pt.sweep")
 
@@ -92,7 +93,16 @@ class MergeSweepTables(Callback):
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="sweep")
 def main(cfg: DictConfig) -> None:
-    path = sweep(cfg)
+    """CLI: one chunk of the sweep; Hydra's records and the log in the job's folder
+    (:class:`~synapse_pt.run_records.RunRecords`)."""
+    records = RunRecords(cfg)
+    try:
+        folder = Path(cfg.paths.output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        records.claim(folder, folder)
+        path = sweep(cfg)
+    finally:
+        records.close()
     print(f"[synapse_pt] sweep chunk table: {path}")
 
 

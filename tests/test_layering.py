@@ -25,7 +25,7 @@ LAYERS = {
     "retrieval": 2,
     "memory": 3,
     "eval": 4,
-    "build": 5, "cli": 5, "preflight": 5, "study_key": 5, "tracking": 5,
+    "build": 5, "cli": 5, "preflight": 5, "run_records": 5, "study_key": 5, "tracking": 5,
     "run": 6, "sweep": 6, "estimate": 6,
     "study": 7,
     "__init__": 8,

@@ -67,14 +67,15 @@ def test_neutral_changes_are_named_with_both_values() -> None:
 
 
 def test_a_failed_start_folder_accepts_the_corrected_command(tmp_path: Path) -> None:
-    """A run that failed before writing outputs (a missing data file) leaves only its
-    ``config.yaml``; the corrected command into the same folder runs."""
+    """A run that failed before writing outputs (a missing data file) leaves nothing in its folder
+    (its config.yaml is written with the outputs, issue 51); a folder that holds only a
+    ``config.yaml`` (left by an earlier version's failed start) accepts the corrected command."""
     bad = make_cfg(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
                    f"dataset.path={tmp_path / 'missing.json'}", output_dir=str(tmp_path / "run"))
     with pytest.raises(Exception, match="missing.json"):
         run(bad)
-    assert (tmp_path / "run" / "config.yaml").is_file()
-    assert not (tmp_path / "run" / "metrics.json").exists()
+    assert list((tmp_path / "run").iterdir()) == []
+    (tmp_path / "run" / "config.yaml").write_text(OmegaConf.to_yaml(bad, resolve=True))
     good = make_cfg(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
                     output_dir=str(tmp_path / "run"))
     metrics = run(good)

@@ -217,7 +217,10 @@ class Dataset:
             known = {c.sample_id for c in convs}
             missing = [s for s in sample_ids if s not in known]
             if missing:
-                raise KeyError(f"{self.path}: no conversation with sample_id {missing}")
+                ids = [c.sample_id for c in convs]
+                shown = ids if len(ids) <= 20 else [*ids[:20], f"... ({len(ids)} in all)"]
+                raise ConfigError(f"dataset.sample_ids: {self.path} has no conversation "
+                                  f"{missing}; its sample ids: {shown}")
             convs = [c for c in convs if c.sample_id in set(sample_ids)]
         if max_conversations is not None:
             convs = convs[:max_conversations]

@@ -68,7 +68,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     if fmt in FOLDER_FORMATS:
         dataset = _folder_dataset(cfg, fmt)
         check_categories(dataset, dataset_categories(cfg))
-        return _subset(dataset, cfg, smoke)
+        return require_turns(_subset(dataset, cfg, smoke))
     if fmt != "locomo":
         raise ConfigError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
                           f"{fmt!r}")
@@ -100,7 +100,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
             raise DatasetNotFoundError(SAMPLE_REFUSED.format(what=refuse_fallback))
         dataset.notes.append(SAMPLE_FALLBACK_NOTE)
     check_categories(dataset, dataset_categories(cfg))
-    return _subset(dataset, cfg, smoke)
+    return require_turns(_subset(dataset, cfg, smoke))
 
 
 def check_sha256(path: Path, expected: str | None) -> None:
@@ -143,6 +143,17 @@ def _folder_dataset(cfg: Mapping[str, Any], fmt: str) -> Dataset:
         dataset.notes.append(f"{source.path}: {check.describe()}")
         dataset.upstream_change = "; ".join(check.differences)
         log.warning("%s: %s", source.path, check.describe())
+    return dataset
+
+
+def require_turns(dataset: Dataset) -> Dataset:
+    """``dataset`` itself; a :class:`DataFormatError` naming the file and the conversation when a
+    conversation has no turn in any session (a memory would hold nothing to retrieve)."""
+    for conv in dataset.conversations:
+        if conv.num_turns == 0:
+            raise DataFormatError(dataset.path, f"conversation {conv.sample_id}", "sessions",
+                                  f"no turns in any of its {len(conv.sessions)} sessions: "
+                                  "nothing to ingest")
     return dataset
 
 

@@ -1,5 +1,5 @@
-"""A run's own folder: claimed so that no two runs share it, locked while a run writes it, and
-cleared of a replaced run's files under ``overwrite=true``.
+"""A run's own folder: claimed so that no two runs share it, locked while a run writes it, its
+outputs staged and moved into place only when the run has succeeded.
 
 * :func:`claim_new_folder`: a stamped folder name (``outputs/run/<date>_<time>_<microseconds>``)
   made atomically, with ``-2``, ``-3``, ... appended when another run made it first;
@@ -7,9 +7,13 @@ cleared of a replaced run's files under ``overwrite=true``.
   ``O_CREAT | O_EXCL`` while a run writes the folder, removed when it ends; a second run into a
   locked folder is refused (:class:`RunFolderLocked`, naming the holder), a lock whose process is
   dead on this host is taken over (logged);
-* :func:`check_output_dir`: a finished folder of another configuration is refused
-  (:class:`OutputDirInUse`) unless ``overwrite=true``, which removes the replaced run's files
-  (:func:`clear_outputs`).
+* :func:`check_output_dir`, :func:`check_same_data`: a finished folder of another configuration
+  or of other data (the data file's sha256) is refused (:class:`OutputDirInUse`) unless
+  ``overwrite=true``;
+* :func:`staging`: the hidden folder :data:`STAGING` inside the run's folder that a run writes its
+  outputs (and Hydra's records) into; :func:`commit` moves them into place when the run has
+  succeeded (under ``overwrite=true`` removing the replaced run's files first,
+  :func:`clear_outputs`), so a run that fails leaves the folder's earlier outputs whole.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -35,6 +40,11 @@ LOCK_NAME = "run.lock"
 #: the files whose presence makes a folder hold a configuration's outputs (a run that failed
 #: before writing any of them left only its ``config.yaml``)
 RUN_OUTPUTS = ("metrics.json", "predictions.parquet")
+#: the hidden folder inside a run's folder that its outputs are written into before they replace
+#: the folder's own (:func:`staging`, :func:`commit`)
+STAGING = ".staging"
+#: Hydra's records of the run (its composed config, Hydra's config, the command-line overrides)
+HYDRA_RECORDS = ".hydra"
 
 
 class OutputDirInUse(RuntimeError):
@@ -43,6 +53,33 @@ class OutputDirInUse(RuntimeError):
 
 class RunFolderLocked(RuntimeError):
     """Another run is writing this folder now (its lock file names it)."""
+
+
+class OutputDirNotWritable(OSError):
+    """A run's (or a multirun's) folder cannot be created or written."""
+
+
+#: what a folder that cannot be written (read-only, its file system full) raises
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def writing(folder: Path) -> Iterator[None]:
+    """Turn an :class:`OSError` of a file under ``folder`` that cannot be written
+    (:data:`NOT_WRITABLE`: made read-only mid-run, a full disk) into one
+    :class:`OutputDirNotWritable` naming the folder, the file and the cause."""
+    try:
+        yield
+    except OSError as err:
+        name = err.filename
+        inside = name is not None and Path(os.fsdecode(name)).resolve().is_relative_to(
+            folder.resolve())
+        if err.errno not in NOT_WRITABLE or not inside or isinstance(err, OutputDirNotWritable):
+            raise
+        raise OutputDirNotWritable(
+            f"{folder}: the run's outputs could not be written ({os.fsdecode(name)}: "
+            f"{err.strerror}); the folder's earlier outputs are left as they were; make it "
+            "writable and rerun, or choose another hydra.run.dir") from err
 
 
 def claim_new_folder(folder: str | Path) -> Path:
@@ -155,24 +192,96 @@ def holding(folder: str | Path) -> Iterator[Path]:
     try:
         yield lock
     finally:
-        release(lock)
+        try:
+            release(lock)
+        except OSError as err:  # a folder made read-only: the run's own error stays the one said
+            log.warning("%s: could not remove the lock file (%s); the next run takes it over "
+                        "(its process has ended)", lock, err)
+
+
+def holds_outputs(folder: Path) -> bool:
+    """Whether ``folder`` holds a run's outputs (any of :data:`RUN_OUTPUTS`)."""
+    return any((folder / name).exists() for name in RUN_OUTPUTS)
 
 
 def clear_outputs(folder: Path) -> list[str]:
-    """Remove what a run writes (:data:`RUN_FILES`, the files of :data:`TABLES`) from
-    ``folder``; the names removed. Hydra's own files and anything else are left."""
-    removed = []
-    for name in RUN_FILES:
-        if (folder / name).is_file():
-            (folder / name).unlink()
-            removed.append(name)
-    tables = folder / TABLES
-    if tables.is_dir():
-        for path in sorted(tables.iterdir()):
-            if path.is_file():
-                path.unlink()
-                removed.append(f"{TABLES}/{path.name}")
+    """Remove what a run writes (:data:`RUN_FILES`, :data:`TABLES`, :data:`HYDRA_RECORDS`) from
+    ``folder``; the names removed. Anything else (its log, a tracker's files) is left."""
+    removed = [name for name in RUN_FILES if (folder / name).is_file()]
+    for name in removed:
+        (folder / name).unlink()
+    for name in (TABLES, HYDRA_RECORDS):
+        if (folder / name).is_dir():
+            shutil.rmtree(folder / name)
+            removed.append(f"{name}/")
     return removed
+
+
+@contextmanager
+def staging(folder: Path) -> Iterator[Path]:
+    """The run's staging folder ``<folder>/.staging``, made empty (one a killed run left behind is
+    removed: the caller holds the folder's lock) and removed when the ``with`` block ends, whatever
+    it holds then: a run that failed before :func:`commit` leaves ``folder`` as it found it. Said
+    in one log line when the folder holds another run's outputs."""
+    path = folder / STAGING
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir()
+    try:
+        yield path
+    except BaseException:
+        if holds_outputs(folder):
+            log.warning("%s: this run did not finish; the outputs already in the folder are left "
+                        "as they were", folder)
+        raise
+    finally:
+        if path.exists():
+            try:
+                shutil.rmtree(path)
+            except OSError as err:  # as for the lock: the run's own error stays the one said
+                log.warning("%s: could not remove the staging folder (%s); the next run into "
+                            "the folder removes it", path, err)
+
+
+def commit(staged: Path, folder: Path, replace: bool) -> None:
+    """Move everything in ``staged`` into ``folder`` (a folder such as ``tables/`` replaces the one
+    there), ``replace`` (``overwrite=true``): after removing the replaced run's files
+    (:func:`clear_outputs`, logged), so none survives beside the new run's."""
+    if replace:
+        removed = clear_outputs(folder)
+        if removed:
+            log.info("%s: overwrite=true replaced the earlier run's files %s", folder, removed)
+    for entry in sorted(staged.iterdir()):
+        target = folder / entry.name
+        if entry.is_dir() and target.is_dir():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+
+
+def _refuse(output_dir: Path, what: str) -> OutputDirInUse:
+    return OutputDirInUse(
+        f"{output_dir} holds the outputs of another {what}; choose another hydra.run.dir, rerun "
+        "the same configuration on the same data to resume, or pass overwrite=true to replace "
+        "them")
+
+
+def check_same_data(output_dir: Path, sha256: str | None, overwrite: bool = False) -> None:
+    """Refuse to write into a folder whose outputs were computed on other data: the data's sha256
+    recorded in its ``metrics.json`` (``identity.dataset.sha256``) is not ``sha256``. A file
+    nobody pinned (``dataset.sha256=null``) can change under the same configuration; this is what
+    tells the two runs apart. ``overwrite=true`` replaces them."""
+    metrics = output_dir / "metrics.json"
+    if overwrite or not metrics.is_file():
+        return
+    try:
+        before = json.loads(metrics.read_text())["identity"]["dataset"]["sha256"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise OutputDirInUse(f"{metrics}: not a run's metrics (no identity.dataset.sha256: "
+                             f"{type(err).__name__}: {err}); choose another hydra.run.dir or "
+                             "pass overwrite=true to replace it") from None
+    if before != sha256:
+        raise _refuse(output_dir, f"data file (sha256 {str(before)[:12]}..., this run's "
+                                  f"{str(sha256)[:12]}...)")
 
 
 def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
@@ -182,17 +291,11 @@ def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False
     outputs identical). Settings that cannot change results
     (:data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts, retries,
     the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
-    folder holding only a failed start's ``config.yaml`` (no :data:`RUN_OUTPUTS`) accepts any
-    configuration; ``overwrite=true`` replaces another configuration's outputs: every file the
-    replaced run wrote is removed (:func:`clear_outputs`), so none survives beside the new run's."""
+    folder holding no :data:`RUN_OUTPUTS` (a failed start's log) accepts any configuration;
+    ``overwrite=true`` replaces another configuration's outputs once the new run has succeeded
+    (:func:`commit`)."""
     saved = output_dir / "config.yaml"
-    if overwrite:
-        removed = clear_outputs(output_dir)
-        if removed:
-            log.info("%s: overwrite=true removed the replaced run's files %s", output_dir,
-                     removed)
-        return
-    if not saved.is_file():
+    if overwrite or not saved.is_file():
         return
     before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
     after = OmegaConf.to_container(OmegaConf.create(config_text))
@@ -203,11 +306,8 @@ def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False
     differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     if not differ:
         return
-    if not any((output_dir / name).exists() for name in RUN_OUTPUTS):
+    if not holds_outputs(output_dir):
         log.info("%s holds only the config.yaml of a run that wrote no outputs; replacing it "
                  "(differs in %s)", output_dir, differ)
         return
-    raise OutputDirInUse(
-        f"{output_dir} holds the outputs of another configuration (differs in {differ}); "
-        "choose another hydra.run.dir, rerun the same configuration to resume, or pass "
-        "overwrite=true to replace them")
+    raise _refuse(output_dir, f"configuration (differs in {differ})")

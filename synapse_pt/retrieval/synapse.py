@@ -130,6 +130,8 @@ class SynapseParams:
                   "tau_gate": (0.0, None if self.c_ret_source == "potential" else 1.0)}
         for name, (lo, hi) in ranges.items():
             value = getattr(self, name)
+            if isinstance(value, str) or value is None:
+                raise ConfigError(f"{_node(name)}.{name} must be a number, got {value!r}")
             t = torch.as_tensor(value, dtype=torch.float64)
             if t.numel() == 0 or not torch.isfinite(t).all():
                 raise ConfigError(f"{_node(name)}.{name} must be finite, got {value!r}")
