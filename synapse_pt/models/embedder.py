@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..progress import Progress
 from . import threads
 from .assemble import (
     ASSEMBLED_MODELS,
@@ -160,11 +161,14 @@ class HFEmbedder:
         identity: ``name`` plus truncation length, pooling, dtype and the call shapes: the cache
             key prefix.
         dim: embedding width.
-        cache_every: texts embedded between two writes to the disk cache.
-        progress: called as ``progress(done, total)`` after each chunk of texts (run logs).
+        cache_every: texts embedded between two writes to the disk cache (and two progress
+            updates).
+        progress_from: an ``encode`` of at least this many new texts shows its progress
+            (:class:`~synapse_pt.progress.Progress`: a bar on a terminal, else run-log lines).
     """
 
-    cache_every: int = 2048
+    cache_every: int = 1024
+    progress_from: int = 512
 
     def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
                  call_tokens: int = 1024, bucket_lengths: Sequence[int] | None = None,
@@ -211,7 +215,6 @@ class HFEmbedder:
         self._model: torch.nn.Module | None = None
         self._tokenizer = None
         self.load_seconds: float | None = None
-        self.progress = None
 
         self.dim: int = self._hidden_size()
         self.weights: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
@@ -369,15 +372,21 @@ class HFEmbedder:
             # chunk); sorted, a chunk spans few buckets, so few calls are part-filled
             todo.sort(key=lambda k: -len(text_of[k]))
             found = dict(found)
-            for start in range(0, len(todo), self.cache_every):
-                chunk = todo[start:start + self.cache_every]
-                computed = dict(zip(chunk, self._embed([text_of[k] for k in chunk]),
-                                    strict=True))
-                if self.cache is not None:
-                    self.cache.put_many(computed.items())
-                found.update(computed)
-                if self.progress is not None:
-                    self.progress(start + len(chunk), len(todo))
+            bar = (Progress(len(todo), "embed texts", "texts", logger=log)
+                   if len(todo) >= self.progress_from else None)
+            try:
+                for start in range(0, len(todo), self.cache_every):
+                    chunk = todo[start:start + self.cache_every]
+                    computed = dict(zip(chunk, self._embed([text_of[k] for k in chunk]),
+                                        strict=True))
+                    if self.cache is not None:
+                        self.cache.put_many(computed.items())
+                    found.update(computed)
+                    if bar is not None:
+                        bar.update(len(chunk))
+            finally:
+                if bar is not None:
+                    bar.close()
         return stack_rows(found, keys, self.dim, f"HFEmbedder {self.name}")
 
     def __repr__(self) -> str:

@@ -272,3 +272,24 @@ def test_call_shapes_are_part_of_the_identity():
         HFEmbedder(bucket_lengths=[16, 512])
     with pytest.raises(ValueError, match="strictly increasing"):
         HFEmbedder(bucket_lengths=[32, 16])
+
+
+def test_a_long_encode_writes_its_progress_to_the_log(caplog, tmp_path):
+    """Issue 50: off a terminal, embedding many texts writes ``embed texts: done/total`` lines to
+    the run log (here with a small threshold: 8 texts, 2 a chunk); a small encode writes none."""
+    import logging
+
+    encoder = HFEmbedder(cache_dir=str(tmp_path))
+    encoder.progress_from, encoder.cache_every = 8, 2
+    texts = [f"{t} ({n})" for n, t in enumerate(TEXTS * 2)][:8]
+    with caplog.at_level(logging.INFO, logger="synapse_pt.models.embedder"):
+        encoder.encode(texts[:3])
+        assert not [r for r in caplog.records if "embed texts" in r.getMessage()]
+        encoder.encode(texts)  # 3 cached, 5 new: under the threshold
+        assert not [r for r in caplog.records if "embed texts" in r.getMessage()]
+        encoder.encode([f"{t} again" for t in texts])
+    lines = [r.getMessage() for r in caplog.records if "embed texts" in r.getMessage()]
+    assert lines[0] == "embed texts: 0/8 texts (0%)"
+    assert [line.split(" texts (")[0] for line in lines[1:]] == [
+        "embed texts: 2/8", "embed texts: 4/8", "embed texts: 6/8", "embed texts: 8/8"]
+    assert lines[-1].endswith("in all")
