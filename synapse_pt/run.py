@@ -131,6 +131,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
             with writing(output_dir):
                 metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
                 commit(staged, output_dir, replace=overwrite)
+            tracker.log_file(output_dir / "metrics.json")
             log.info("outputs written to %s", output_dir.resolve())
             print(f"[synapse_pt] outputs: {output_dir.resolve()}")
             exit_code = 0
@@ -180,7 +181,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
     tables = build_tables(metrics, names, run_label=run_label(identity))
     write_run_outputs(output_dir, predictions=df, metrics=metrics, timings=timings,
                       spend=run_spend(llm, prices, judge_served), tables=tables)
-    log_run(tracker, metrics, timings, tables, df, output_dir / "metrics.json")
+    log_run(tracker, metrics, timings, tables, df)
     return metrics
 
 

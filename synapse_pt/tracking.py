@@ -99,10 +99,11 @@ def run_tracker(resolved: Mapping[str, Any], output_dir: Path) -> Tracker:
 
 
 def log_run(tracker: Tracker, metrics: Mapping[str, Any], timings: Mapping[str, float],
-            tables: Mapping[str, pd.DataFrame], predictions: pd.DataFrame,
-            metrics_file: Path) -> None:
-    """A finished run to its tracker: the flat metrics and timings, the tables, the predictions
-    (where the tracker logs them) and ``metrics.json`` (the config is the tracker run's own)."""
+            tables: Mapping[str, pd.DataFrame], predictions: pd.DataFrame) -> None:
+    """A finished run to its tracker: the flat metrics and timings, the tables and the predictions
+    (where the tracker logs them); the config is the tracker run's own. ``metrics.json`` is
+    logged once it is in the run's folder (``tracker.log_file``, after the staged outputs moved
+    there: W&B links the file it saves)."""
     from synapse_pt.eval.record import flatten_metrics
 
     tracker.log_metrics(flatten_metrics(metrics) | {f"timing/{k}": v for k, v in timings.items()})
@@ -110,4 +111,3 @@ def log_run(tracker: Tracker, metrics: Mapping[str, Any], timings: Mapping[str, 
         tracker.log_table(f"tables/{name}", table)
     if getattr(tracker, "log_predictions", False):
         tracker.log_table("predictions", predictions)
-    tracker.log_file(metrics_file)

@@ -134,14 +134,14 @@ def test_crashing_run_still_finishes_wandb(tmp_path, wandb_env, monkeypatch):
         finished.append(exit_code)
         original(self, exit_code)
 
-    def broken_dataset(*args, **kwargs):
-        raise RuntimeError("dataset exploded")
+    def broken_memory(*args, **kwargs):  # a crash after the W&B run started
+        raise RuntimeError("memory exploded")
 
     monkeypatch.setattr(WandbTracker, "finish", spy)
-    monkeypatch.setattr(run_module, "build_dataset", broken_dataset)
+    monkeypatch.setattr(run_module, "run_memory", broken_memory)
     out = tmp_path / "crash"
     cfg = make_cfg(*FAST, f"paths.cache_dir={tmp_path / 'cache'}", output_dir=str(out))
-    with pytest.raises(RuntimeError, match="dataset exploded"):
+    with pytest.raises(RuntimeError, match="memory exploded"):
         run_module.run(cfg)
     assert finished == [1]
     assert wandb.run is None

@@ -19,6 +19,7 @@ def jobs(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "usable_cores", lambda: 8)
+    threads.unregister_job()  # registered elsewhere by an earlier test of this process
     before = torch.get_num_threads()
     yield tmp_path
     threads.unregister_job()
