@@ -17,7 +17,8 @@ With the bundled all-MiniLM-L6-v2 on the CPU:
 ``padded`` is ``HFEmbedder._embed`` as it stood at 4dc6122 (longest first, ``64`` texts a pass,
 padded to the longest, PyTorch's intra-op threads); ``alone`` as it stood at 70f7a39 (each
 sequence on its own, unpadded, intra-op threads); ``fixed`` is ``HFEmbedder._embed`` itself, with
-``threads: auto`` (this process registered as a job, :mod:`synapse_pt.models.threads`). Start two
+``threads: auto`` (this process registered as a job, :mod:`synapse_pt.models.threads`); ``onnx``
+the same calls on ONNX Runtime (``--methods padded,alone,fixed,onnx``). Start two
 copies of the script with one method each to measure jobs that share the machine. The last line
 is ``fixed/padded throughput: R`` with all three methods, else ``embed_throughput_<method>: N
 texts/s``.
@@ -74,7 +75,22 @@ def fixed_embed(embedder: HFEmbedder, texts: list[str]) -> torch.Tensor:
     return embedder._embed(texts)
 
 
-METHODS = {"padded": padded_embed, "alone": alone_embed, "fixed": fixed_embed}
+_ONNX: dict[str, HFEmbedder] = {}
+
+
+def onnx_embed(embedder: HFEmbedder, texts: list[str]) -> torch.Tensor:
+    """The same fixed-shape calls on ONNX Runtime (``embedder.runtime=onnx``), exported once into
+    a temporary folder."""
+    if "encoder" not in _ONNX:
+        import tempfile
+
+        _ONNX["encoder"] = HFEmbedder(runtime="onnx", onnx_dir=tempfile.mkdtemp())
+        _ONNX["encoder"]._load()
+    return _ONNX["encoder"]._embed(texts)
+
+
+METHODS = {"padded": padded_embed, "alone": alone_embed, "fixed": fixed_embed,
+           "onnx": onnx_embed}
 
 
 def bits_report(name: str, embed, embedder: HFEmbedder, probe: list[str], mates_a: list[str],
@@ -118,7 +134,7 @@ def main() -> None:
         probe = texts[:args.probe]
         mates_a, mates_b = texts[100:144], texts[200:263]
         for name in methods:
-            if name != "fixed":
+            if name in ("padded", "alone"):
                 torch.set_num_threads(pool_threads)
             bits_report(name, METHODS[name], embedder, probe, mates_a, mates_b)
 
@@ -131,7 +147,7 @@ def main() -> None:
     speed: dict[str, list[float]] = {name: [] for name in methods}
     for r in range(args.rounds):
         for name in methods:
-            if name != "fixed":
+            if name in ("padded", "alone"):
                 torch.set_num_threads(pool_threads)
             start = time.perf_counter()
             METHODS[name](embedder, sample)
@@ -144,6 +160,8 @@ def main() -> None:
     if {"padded", "fixed"} <= set(methods):
         if "alone" in methods:
             print(f"alone/padded throughput: {medians['alone'] / medians['padded']:.2f}")
+        if "onnx" in methods:
+            print(f"onnx/fixed throughput: {medians['onnx'] / medians['fixed']:.2f}")
         print(f"fixed/padded throughput: {medians['fixed'] / medians['padded']:.2f}")
 
 

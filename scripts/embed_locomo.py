@@ -29,8 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", default=".cache/embeddings",
                    help="embedding cache folder (default: .cache/embeddings)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--call-tokens", type=int, default=1024,
-                   help="token positions a fixed-shape call holds (default: 1024)")
+    p.add_argument("--call-tokens", type=int, default=256,
+                   help="token positions a fixed-shape call holds (default: 256)")
     p.add_argument("--model", default="bundled:all-MiniLM-L6-v2")
     return p.parse_args(argv)
 

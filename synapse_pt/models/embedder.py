@@ -171,7 +171,7 @@ class HFEmbedder:
     progress_from: int = 512
 
     def __init__(self, model: str = "bundled:all-MiniLM-L6-v2", device: str = "cpu",
-                 call_tokens: int = 1024, bucket_lengths: Sequence[int] | None = None,
+                 call_tokens: int = 256, bucket_lengths: Sequence[int] | None = None,
                  max_length: int = 256, dtype: str = "float32",
                  cache_dir: str | None = None, long_text: str = "truncate",
                  runtime: str = "torch", onnx_dir: str | None = None) -> None:
