@@ -104,6 +104,27 @@ def bits_report(name: str, embed, embedder: HFEmbedder, probe: list[str], mates_
               f"max |diff| {(got - alone).abs().max().item():.3g}")
 
 
+def compare_call_tokens(sample: list[str], values: list[int], rounds: int) -> None:
+    """The fixed-shape calls at each ``call_tokens`` value, interleaved: padding and texts/s."""
+    encoders = {t: HFEmbedder(call_tokens=t) for t in values}
+    for encoder in encoders.values():
+        encoder._load()
+    tokenizer = encoders[values[0]]._tokenizer
+    sizes = [len(ids) for ids in tokenizer(sample, truncation=True, max_length=256)["input_ids"]]
+    rates: dict[int, list[float]] = {t: [] for t in values}
+    for _ in range(rounds):
+        for t, encoder in encoders.items():
+            start = time.perf_counter()
+            encoder._embed(sample)
+            rates[t].append(len(sample) / (time.perf_counter() - start))
+    for t in values:
+        waste = encoders[t].shapes.padded_tokens(sizes) / sum(sizes)
+        print(f"call_tokens {t}: {statistics.median(rates[t]):.1f} texts/s, positions/tokens "
+              f"{waste:.2f}")
+    best = max(values, key=lambda t: statistics.median(rates[t]))
+    print(f"best_call_tokens: {best} (of {len(sample)} texts)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("SYNAPSE_DATA", "data/locomo10.json"))
@@ -113,6 +134,9 @@ def main() -> None:
     ap.add_argument("--methods", default="padded,alone,fixed",
                     help=f"comma-separated, of {sorted(METHODS)}")
     ap.add_argument("--no-bits", action="store_true", help="skip the bits report")
+    ap.add_argument("--call-tokens", default="",
+                    help="comma-separated call sizes: the fixed-shape calls once per value "
+                         "(methods fixed@T), padding and throughput only")
     args = ap.parse_args()
     methods = [m.strip() for m in args.methods.split(",")]
     unknown = sorted(set(methods) - set(METHODS))
@@ -139,6 +163,9 @@ def main() -> None:
             bits_report(name, METHODS[name], embedder, probe, mates_a, mates_b)
 
     sample = texts[:args.texts]
+    if args.call_tokens:
+        compare_call_tokens(sample, [int(t) for t in args.call_tokens.split(",")], args.rounds)
+        return
     sizes = [len(ids) for ids in embedder._tokenizer(sample, truncation=True,
                                                      max_length=embedder.max_length)["input_ids"]]
     computed = embedder.shapes.padded_tokens(sizes)
