@@ -128,7 +128,8 @@ MEMBOX: dict[str, Any] = {
     # commit, 0033d47, labels 39.88 / 58.03 / 27.96 / 60.09 as Compact, k = 10), the box build and
     # the answers by gpt-4o-mini, its own answer step (eval.answer_style=system -> membox)
     "top_k": 10,
-    "our_build": "memory=membox memory.mode=compact memory.k=10 extractor=llm llm=openai eval=qa",
+    # experiment=membox_published sets memory=membox memory.mode=compact memory.k=10
+    "our_build": "experiment=membox_published extractor=llm llm=openai eval=qa",
     "n_questions": 1540,
     "metric": "Membox F1, overall = question-weighted mean over categories 1-4",
 }
