@@ -424,6 +424,7 @@ class GAAMAMemory(MemorySystem):
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.blocks: dict[str, _Block] = {}
         self.ingest_seconds = 0.0
+        self.store_counts: dict[str, int] = {}  # nearest="store": what the store returned
 
     def _code_knn(self) -> int:
         """The code's nearest set: max(2 * total pack budget, 2 * seeds) nodes (60+20+5+80 ->
@@ -455,6 +456,7 @@ class GAAMAMemory(MemorySystem):
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
                 "nearest": self.nearest,
+                **({"store_nearest": dict(self.store_counts)} if self.nearest == "store" else {}),
                 "trim": self.trim, "episode_text": self.episode_text,
                 **({} if llm_free else {
                     "prompts": self.prompts, "bad_source": self.bad_source,
@@ -779,6 +781,17 @@ class GAAMAMemory(MemorySystem):
         where = {name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(names)}
         return {name: returned[where[name][0]:where[name][1]] for name in set(sample_ids)}
 
+    def _count_store(self, returned: Mapping[str, torch.Tensor],
+                     by_conv: Mapping[str, list[int]]) -> None:
+        """Tallies, over the questions retrieved so far, how many of their conversation's nodes
+        the store returned: fewer than ``knn``, fewer than ``seeds``, none (in describe())."""
+        got = torch.cat([returned[sid][:, cols].sum(0) for sid, cols in by_conv.items()])
+        for key, n in (("questions", len(got)), ("below_knn", int((got < self.knn).sum())),
+                       ("below_seeds", int((got < self.seeds).sum())),
+                       ("none", int((got == 0).sum())),
+                       ("nearest_sum", int(got.clamp(max=self.knn).sum()))):
+            self.store_counts[key] = self.store_counts.get(key, 0) + n
+
     def scores(self, block: _Block, query_emb: torch.Tensor,
                similarity: torch.Tensor | None = None, returned: torch.Tensor | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -840,6 +853,8 @@ class GAAMAMemory(MemorySystem):
         fused = self.fused.normalised_scores(questions) if self.fused is not None else None
         returned = (self.store_returns(query_emb, list(by_conv)) if self.nearest == "store"
                     else None)
+        if returned is not None:
+            self._count_store(returned, by_conv)
         for sample_id, cols in by_conv.items():
             block = self.blocks[sample_id]
             similarity = None

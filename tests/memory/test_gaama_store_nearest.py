@@ -150,3 +150,5 @@ def test_store_nearest_equals_a_plain_computation(tmp_path) -> None:
         packed = m._pack(blocks[own], ranked)
         assert [it.node_id for it in result.items[b]] == [it.node_id for it in packed]
     assert fewer > 0
+    counts = m.describe()["store_nearest"]  # the run's record of what the store returned
+    assert (counts["questions"], counts["below_knn"]) == (len(questions), fewer)
