@@ -79,7 +79,9 @@ def format_study_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
              (f"no price for {facts['model']!r} in llm.prices: tokens only" if pd.isna(usd)
               else f"at most ${usd:,.4f} for the whole study (completions at their max_tokens)"),
              "no model was called; each variant's stages: python -m synapse_pt.estimate "
-             "<its overrides>", TOKENIZER_NOTE,
+             "<its overrides>",
+             "a sum of per-variant bounds: a request two variants both send (the same "
+             "extraction) is paid once, the response cache answers the repeat", TOKENIZER_NOTE,
              f"study_estimate_usd_max: {'n/a' if pd.isna(usd) else usd} USD"]
     return "\n".join(lines) + "\n"
 
