@@ -14,7 +14,14 @@ last lines name the study's best variant at an equal context budget (recall with
 more text buys recall@10). A study whose runs were judged (``eval=judge``, several judges with
 ``eval.judges=[mem0,gaama]``) also gets ``OUT/judges.md``: each system's score under each judge
 and scorer, each one's order of the systems, the Kendall tau between orders and the pairs of
-systems that swap (the same tables as ``judges_*`` in ``OUT/tables/``).
+systems that swap (the same tables as ``judges_*`` in ``OUT/tables/``). A study that names the
+published row of its variants (``published:``, e.g. studies/paper_table.yaml) also gets its
+paper table in ``study.md``: each cell ours / published, under the published protocol.
+
+    python scripts/run_study.py paper_table --estimate llm=openai
+
+prints the whole study's calls, tokens and dollars (each variant's ``synapse_pt.estimate``, and
+their sum) and runs nothing.
 """
 
 from __future__ import annotations
@@ -26,19 +33,34 @@ from pathlib import Path
 
 from synapse_pt.eval.collect import build_tables, load_runs, write
 from synapse_pt.eval.judge_sensitivity import has_judges, sensitivity_markdown
+from synapse_pt.eval.paper_table import paper_table
 from synapse_pt.eval.study import best_lines, load_study, study_table
 from synapse_pt.eval.tables import to_markdown
-from synapse_pt.study import run_study, stale_run_folders, variant_folders
+from synapse_pt.study import (
+    estimate_study,
+    format_study_estimate,
+    run_study,
+    stale_run_folders,
+    variant_folders,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("study", help="name in studies/ or a path to a study file")
-    parser.add_argument("--out", required=True, type=Path, help="folder for runs and tables")
+    parser.add_argument("--out", type=Path, help="folder for runs and tables")
+    parser.add_argument("--estimate", action="store_true",
+                        help="print the study's calls, tokens and dollars; run nothing")
     parser.add_argument("--baseline", default=None, help="label of the delta tables' base row")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every variant")
     args = parser.parse_intermixed_args(argv)  # overrides before or after --out
     study = load_study(args.study)
+    if args.estimate:
+        frame, facts = estimate_study(study, args.overrides)
+        print(format_study_estimate(frame, facts), end="")
+        return 0
+    if args.out is None:
+        parser.error("--out is required to run a study (or --estimate to price it)")
     results = run_study(study, args.out, args.overrides)
     runs, where = load_runs(list(variant_folders(study, args.out).values()),
                             baseline=args.baseline)
@@ -61,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = sensitivity_markdown(runs, f"judge sensitivity: study {args.study}")
         (args.out / "judges.md").write_text(report)
         print(report)
+    if study["published"]:
+        paper = to_markdown(paper_table(results, study["published"]))
+        with (args.out / "study.md").open("a") as f:
+            f.write("\n## Beside the published numbers (ours / published, %)\n\n" + paper + "\n")
+        print(paper)
     return 0
 
 

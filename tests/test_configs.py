@@ -60,7 +60,7 @@ def test_every_group_has_options():
     assert set(GROUPS) >= {"dataset", "embedder", "llm", "extractor", "memory", "eval", "logger",
                            "paths", "experiment", "hparams_search"}
     assert set(EXPERIMENTS) == {"paper_main", "synapse_tuned", "synapse_strong", "synapse_fused",
-                                "gaama_fused", "membox_fused",
+                                "gaama_fused", "membox_fused", "membox_published",
                                 *ABLATIONS}
 
 
@@ -119,7 +119,7 @@ def test_experiment_overrides(experiment):
         assert OmegaConf.select(cfg, key) == value, key
     if experiment == "vectors_only":
         assert cfg.memory._target_.endswith("VectorRAG")
-    elif experiment in ("gaama_fused", "membox_fused"):
+    elif experiment in ("gaama_fused", "membox_fused", "membox_published"):
         assert cfg.memory._target_.endswith(("GAAMAMemory", "MemboxMemory"))
     elif experiment not in ("synapse_tuned", "synapse_strong", "synapse_fused"):  # own tests
         assert cfg.memory._target_.endswith("SynapseMemory")
@@ -127,6 +127,22 @@ def test_experiment_overrides(experiment):
         for key, _ in SPEC_HPARAMS.values():
             if key not in changed:
                 assert OmegaConf.select(cfg, key) == OmegaConf.select(base, key), key
+
+
+def test_membox_published_is_compact_at_ten_boxes():
+    """Membox's published F1 (paper_numbers.MEMBOX: Compact, content top-k 10) against
+    memory=membox, its code's default (trace mode, 5 boxes); the record of our build names it."""
+    from synapse_pt.eval import paper_numbers
+
+    cfg, plain = make_cfg("experiment=membox_published"), make_cfg("memory=membox")
+    assert (cfg.memory.mode, cfg.memory.k) == ("compact", 10)
+    assert (plain.memory.mode, plain.memory.k) == ("trace", 5)
+    assert (cfg.memory.mode, cfg.memory.k) == (paper_numbers.MEMBOX["mode"],
+                                               paper_numbers.MEMBOX["top_k"])
+    assert "experiment=membox_published" in paper_numbers.MEMBOX["our_build"]
+    # every other Membox setting is the code's default
+    for key in set(plain.memory) - {"mode", "k"}:
+        assert OmegaConf.select(cfg.memory, key) == OmegaConf.select(plain.memory, key), key
 
 
 def test_spec_hyperparameters_have_paper_defaults():

@@ -25,6 +25,7 @@ __all__ = [
     "OTHER_REPORTED",
     "PAPER_CATEGORIES",
     "PROTOCOLS",
+    "PUBLISHED_ROWS",
     "SOURCES",
 ]
 
@@ -128,7 +129,8 @@ MEMBOX: dict[str, Any] = {
     # commit, 0033d47, labels 39.88 / 58.03 / 27.96 / 60.09 as Compact, k = 10), the box build and
     # the answers by gpt-4o-mini, its own answer step (eval.answer_style=system -> membox)
     "top_k": 10,
-    "our_build": "memory=membox memory.mode=compact memory.k=10 extractor=llm llm=openai eval=qa",
+    # experiment=membox_published sets memory=membox memory.mode=compact memory.k=10
+    "our_build": "experiment=membox_published extractor=llm llm=openai eval=qa",
     "n_questions": 1540,
     "metric": "Membox F1, overall = question-weighted mean over categories 1-4",
 }
@@ -171,3 +173,39 @@ OUR_BUILDS: dict[str, str] = {
     "Membox": MEMBOX["our_build"],
     "GAAMA": GAAMA["our_build"],
 }
+
+# The published row each system of the paper-table study (studies/paper_table.yaml) sits beside:
+# its per-category numbers and mean (percent), the protocol they were measured under, and the
+# metric of ours (a key of metrics.json) scored under that protocol. "LoCoMo (full context)"
+# reports only its mean (SYNAPSE's efficiency table: official F1 without adversarial).
+PUBLISHED_ROWS: dict[str, dict[str, Any]] = {
+    "SYNAPSE": {"values": {c: v for c, v in MAIN_F1["SYNAPSE"].items() if c != "average"},
+                "mean": MAIN_F1["SYNAPSE"]["average"], "metric": "f1_official",
+                "protocol": PROTOCOLS["SYNAPSE"]},
+    "Membox": {"values": MEMBOX_F1, "mean": MEMBOX["overall_f1"]["compact"],
+               "metric": "f1_membox", "protocol": PROTOCOLS["Membox"]},
+    "GAAMA": {"values": GAAMA["per_category"], "mean": GAAMA["mean_reward"]["GAAMA"],
+              "metric": "judge", "protocol": PROTOCOLS["GAAMA"]},
+    "LoCoMo (full context)": {
+        "values": {}, "mean": EFFICIENCY["LoCoMo (full context)"]["f1"], "metric": "f1_official",
+        "protocol": "official F1, gpt-4o-mini, mean without adversarial (SYNAPSE's efficiency "
+                    "table; no per-category numbers)"},
+}
+
+
+def _ablation_rows() -> dict[str, dict[str, Any]]:
+    """Each ablation's published value(s) beside its config (``"SYNAPSE <config>"``): the
+    "average" as the row's mean, the rest per category."""
+    rows: dict[str, dict[str, Any]] = {}
+    for a in ABLATIONS:
+        row = rows.setdefault(f"SYNAPSE {a['config']}", {
+            "values": {}, "mean": None, "metric": "f1_official",
+            "protocol": f"{PROTOCOLS['SYNAPSE']}; ablation: {a['change']}"})
+        if a["metric"] == "average":
+            row["mean"] = a["ablated"]
+        else:
+            row["values"][a["metric"]] = a["ablated"]
+    return rows
+
+
+PUBLISHED_ROWS.update(_ablation_rows())

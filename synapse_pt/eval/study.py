@@ -1,7 +1,9 @@
 """Studies: named variants of one run configuration, run in one process, tabulated together.
 
-A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares)
-and ``variants`` (``{label: [overrides]}``); :func:`load_study` reads and checks it, and
+A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares),
+``variants`` (``{label: [overrides]}``) and optionally ``published`` (``{label: published row}``,
+the number each variant sits beside: :mod:`synapse_pt.eval.paper_table`); :func:`load_study`
+reads and checks it, and
 :func:`synapse_pt.study.run_study` runs its variants. :func:`study_table` gives one row per
 variant: context tokens a question, evidence recall@5/10/30 and within each context budget per
 category and over the questions of the answerable categories, and the gate figures;
@@ -21,6 +23,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from .aggregate import answerable_span, run_summary_names
+from .paper_numbers import PUBLISHED_ROWS
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 STUDY_DIR = CONFIG_DIR.parent / "studies"
@@ -47,7 +50,17 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
                              "_ . + -")
         if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
             raise ValueError(f"{path}: variant {label!r} must be a list of override strings")
-    return {"base": base, "variants": study["variants"], "path": str(path)}
+    published = study.get("published") or {}
+    if not isinstance(published, dict):
+        raise ValueError(f"{path}: 'published' must map variant labels to published rows")
+    for label, system in published.items():
+        if label not in study["variants"]:
+            raise ValueError(f"{path}: published.{label}: no such variant")
+        if system not in PUBLISHED_ROWS:
+            raise ValueError(f"{path}: published.{label}: {system!r} is no published row of "
+                             f"synapse_pt/eval/paper_numbers.py (known: {sorted(PUBLISHED_ROWS)})")
+    return {"base": base, "variants": study["variants"], "published": published,
+            "path": str(path)}
 
 
 #: the context budget (tokens a question) at which a study names its best system: recall within

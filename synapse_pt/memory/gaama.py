@@ -34,7 +34,11 @@ the public code (gaama ``2d992f7``) by default, our earlier reading kept as a fl
    to sum 1;
 3. candidates (``services/ltm_retriever.py``): ``candidates="code"``, the nearest ``knn`` nodes
    (the code's ``max(2 * total budget, 2 * seeds)`` = 330) plus the seeds' neighbourhood to depth
-   2; ``"neighbourhood"``, the neighbourhood alone (ours before);
+   2; ``"neighbourhood"``, the neighbourhood alone (ours before). ``nearest`` says where the
+   nearest set and the seeds come from: ``"conversation"``, the question's conversation's nodes;
+   ``"store"``, as the code's sqlite-vec store returns them (the ``max(2 knn, 20)`` nearest over
+   every ingested conversation, only then the question's, at most ``knn``: fewer, at worst none;
+   :meth:`GAAMAMemory.store_returns`, issue 53);
 4. personalised PageRank from the seeds on the seeds' neighbourhood (the code's expanded edges;
    0 for nearest-set nodes outside it; :func:`~synapse_pt.graph.ppr.personalised_pagerank`,
    continuation 0.6, 100 iterations, L1 tolerance 1e-6), hub dampening as the code (``"code"``,
@@ -136,6 +140,11 @@ CANDIDATE_RULES = ("code", "neighbourhood")
 #: ``evals/locomo/locomo_eval.py``, ``_trim_memory_pack``); ``"facts_first"``: facts, then
 #: reflections, then episodes by time until the words run out (our earlier reading).
 TRIM_RULES = ("code", "facts_first")
+#: the nearest set's source: ``"conversation"`` (ours: the ``knn`` nearest of the question's own
+#: conversation) or ``"store"`` (the code's vector store, gaama ``adapters/sqlite_vector.py``
+#: 178-238: the ``max(2 knn, 20)`` nearest over every ingested conversation, then those of the
+#: question's conversation, at most ``knn``; the seeds are the best of that set).
+NEAREST_RULES = ("conversation", "store")
 #: an episode's text: "code" ([<session date string>] <speaker>: <text>, run_create_ltm.py) or
 #: "shared" (the shared turn_template, ours before issue 44)
 EPISODE_TEXTS = ("code", "shared")
@@ -257,6 +266,10 @@ class GAAMAMemory(MemorySystem):
         similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
         candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
         knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
+        nearest: where the nearest set (and the seeds in it) come from: ``"conversation"`` (ours:
+            the ``knn`` nearest of the question's conversation) or ``"store"`` (the code's: the
+            ``max(2 knn, 20)`` nearest over every ingested conversation, kept if they are of the
+            question's conversation, at most ``knn``; often fewer, none at worst).
         trim: ``"code"`` (proportional to the budgets, lowest scores first) or
             ``"facts_first"`` (ours before).
         max_facts, max_reflections, max_skills, max_episodes, max_words: the pack (code: 60, 20,
@@ -298,8 +311,8 @@ class GAAMAMemory(MemorySystem):
     name = "gaama"
     retrieval_fields = ("seeds", "depth", "alpha", "hub_dampening", "cosine_weight",
                         "ppr_weight", "graph_only_cosine", "similarity", "candidates", "knn",
-                        "trim", "max_facts", "max_reflections", "max_skills", "max_episodes",
-                        "max_words", "tau_gate")
+                        "nearest", "trim", "max_facts", "max_reflections", "max_skills",
+                        "max_episodes", "max_words", "tau_gate")
     # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
     int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
                     "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
@@ -307,7 +320,8 @@ class GAAMAMemory(MemorySystem):
                     "reflections_per_group": 1, "max_tokens": 1}
     choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
                "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
-               "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES, "prompts": PROMPT_SOURCES,
+               "nearest": NEAREST_RULES, "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES,
+               "prompts": PROMPT_SOURCES,
                "bad_source": BAD_SOURCE_RULES, "reflections": REFLECTION_RULES,
                "fact_context": CONTEXT_RULES}
     # answer_from_memory.md (services/answer_from_memory.py) and the key-fact judge
@@ -330,7 +344,8 @@ class GAAMAMemory(MemorySystem):
                  edge_weight: float = 0.8, hub_dampening: str = "code", hub_degree: int = 50,
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
                  graph_only_cosine: str = "zero", similarity: str = "code",
-                 candidates: str = "code", knn: int | None = None, trim: str = "code",
+                 candidates: str = "code", knn: int | None = None,
+                 nearest: str = "conversation", trim: str = "code",
                  max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
@@ -346,7 +361,7 @@ class GAAMAMemory(MemorySystem):
         self.llm = extractor_llm(extractor, "gaama")
         for key, value in (("hub_dampening", hub_dampening),
                            ("graph_only_cosine", graph_only_cosine), ("similarity", similarity),
-                           ("candidates", candidates), ("trim", trim),
+                           ("candidates", candidates), ("nearest", nearest), ("trim", trim),
                            ("chunk_token_rule", chunk_token_rule), ("prompts", prompts),
                            ("bad_source", bad_source), ("reflections", reflections),
                            ("fact_context", fact_context)):
@@ -371,6 +386,7 @@ class GAAMAMemory(MemorySystem):
         self.cosine_weight, self.ppr_weight = float(cosine_weight), float(ppr_weight)
         self.graph_only_cosine = graph_only_cosine
         self.similarity, self.candidates, self.trim = similarity, candidates, trim
+        self.nearest = nearest
         self.max_facts, self.max_reflections = int(max_facts), int(max_reflections)
         self.max_skills = int(max_skills)
         self.max_episodes, self.max_words = int(max_episodes), int(max_words)
@@ -408,6 +424,7 @@ class GAAMAMemory(MemorySystem):
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.blocks: dict[str, _Block] = {}
         self.ingest_seconds = 0.0
+        self.store_counts: dict[str, int] = {}  # nearest="store": what the store returned
 
     def _code_knn(self) -> int:
         """The code's nearest set: max(2 * total pack budget, 2 * seeds) nodes (60+20+5+80 ->
@@ -438,6 +455,8 @@ class GAAMAMemory(MemorySystem):
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
+                "nearest": self.nearest,
+                **({"store_nearest": dict(self.store_counts)} if self.nearest == "store" else {}),
                 "trim": self.trim, "episode_text": self.episode_text,
                 **({} if llm_free else {
                     "prompts": self.prompts, "bad_source": self.bad_source,
@@ -743,20 +762,55 @@ class GAAMAMemory(MemorySystem):
         return {name: types.count(i) for i, name in enumerate(EDGE_TYPES)}
 
     # ---------------------------------------------------------------------------- retrieve
+    def store_returns(self, query_emb: torch.Tensor, sample_ids: Sequence[str]
+                      ) -> dict[str, torch.Tensor]:
+        """``{sample_id: [N, B] bool}``: the nodes of each conversation that the code's vector
+        store returns to the ``B`` questions (``nearest="store"``). The store ranks every
+        ingested conversation's nodes by cosine at once and takes the nearest
+        ``max(2 knn, 20)``; the question's conversation is filtered after that step (sqlite-vec
+        joins the scope columns after its k nearest: gaama ``adapters/sqlite_vector.py``
+        178-214), and at most ``knn`` of the rest are kept (238, :meth:`scores`). Ties: the
+        earlier-ingested node first."""
+        names = list(self.blocks)
+        x = torch.cat([self.blocks[name].x for name in names])  # [N_all, d]
+        cos = cosine_scores(x, query_emb)  # [N_all, B]
+        k = min(max(2 * self.knn, 20), len(x))
+        top = cos.sort(dim=0, descending=True, stable=True).indices[:k]
+        returned = torch.zeros_like(cos, dtype=torch.bool).scatter_(0, top, True)
+        bounds = torch.tensor([0] + [len(self.blocks[name].kind) for name in names]).cumsum(0)
+        where = {name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(names)}
+        return {name: returned[where[name][0]:where[name][1]] for name in set(sample_ids)}
+
+    def _count_store(self, returned: Mapping[str, torch.Tensor],
+                     by_conv: Mapping[str, list[int]]) -> None:
+        """Tallies, over the questions retrieved so far, how many of their conversation's nodes
+        the store returned: fewer than ``knn``, fewer than ``seeds``, none (in describe())."""
+        got = torch.cat([returned[sid][:, cols].sum(0) for sid, cols in by_conv.items()])
+        for key, n in (("questions", len(got)), ("below_knn", int((got < self.knn).sum())),
+                       ("below_seeds", int((got < self.seeds).sum())),
+                       ("none", int((got == 0).sum())),
+                       ("nearest_sum", int(got.clamp(max=self.knn).sum()))):
+            self.store_counts[key] = self.store_counts.get(key, 0) + n
+
     def scores(self, block: _Block, query_emb: torch.Tensor,
-               similarity: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               similarity: torch.Tensor | None = None, returned: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(score [N, B], candidates [N, B])`` of one conversation's nodes for ``B`` questions
         (steps 1-4 of the module docstring); ``similarity`` ``[N, B]`` replaces the similarity
-        everywhere it enters (``fused_seeds``: the fused score, used as it is, not rescaled)."""
+        everywhere it enters (``fused_seeds``: the fused score, used as it is, not rescaled);
+        ``returned`` ``[N, B]`` (``nearest="store"``, :meth:`store_returns`): the nodes the
+        code's store returns, the only ones the seeds and the nearest set are drawn from."""
         n = len(block.kind)
         if similarity is None:
             cos = cosine_scores(block.x, query_emb).to(torch.float64)  # [N, B]
             sim = self._similarity(cos)
         else:
             sim = similarity.to(torch.float64)
-        order = sim.sort(dim=0, descending=True, stable=True).indices  # ties: lower node
+        allowed = torch.ones_like(sim, dtype=torch.bool) if returned is None else returned
+        ranked = sim.masked_fill(~allowed, float("-inf"))
+        order = ranked.sort(dim=0, descending=True, stable=True).indices  # ties: lower node
         k = min(self.seeds, n)
-        seed_mask = torch.zeros_like(sim, dtype=torch.bool).scatter_(0, order[:k], True)
+        seed_mask = torch.zeros_like(allowed).scatter_(0, order[:k], True) & allowed
         seed_weight = torch.where(seed_mask, sim.clamp_min(0.0), torch.zeros_like(sim))
         seed_weight = torch.where(seed_weight.sum(0, keepdim=True) > 0, seed_weight,
                                   seed_mask.to(sim.dtype))  # all seeds non-positive: uniform
@@ -764,6 +818,7 @@ class GAAMAMemory(MemorySystem):
         if self.candidates == "code":
             # the code's candidates: its nearest knn nodes plus the seeds' neighbourhood
             near = torch.zeros_like(seed_mask).scatter_(0, order[:min(self.knn, n)], True)
+            near &= allowed
             cand = hood | near
         else:  # our earlier reading: the neighbourhood alone; "graph-only" = every non-seed
             near, cand = seed_mask, hood
@@ -796,12 +851,17 @@ class GAAMAMemory(MemorySystem):
         for i, q in enumerate(questions):
             by_conv.setdefault(q.sample_id, []).append(i)
         fused = self.fused.normalised_scores(questions) if self.fused is not None else None
+        returned = (self.store_returns(query_emb, list(by_conv)) if self.nearest == "store"
+                    else None)
+        if returned is not None:
+            self._count_store(returned, by_conv)
         for sample_id, cols in by_conv.items():
             block = self.blocks[sample_id]
             similarity = None
             if fused is not None:
                 similarity = self.fused_similarity(block, query_emb[cols], fused[:, cols])
-            score, _ = self.scores(block, query_emb[cols], similarity)
+            score, _ = self.scores(block, query_emb[cols], similarity,
+                                   None if returned is None else returned[sample_id][:, cols])
             order = score.sort(dim=0, descending=True, stable=True)
             for j, col in enumerate(cols):
                 ranked = [(int(r), float(s)) for r, s in zip(order.indices[:, j].tolist(),

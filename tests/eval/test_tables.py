@@ -136,8 +136,8 @@ def test_related_systems_table_names_each_protocol() -> None:
     assert df.loc["Membox", "reported mean"] == 53.95
     assert "Compact" in df.loc["Membox", "protocol"]
     # issue 44: the setting that produced the row (Compact, content top-k 10, its answer step)
-    assert df.loc["Membox", "our build"] == ("memory=membox memory.mode=compact memory.k=10 "
-                                             "extractor=llm llm=openai eval=qa")
+    assert df.loc["Membox", "our build"] == ("experiment=membox_published extractor=llm "
+                                             "llm=openai eval=qa")
     assert df.loc["GAAMA", "our build"] == ("memory=gaama extractor=llm llm=openai eval=judge "
                                             "eval.judge_runs=1")
     assert "unreadable reply: 0" in df.loc["GAAMA", "protocol"]
