@@ -266,10 +266,10 @@ class GAAMAMemory(MemorySystem):
         similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
         candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
         knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
-        nearest: where the nearest set (and the seeds in it) come from: ``"conversation"`` (ours:
-            the ``knn`` nearest of the question's conversation) or ``"store"`` (the code's: the
-            ``max(2 knn, 20)`` nearest over every ingested conversation, kept if they are of the
-            question's conversation, at most ``knn``; often fewer, none at worst).
+        nearest: where the nearest set (and the seeds in it) come from: ``"store"`` (the code's,
+            the default: the ``max(2 knn, 20)`` nearest over every ingested conversation, kept if
+            they are of the question's conversation, at most ``knn``; often fewer, none at worst)
+            or ``"conversation"`` (ours: the ``knn`` nearest of the question's conversation).
         trim: ``"code"`` (proportional to the budgets, lowest scores first) or
             ``"facts_first"`` (ours before).
         max_facts, max_reflections, max_skills, max_episodes, max_words: the pack (code: 60, 20,
@@ -345,7 +345,7 @@ class GAAMAMemory(MemorySystem):
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
                  graph_only_cosine: str = "zero", similarity: str = "code",
                  candidates: str = "code", knn: int | None = None,
-                 nearest: str = "conversation", trim: str = "code",
+                 nearest: str = "store", trim: str = "code",
                  max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,

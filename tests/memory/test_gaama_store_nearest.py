@@ -154,13 +154,14 @@ def test_store_nearest_equals_a_plain_computation(tmp_path) -> None:
     assert (counts["questions"], counts["below_knn"]) == (len(questions), fewer)
 
 
-def test_the_default_is_ours_in_the_class_and_the_config() -> None:
-    """The code's nearest set is its store's defect (experiments/comparison.md, issue 53): ours
-    is the default, the class and the config agree, and the config names the code's file."""
+def test_the_default_is_the_codes_in_the_class_and_the_config() -> None:
+    """GAAMA's settings default to its code's behaviour, its store's defect included
+    (experiments/comparison.md, issue 53): the class and the config agree on ``store``, and the
+    config names the code's file."""
     import yaml
 
-    assert GAAMAMemory(ENC, KeywordConceptExtractor()).nearest == "conversation"
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).nearest == "store"
     path = Path(__file__).resolve().parents[2] / "configs" / "memory" / "gaama.yaml"
-    assert yaml.safe_load(path.read_text())["nearest"] == "conversation"
+    assert yaml.safe_load(path.read_text())["nearest"] == "store"
     after = path.read_text().split("\nnearest:")[1][:600]
     assert "adapters/sqlite_vector.py 178-238" in after and "store" in after
