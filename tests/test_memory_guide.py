@@ -4,7 +4,6 @@ every command the guide names (run, estimate, a sweep, held-out search) on the s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from two_conversations import COPY_ID, write_two_conversations
 
@@ -136,10 +136,7 @@ def test_the_guide_yaml_runs_through_run_estimate_sweep_and_heldout(tmp_path, gu
 
     # held-out search over its declared space, on the sample and a copy of it
     data = write_two_conversations(tmp_path)
-    spec = importlib.util.spec_from_file_location("tune_heldout",
-                                                  ROOT / "scripts" / "tune_heldout.py")
-    tune = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tune)
+    tune = load_script("tune_heldout")
     out = tmp_path / "heldout"
     assert tune.main(["--out", str(out), "--folds", "kfold2", "--combinations", "4",
                       "--per-combination", "2", "--", *FAST, "memory=recency_dense",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from gaama_replies import gaama_upstream_reply, is_fact_prompt, is_reflection_prompt
 from loopback import completion_body, serve
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_related_llm_loopback import (
     BOX,
     CHAINS,
@@ -38,13 +39,7 @@ WORD = re.compile(r"[A-Za-z]{5,}")
 
 def run_study_script():
     """scripts/run_study.py as a module (its main(argv))."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("run_study",
-                                                  REPO_ROOT / "scripts" / "run_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_study")
 
 
 def reply(prompt: str) -> str:

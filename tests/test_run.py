@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.eval.record import flatten_metrics, lookup_metric
@@ -159,13 +160,7 @@ def test_cli_prints_outputs_and_objective(tmp_path):
 
 def load_make_tables():
     """``scripts/make_tables.py`` as a module (scripts/ is not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_tables",
-                                                  REPO_ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("make_tables")
 
 
 def test_make_tables_on_two_runs(tmp_path, capsys):

@@ -5,11 +5,11 @@ scored against different golds are never set side by side."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.eval.collect import protocol_differences
 from synapse_pt.eval.record import build_tables
@@ -80,11 +80,7 @@ def test_gold_is_a_protocol_field():
 
 
 def _make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables",
-                                                  REPO_ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("make_tables")
 
 
 def _folders(tmp_path: Path, golds: dict[str, str]) -> Path:

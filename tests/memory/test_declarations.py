@@ -4,15 +4,14 @@ refused with an error naming it; every memory of the comparison runs through hel
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from hydra.utils import get_class
 from omegaconf import OmegaConf
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from two_conversations import COPY_ID, write_two_conversations
 
@@ -22,7 +21,6 @@ from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import CostModel, SearchSpace, TurnContext
 from synapse_pt.run import run
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tune_heldout.py"
 #: the memories of the comparison (configs/memory/), each with its own declarations
 MEMORIES = ("synapse", "fused", "gaama", "membox", "bm25", "vector_rag", "hybrid",
             "full_context")
@@ -43,10 +41,7 @@ class UndeclaredMemory(TurnMemory):
 
 
 def tune_heldout():
-    spec = importlib.util.spec_from_file_location("tune_heldout", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tune_heldout")
 
 
 @pytest.fixture

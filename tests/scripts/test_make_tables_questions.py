@@ -4,7 +4,6 @@ refused in one line naming each run's count; rows are labelled by system and set
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,17 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = REPO_ROOT / "synapse_pt" / "data" / "sample" / "sample_conversation.json"
 
 
 def load_make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables",
-                                                  REPO_ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("make_tables")
 
 
 def cli_run(folder: Path, cache: Path, *overrides: str) -> None:

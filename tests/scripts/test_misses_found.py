@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "misses_found.py"
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("misses_found", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("misses_found")
 
 
 def frame(retrieved: list[list[str]]) -> pd.DataFrame:

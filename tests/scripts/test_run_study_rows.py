@@ -3,17 +3,13 @@ this study's variants only."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "run_study.py"
+from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("run_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_study")
 
 
 def study_file(path: Path, variants: dict[str, str]) -> Path:
