@@ -131,4 +131,13 @@ def test_metric_columns_are_the_metrics_a_run_records(tmp_path: Path) -> None:
                           f"llm.backend.base_url={server.url}", "llm.backend.model=m",
                           "llm.backend.max_retries=0", f"paths.cache_dir={tmp_path / 'cache'}",
                           output_dir=str(tmp_path / "qa")))
+        two = run(make_cfg(*FAST, "smoke=true", "eval=judge", "eval.judge_runs=1", "llm=vllm",
+                           "eval.judges=[mem0,realtalk]", f"llm.backend.base_url={server.url}",
+                           "llm.backend.model=m", "llm.backend.max_retries=0",
+                           f"paths.cache_dir={tmp_path / 'cache'}",
+                           output_dir=str(tmp_path / "two")))
     assert sorted(qa["metrics"]) == sorted(metric_columns(EvalSettings(mode="qa", judge_runs=1)))
+    # several judges: a column each, judge_<name> (prediction_frame's naming)
+    assert sorted(two["metrics"]) == sorted(metric_columns(
+        EvalSettings(mode="qa", judge_runs=1, judges=("mem0", "realtalk"))))
+    assert {"judge_mem0", "judge_realtalk"} <= set(two["metrics"])

@@ -613,8 +613,9 @@ def metric_columns(settings: EvalSettings) -> list[str]:
     columns += [f"recall@{int(t)}tok" for t in settings.recall_budgets]
     if settings.mode == "qa":
         columns += ["f1_official", "f1_amem", "bleu1", "f1_membox"]
-        if settings.judge_runs > 0:
-            columns += ["judge", "judge_std"]
+        for protocol in judge_protocols(settings):  # the judges' columns, as prediction_frame
+            column = judge_column(settings, protocol)
+            columns += [column, f"{column}_std"]
     return columns
 
 
