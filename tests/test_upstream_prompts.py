@@ -24,8 +24,8 @@ from synapse_pt.eval.pipeline import EvalSettings, answer_request, for_memory
 from synapse_pt.eval.prompts import answer_messages
 from synapse_pt.eval.scorers.judge import judge_answers, parse_gaama_reward
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
-from synapse_pt.memory.gaama import GAAMAMemory
-from synapse_pt.memory.membox import MemboxMemory
+from synapse_pt.memory.gaama.memory import GAAMAMemory
+from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.llm.base import ChatResponse
 

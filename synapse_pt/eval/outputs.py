@@ -91,8 +91,8 @@ def git_commit(root: str | Path | None = None) -> str:
 
 #: The modules whose prompt texts a run's answers, extraction and judge depend on.
 PROMPT_MODULES = ("synapse_pt.eval.prompts", "synapse_pt.graph.extraction",
-                  "synapse_pt.eval.scorers.judge", "synapse_pt.memory.gaama_llm",
-                  "synapse_pt.memory.membox_llm", "synapse_pt.models.structured")
+                  "synapse_pt.eval.scorers.judge", "synapse_pt.memory.gaama.llm_build",
+                  "synapse_pt.memory.membox.llm_build", "synapse_pt.models.structured")
 _PROMPT_SUFFIXES = ("PROMPT", "TEMPLATE", "INSTRUCTION", "STYLES", "EVIDENCE", "REPLY")
 
 

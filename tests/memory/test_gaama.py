@@ -1,4 +1,4 @@
-"""GAAMA's LLM-free build (synapse_pt/memory/gaama.py) on the shipped sample: the graph by
+"""GAAMA's LLM-free build (synapse_pt/memory/gaama/memory.py) on the shipped sample: the graph by
 counting, the retrieval against a plain networkx computation, the pack by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.gaama import (
+from synapse_pt.memory.gaama.memory import (
     CONCEPT,
     EDGE_TYPES,
     EPISODE,
@@ -364,7 +364,7 @@ def test_chunk_tokens_count_speaker_and_the_dated_episode_text(conv) -> None:
     """services/orchestrator.py 134-137: words of actor + " " + content, the content carrying
     the date and the speaker. By hand: "Nora" + "[2:15 pm on 3 March, 2024] Nora: hi there" is
     1 + 9 = 10 words, so two such turns fit in 20 tokens and a third opens a chunk."""
-    from synapse_pt.memory.gaama_llm import chunk_turns
+    from synapse_pt.memory.gaama.llm_build import chunk_turns
 
     turns = list(conv.turns())[:3]
     texts = ["[2:15 pm on 3 March, 2024] Nora: hi there"] * 3

@@ -45,8 +45,8 @@ from upstream_files import ROOT, needs_upstream
 
 from synapse_pt.data import load_locomo, upstream
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.gaama import EDGE_TYPES, FACT, REFLECTION, GAAMAMemory
-from synapse_pt.memory.gaama_llm import chunk_turns
+from synapse_pt.memory.gaama.llm_build import chunk_turns
+from synapse_pt.memory.gaama.memory import EDGE_TYPES, FACT, REFLECTION, GAAMAMemory
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
 pytestmark = needs_upstream
@@ -310,7 +310,7 @@ def test_a_context_section_is_cut_to_its_share_of_2000_words() -> None:
     related: 1 line of 100 (of 500); facts: 3 of 200 take 2 (400 of 500); concepts none. Left:
     2000 - 700 - 100 - 400 = 800, handed out in section order: the 8th episode line (100, 700
     left), then the related section has no more lines, the facts' 3rd line (200, 500 left)."""
-    from synapse_pt.memory.gaama_llm import budget_truncate
+    from synapse_pt.memory.gaama.llm_build import budget_truncate
 
     eps = [" ".join(["e"] * 100)] * 8
     rel = [" ".join(["r"] * 100)]

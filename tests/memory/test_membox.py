@@ -1,4 +1,4 @@
-"""Membox's LLM-free build (synapse_pt/memory/membox.py): the Topic Loom rule by hand, boxes
+"""Membox's LLM-free build (synapse_pt/memory/membox/memory.py): the Topic Loom rule by hand, boxes
 against the sessions, the Trace Weaver and the retrieval against plain loops on the sample."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.membox import MemboxMemory, topic_boundaries
+from synapse_pt.memory.membox.memory import MemboxMemory, topic_boundaries
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
@@ -114,7 +114,7 @@ def test_unmatched_events_of_a_box_form_one_chain_by_hand() -> None:
     """Box 0's two events are unrelated (cos 0) and there is no trace yet: under unmatched=chain
     they form one trace, under single one trace each. Box 1's event (cos 1 with "walk") then
     joins the trace holding "walk": the one chain, or walk's own trace."""
-    from synapse_pt.memory.membox import Box
+    from synapse_pt.memory.membox.memory import Box
 
     def events_box(texts):
         return Box("s", [], [], ["k"], "t", [(t, ("D1:1",), datetime(2023, 5, 8))

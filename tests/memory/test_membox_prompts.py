@@ -27,14 +27,14 @@ from upstream_files import ROOT, membox_template, needs_upstream, template_head
 from synapse_pt.data import upstream
 from synapse_pt.data.records import Dialogue, Session, Turn
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.membox import MemboxMemory
-from synapse_pt.memory.membox_llm import (
+from synapse_pt.memory.membox.llm_build import (
     MemboxPrompts,
     parse_box_code,
     parse_chains_code,
     parse_verify,
     parse_verify_code,
 )
+from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.structured import StructuredOutputError

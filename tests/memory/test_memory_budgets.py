@@ -8,8 +8,8 @@ import pytest
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.baselines import BM25Memory, HybridRRF
-from synapse_pt.memory.gaama import GAAMAMemory
-from synapse_pt.memory.membox import MemboxMemory
+from synapse_pt.memory.gaama.memory import GAAMAMemory
+from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(32)

@@ -10,8 +10,8 @@ from scripted_memory import ScriptedLLM
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import LLMConceptExtractor
-from synapse_pt.memory.gaama import FACT, REFLECTION, GAAMAMemory
-from synapse_pt.memory.membox import MemboxMemory
+from synapse_pt.memory.gaama.memory import FACT, REFLECTION, GAAMAMemory
+from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
@@ -103,7 +103,7 @@ def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
 
 
 def test_box_replies_of_placeholders_are_unreadable() -> None:
-    from synapse_pt.memory.membox_llm import parse_box
+    from synapse_pt.memory.membox.llm_build import parse_box
     from synapse_pt.models.structured import StructuredOutputError
 
     assert parse_box('{"keywords": ["dog", "..."], "topic": "pets", "events": ["...", "a walk"]}'
@@ -143,7 +143,7 @@ def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
     from datetime import datetime
 
     from synapse_pt.data.records import Turn
-    from synapse_pt.memory.gaama_llm import chunk_turns
+    from synapse_pt.memory.gaama.llm_build import chunk_turns
 
     turns = [Turn("s", f"D1:{i}", "Ann", text, 1, i, datetime(2023, 5, 8))
              for i, text in enumerate(["one two three", "a b c d e", "x y"], start=1)]
@@ -199,7 +199,7 @@ def test_membox_garbled_verification_joins_all_events_and_is_counted(conv) -> No
 
 
 def test_membox_verify_and_chain_replies_parsed_by_hand() -> None:
-    from synapse_pt.memory.membox_llm import parse_chains, parse_verify
+    from synapse_pt.memory.membox.llm_build import parse_chains, parse_verify
     from synapse_pt.models.structured import StructuredOutputError
 
     assert parse_verify('{"related": [2, 0], "unrelated": [1]}', 3) == [2, 0]

@@ -207,8 +207,8 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
 
     from synapse_pt.data import load_locomo, sample_path
     from synapse_pt.graph.extraction import LLMConceptExtractor
-    from synapse_pt.memory.gaama import FACT, GAAMAMemory
-    from synapse_pt.memory.membox import MemboxMemory
+    from synapse_pt.memory.gaama.memory import FACT, GAAMAMemory
+    from synapse_pt.memory.membox.memory import MemboxMemory
     from synapse_pt.models.hashing import HashingEncoder
 
     conv = load_locomo(sample_path()).conversations[0]

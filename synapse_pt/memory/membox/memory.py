@@ -31,7 +31,7 @@ r"""Membox (public code nnnoidea/Membox, ``membox.py``) in the same harness: ``m
   LoCoMo turns it covers.
 
 With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``membox-llm``) asks the model
-instead (:mod:`synapse_pt.memory.membox_llm`): the Topic Loom decision for every turn the rule
+instead (:mod:`synapse_pt.memory.membox.llm_build`): the Topic Loom decision for every turn the rule
 does not decide, the keywords, topic and events of each box (an event then covers its box's
 turns), the verification of each candidate trace and the grouping of unmatched events into
 chains, with the code's own prompts read from its ``membox.py`` (``prompts="upstream"``) or our
@@ -58,12 +58,12 @@ from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from .base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
-from .declare import CostModel, ModelDependentBuild, SearchSpace, SessionUnits
-from .episodic import TurnRegistry
-from .fused import inner_fused
-from .gate import build_gate
-from .membox_llm import (
+from ..base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
+from ..declare import CostModel, ModelDependentBuild, SearchSpace, SessionUnits
+from ..episodic import TurnRegistry
+from ..fused import inner_fused
+from ..gate import build_gate
+from .llm_build import (
     PROMPT_SOURCES,
     VERIFY_CONFLICTS,
     VERIFY_PARSES,
@@ -199,7 +199,7 @@ class MemboxMemory(MemorySystem):
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         prompts: LLM build: ``"upstream"`` (the code's prompts, read from ``membox.py``,
-            rendered and read as its code does: :class:`~synapse_pt.memory.membox_llm.
+            rendered and read as its code does: :class:`~synapse_pt.memory.membox.llm_build.
             MemboxPrompts`) or ``"ours"`` (our wordings, before #44).
         upstream_path: the folder of the upstream files (``None``: found as
             :mod:`synapse_pt.data.upstream` says).

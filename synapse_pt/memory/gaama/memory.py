@@ -14,7 +14,7 @@ Graph, per conversation, every edge stored in both directions (weight ``edge_wei
   LLM-free.
 
 With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``gaama-llm``) writes facts,
-concepts and reflections instead (:mod:`synapse_pt.memory.gaama_llm`): chunks of about 500
+concepts and reflections instead (:mod:`synapse_pt.memory.gaama.llm_build`): chunks of about 500
 tokens, each with the known concepts and older messages of similarity >= 0.75 as context
 (``fact_context``: the code's per-episode vector search, or the chunk centroid's last 5), asked
 with GAAMA's own prompt files or our wording (``prompts``); facts cover the messages they cite,
@@ -80,7 +80,7 @@ from synapse_pt.models.structured import generate_structured, recheck
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 
-from .base import (
+from ..base import (
     EPISODIC,
     MemorySystem,
     RetrievalResult,
@@ -88,10 +88,11 @@ from .base import (
     require_choice,
     require_int,
 )
-from .declare import CostModel, ModelDependentBuild, SearchSpace, WordBudget
-from .episodic import TurnRegistry
-from .fused import inner_fused
-from .gaama_llm import (
+from ..declare import CostModel, ModelDependentBuild, SearchSpace, WordBudget
+from ..episodic import TurnRegistry
+from ..fused import inner_fused
+from ..gate import build_gate
+from .llm_build import (
     BAD_SOURCE_RULES,
     CONCEPT_TOP_K,
     CONTEXT_RULES,
@@ -121,7 +122,6 @@ from .gaama_llm import (
     upstream_fact_request,
     upstream_reflection_request,
 )
-from .gate import build_gate
 
 log = logging.getLogger(__name__)
 
@@ -538,7 +538,7 @@ class GAAMAMemory(MemorySystem):
         return g
 
     def _llm_graphs(self, dialogues: Sequence[Dialogue]) -> list[_GraphBuilder]:
-        """Facts, concepts and reflections by the LLM (:mod:`synapse_pt.memory.gaama_llm`):
+        """Facts, concepts and reflections by the LLM (:mod:`synapse_pt.memory.gaama.llm_build`):
         chunk ``r`` of every conversation in one batch, so each chunk sees the concepts the
         earlier chunks of its conversation created; under ``reflections="chunk"`` each round's
         reflections follow its facts (one more batch), as the code's step 3 follows step 2."""
