@@ -63,13 +63,13 @@ def test_concept_labels_are_snake_case() -> None:
 
 
 def plain_scores(memory, block, query_emb, b):
-    """Steps 1-4 for one question with networkx (seeds, ego graphs, pagerank) and lists, under
-    the memory's similarity scale and candidate rule."""
+    """Steps 1-4 for one question with networkx (seeds, ego graphs, pagerank) and lists, on the
+    code's similarity scale with its candidate rule."""
     n = len(block.kind)
     # the cosines as the memory computes them (one float32 product; a float64 product ranks
     # near-tied hashed embeddings differently on some BLAS builds): the graph part is the test
     cos = cosine_scores(block.x, query_emb)[:, b].double().tolist()
-    sim = [(1 + c) / 2 for c in cos] if memory.similarity == "code" else cos
+    sim = [(1 + c) / 2 for c in cos]
     ranked = sorted(range(n), key=lambda i: -sim[i])
     seeds = ranked[: memory.seeds]
     G = nx.DiGraph()
@@ -78,8 +78,8 @@ def plain_scores(memory, block, query_emb, b):
     hood = set()
     for s in seeds:
         hood |= set(nx.ego_graph(G, s, radius=memory.depth).nodes)
-    near = set(ranked[: memory.knn]) if memory.candidates == "code" else set(seeds)
-    cand = hood | near if memory.candidates == "code" else hood
+    near = set(ranked[: memory.knn])
+    cand = hood | near
     weights = {i: max(sim[i], 0.0) if i in seeds else 0.0 for i in hood}
     ppr = nx.pagerank(G.subgraph(hood), alpha=memory.alpha, personalization=weights,
                       weight="weight", tol=1e-12, max_iter=1000)
@@ -90,12 +90,9 @@ def plain_scores(memory, block, query_emb, b):
     return {i: sim[i] / max_sim + 0.1 * ppr.get(i, 0.0) / max_ppr for i in cand}
 
 
-@pytest.mark.parametrize(("similarity", "candidates", "knn"),
-                         [("code", "code", 20), ("code", "code", None),
-                          ("cosine", "neighbourhood", None), ("cosine", "code", 12)])
-def test_scores_equal_a_plain_networkx_computation(conv, similarity, candidates, knn) -> None:
-    memory = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=8, similarity=similarity,
-                         candidates=candidates, knn=knn)
+@pytest.mark.parametrize("knn", [20, None])
+def test_scores_equal_a_plain_networkx_computation(conv, knn) -> None:
+    memory = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=8, knn=knn)
     memory.ingest([conv])
     block = memory.blocks[conv.sample_id]
     questions = [blind(q) for q in conv.questions[:5]]
@@ -128,7 +125,6 @@ def test_similarity_scaled_score_by_hand() -> None:
     * code scale (1 + cos) / 2: sims 1, 0.5, 0, 0.8. Nearest knn=3 = {0, 3, 1}, plus the
       neighbourhood {0, 1}: candidates {0, 1, 3}. Scores: node 0 1/1 + 0.1 = 1.1; node 1
       0.5 + 0.1 * 0.6 = 0.56; node 3 (no PageRank) 0.8; node 2 not a candidate.
-    * raw cosine, neighbourhood only: candidates {0, 1}; node 1 0 + 0.06 = 0.06.
     * code scale with graph_only_cosine=zero and knn=1: node 1 is graph-only, its similarity 0:
       0.06; with knn=2 (nearest {0, 3}) still graph-only; with knn=3 it is in the nearest set.
     """
@@ -139,11 +135,6 @@ def test_similarity_scaled_score_by_hand() -> None:
     assert score[:, 0].tolist()[0] == pytest.approx(1.1)
     assert float(score[1, 0]) == pytest.approx(0.56)
     assert float(score[3, 0]) == pytest.approx(0.8)
-    old = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=1, depth=1, similarity="cosine",
-                      candidates="neighbourhood")
-    score, cand = old.scores(block, q)
-    assert cand[:, 0].tolist() == [True, True, False, False]
-    assert float(score[1, 0]) == pytest.approx(0.06)
     for knn, want in ((1, 0.06), (2, 0.06), (3, 0.56)):
         zero = GAAMAMemory(ENC, KeywordConceptExtractor(), seeds=1, depth=1, knn=knn,
                            graph_only_cosine="zero")
@@ -228,15 +219,12 @@ def test_trim_code_by_hand() -> None:
 
 def test_code_trim_keeps_episodes_by_score_not_by_time(conv) -> None:
     """60 facts and 80 episodes over 1,000 words: the code's trim keeps episodes from the whole
-    conversation (the best-scored), the facts-first reading only the earliest that fit."""
+    conversation (the best-scored) beside the facts."""
     code = GAAMAMemory(ENC, KeywordConceptExtractor(), max_words=120)
-    ours = GAAMAMemory(ENC, KeywordConceptExtractor(), max_words=120, trim="facts_first")
-    for m in (code, ours):
-        m.ingest([conv])
+    code.ingest([conv])
     q = [blind(conv.questions[0])]
-    a, b = code.retrieve(q).items[0], ours.retrieve(q).items[0]
+    a = code.retrieve(q).items[0]
     assert sum(len(it.text.split()) for it in a) <= 120
-    assert sum(len(it.text.split()) for it in b) <= 120
     kinds_a = [it.kind for it in a]
     assert kinds_a.count("episodic") > 0 and kinds_a.count(FACT) > 0  # both types keep a share
 
@@ -275,13 +263,13 @@ def test_a_sweep_cannot_set_an_unknown_rule() -> None:
     """configure_retrieval checks a rule's name as the constructor does, naming the key; a
     refused setting changes nothing (a typo in a sweep must not run another rule silently)."""
     m = GAAMAMemory(ENC, KeywordConceptExtractor())
-    for key, bad in (("similarity", "Code"), ("trim", "x"), ("candidates", "all"),
-                     ("graph_only_cosine", "maybe"), ("hub_dampening", "sometimes")):
+    for key, bad in (("nearest", "all"), ("graph_only_cosine", "maybe"),
+                     ("hub_dampening", "sometimes")):
         with pytest.raises(ValueError, match=rf"memory.{key} must be one of .*{bad!r}"):
             m.configure_retrieval(**{key: bad}, max_facts=10)
-    assert (m.similarity, m.trim, m.candidates, m.max_facts) == ("code", "code", "code", 60)
-    m.configure_retrieval(similarity="cosine", trim="facts_first")
-    assert (m.similarity, m.trim) == ("cosine", "facts_first")
+    assert (m.graph_only_cosine, m.hub_dampening, m.max_facts) == ("zero", "code", 60)
+    m.configure_retrieval(graph_only_cosine="real", hub_dampening="effective")
+    assert (m.graph_only_cosine, m.hub_dampening) == ("real", "effective")
 
 
 def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
@@ -340,8 +328,7 @@ def _raw_sample() -> dict[str, tuple[str, str, str]]:
 
 def test_episode_text_is_the_codes_dated_line_without_caption(conv) -> None:
     """Issue 44: gaama's run_create_ltm.py stores an episode as "[<session date string>]
-    <speaker>: <text>", the image caption left out; episode_text=shared keeps the shared
-    template."""
+    <speaker>: <text>", the image caption left out."""
     raw = _raw_sample()
     m = GAAMAMemory(ENC, KeywordConceptExtractor())
     m.ingest([conv])
@@ -351,13 +338,6 @@ def test_episode_text_is_the_codes_dated_line_without_caption(conv) -> None:
     assert episodes == {d: f"[{when}] {who}: {text}" for d, (when, who, text) in raw.items()}
     assert episodes["D1:13"] == ("[2:15 pm on 3 March, 2024] Nora: Here is Biscuit on her first "
                                  "walk with me.")
-    shared = GAAMAMemory(ENC, KeywordConceptExtractor(), episode_text="shared")
-    shared.ingest([conv])
-    sb = shared.blocks[conv.sample_id]
-    assert any("[shares an image:" in sb.text[i] for i in range(len(sb.text))
-               if sb.kind[i] == EPISODE)
-    with pytest.raises(ValueError, match="memory.episode_text"):
-        GAAMAMemory(ENC, KeywordConceptExtractor(), episode_text="raw")
 
 
 def test_chunk_tokens_count_speaker_and_the_dated_episode_text(conv) -> None:

@@ -54,30 +54,6 @@ def test_boxes_cover_every_turn_once_and_never_straddle_a_session(conv, memory) 
     assert len(memory.boxes) >= len(sessions)  # a new session always closes the box
 
 
-def test_per_event_weaver_equals_a_plain_loop(conv) -> None:
-    """Our earlier reading (weave=per_event): each event to the trace of its most similar stored
-    event when >= 0.5, else a new trace of its own."""
-    memory = MemboxMemory(ENC, KeywordConceptExtractor(), boundary_threshold=0.2,
-                          weave="per_event")
-    memory.ingest([conv])
-    stored: list[tuple[torch.Tensor, int]] = []  # (event embedding, trace)
-    traces = 0
-    expected = {}
-    for b, box in enumerate(memory.boxes):
-        emb = ENC.encode([e for e, _, _ in box.events])
-        new = []
-        for ei in range(len(box.events)):
-            sims = [float(v @ emb[ei]) for v, _ in stored]
-            if sims and max(sims) >= 0.5:
-                trace = stored[sims.index(max(sims))][1]
-            else:
-                trace, traces = traces, traces + 1
-            expected[(b, ei)] = trace
-            new.append((emb[ei], trace))
-        stored.extend(new)  # a box's events join the store after the box is woven
-    assert memory.event_trace == expected
-
-
 def test_code_weaver_equals_a_plain_loop(conv, memory) -> None:
     """The code's weave, LLM-free: per event the trace holding its most similar event (ties:
     the older trace) is a candidate when >= 0.5; each candidate trace takes every event of the
@@ -111,9 +87,8 @@ def test_code_weaver_equals_a_plain_loop(conv, memory) -> None:
 
 
 def test_unmatched_events_of_a_box_form_one_chain_by_hand() -> None:
-    """Box 0's two events are unrelated (cos 0) and there is no trace yet: under unmatched=chain
-    they form one trace, under single one trace each. Box 1's event (cos 1 with "walk") then
-    joins the trace holding "walk": the one chain, or walk's own trace."""
+    """Box 0's two events are unrelated (cos 0) and there is no trace yet: they form one trace.
+    Box 1's event (cos 1 with "walk") then joins the trace holding "walk", the one chain."""
     from synapse_pt.memory.membox.memory import Box
 
     def events_box(texts):
@@ -127,29 +102,24 @@ def test_unmatched_events_of_a_box_form_one_chain_by_hand() -> None:
             table = {"walk": [1.0, 0.0], "run": [0.0, 1.0], "walk more": [1.0, 0.0]}
             return torch.tensor([table[t] for t in texts])
 
-    for unmatched, want in (("chain", [[(0, 0), (0, 1), (1, 0)]]),
-                            ("single", [[(0, 0), (1, 0)], [(0, 1)]])):
-        m = MemboxMemory(Fixed(2), KeywordConceptExtractor(), unmatched=unmatched)
-        m.boxes = [events_box(["walk", "run"]), events_box(["walk more"])]
-        m._weave(0)
-        assert m.traces == want, unmatched
+    m = MemboxMemory(Fixed(2), KeywordConceptExtractor())
+    m.boxes = [events_box(["walk", "run"]), events_box(["walk more"])]
+    m._weave(0)
+    assert m.traces == [[(0, 0), (0, 1), (1, 0)]]
 
 
 def test_a_sweep_cannot_set_an_unknown_mode(memory) -> None:
-    """configure_retrieval checks mode and trace_context as the constructor does."""
-    for key, bad in (("mode", "traces"), ("trace_context", "all")):
-        with pytest.raises(ValueError, match=rf"memory.{key} must be one of .*{bad!r}"):
-            memory.configure_retrieval(**{key: bad})
-    assert (memory.mode, memory.trace_context) == ("trace", "code")
+    """configure_retrieval checks mode as the constructor does."""
+    with pytest.raises(ValueError, match=r"memory.mode must be one of .*'traces'"):
+        memory.configure_retrieval(mode="traces")
+    assert memory.mode == "trace"
 
 
 def test_retrieval_top_boxes_and_trace_mode(conv, memory) -> None:
     questions = [blind(q) for q in conv.questions[:6]]
     memory.configure_retrieval(mode="trace", k=3)
     trace = memory.retrieve(questions)
-    memory.configure_retrieval(trace_context="every_box")
-    every = memory.retrieve(questions)
-    memory.configure_retrieval(mode="compact", k=2, trace_context="code")
+    memory.configure_retrieval(mode="compact", k=2)
     compact = memory.retrieve(questions)
     box_emb = ENC.encode([b.index_text() for b in memory.boxes])
     for j, q in enumerate(questions):
@@ -169,15 +139,12 @@ def test_retrieval_top_boxes_and_trace_mode(conv, memory) -> None:
             shown.add(first)
             expected += [f"B:{b}", f"T:{first}"]
         assert [it.node_id for it in trace.items[j]] == expected
-        assert [it.node_id for it in every.items[j] if it.kind == "box"] == [
-            f"B:{b}" for b in want[:3]]
         assert float(compact.c_ret[j]) == pytest.approx(cos[want[0]], abs=1e-5)
 
 
 def test_index_text_carries_the_topic_phrase(memory) -> None:
     box = memory.boxes[0]
     assert box.index_text().endswith(f"{box.topic} {', '.join(box.keywords)}")
-    assert box.index_text(topic=False).endswith(", ".join(box.keywords))
 
 
 def test_bad_settings_are_named() -> None:
@@ -185,9 +152,6 @@ def test_bad_settings_are_named() -> None:
         MemboxMemory(ENC, KeywordConceptExtractor(), mode="verbose")
     with pytest.raises(ValueError, match="memory.k"):
         MemboxMemory(ENC, KeywordConceptExtractor(), k=0)
-    for key in ("weave", "unmatched", "trace_context"):
-        with pytest.raises(ValueError, match=f"memory.{key}"):
-            MemboxMemory(ENC, KeywordConceptExtractor(), **{key: "sometimes"})
 
 
 def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:
@@ -210,9 +174,9 @@ def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:
 
 def test_box_index_text_beyond_the_window_reaches_the_embedding_whole(conv) -> None:
     """Issue 44: the code embeds a box's whole index text (text-embedding-3-small, 8,191-token
-    window); ``box_long_text="windows"`` (the default) embeds each box as an encoder configured
-    with ``long_text="windows"`` does, ``"truncate"`` as a plain one (its first window). With a
-    16-token window every box text here is longer, so the two differ."""
+    window): each box is embedded as an encoder configured with ``long_text="windows"`` does,
+    unlike a plain one (its first window). With a 16-token window every box text here is
+    longer, so the two differ."""
     from synapse_pt.models.embedder import HFEmbedder
 
     enc = HFEmbedder(max_length=16)
@@ -222,15 +186,7 @@ def test_box_index_text_beyond_the_window_reaches_the_embedding_whole(conv) -> N
     assert all(len(enc._tokenizer(t)["input_ids"]) > 16 for t in texts)
     expected = HFEmbedder(max_length=16, long_text="windows").encode(texts)
     torch.testing.assert_close(whole.box_emb, expected, atol=1e-5, rtol=0)
-    cut = MemboxMemory(enc, KeywordConceptExtractor(), boundary_threshold=0.3,
-                       box_long_text="truncate")
-    cut.ingest([conv])
-    assert [b.index_text() for b in cut.boxes] == texts  # the same boxes, only the index differs
-    torch.testing.assert_close(cut.box_emb, enc.encode(texts), atol=1e-5, rtol=0)
-    assert not torch.allclose(whole.box_emb, cut.box_emb, atol=1e-3)
-    assert whole.describe()["box_long_text"] == "windows"
-    with pytest.raises(ValueError, match="memory.box_long_text"):
-        MemboxMemory(ENC, KeywordConceptExtractor(), box_long_text="sometimes")
+    assert not torch.allclose(whole.box_emb, enc.encode(texts), atol=1e-3)
 
 
 def test_box_text_is_the_codes_start_header_and_dated_lines(conv) -> None:
@@ -256,7 +212,3 @@ def test_box_text_is_the_codes_start_header_and_dated_lines(conv) -> None:
                                      for bb, ei in m.traces[trace]]
     assert all(m.boxes[bb].start == raw[m.boxes[bb].turns[0].dia_id][0]
                for bb, _ in m.traces[trace])
-    ours = MemboxMemory(ENC, KeywordConceptExtractor(), boundary_threshold=0.2, box_text="ours")
-    ours.ingest([conv])
-    assert not ours.boxes[0].content.startswith("Start:")
-    assert "[shares an image:" in "".join(b.content for b in ours.boxes)

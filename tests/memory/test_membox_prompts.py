@@ -3,9 +3,9 @@
 Every expected prompt is rendered here from the template cut out of ``membox.py`` by a regular
 expression (:func:`upstream_files.membox_template`, not the loader's ``ast``) and filled with
 ``str.format`` over values written by hand from the tiny conversation below, so a loader or
-renderer that misreads a template fails these tests. The two verification flags
-(``memory.verify_parse``, ``memory.verify_conflict``) are each run both ways with a fake chat
-model whose replies are worked out by hand.
+renderer that misreads a template fails these tests. The verification reader
+(``memory.verify_parse``) is run both ways with a fake chat model whose replies are worked out
+by hand.
 
 The conversation: session 1 (``1:56 pm on 8 May, 2023``) D1:1-D1:3, session 2 (``10:00 am on
 1 June, 2023``) D2:1-D2:2. The model says "Yes" to the one Topic Loom question (D1:3, the
@@ -202,15 +202,13 @@ def test_verify_parse_strict_joins_all_events_when_the_reply_is_not_bare_json() 
     assert "repair reply" in loose.failures[0].error
 
 
-def test_verify_conflict_keeps_or_drops_an_event_named_both_ways() -> None:
-    """"Bo heard the news." is listed as related and as unrelated: keep (the code's if/elif)
-    joins it to trace 0; drop leaves it unmatched, a trace of its own."""
+def test_verify_keeps_an_event_named_both_ways() -> None:
+    """"Bo heard the news." is listed as related and as unrelated: the code's if/elif joins it
+    to trace 0."""
     both = related_reply([EV[2], EV[3]], [EV[3]])
     kept, _ = build(both)
     assert kept.traces == [[(0, 0), (0, 1), (1, 0), (1, 1)]]
-    dropped, _ = build(both, verify_conflict="drop")
-    assert dropped.traces == [[(0, 0), (0, 1), (1, 0)], [(1, 1)]]
-    assert not kept.failures and not dropped.failures
+    assert not kept.failures
 
 
 def test_the_code_readers_by_hand() -> None:
@@ -229,16 +227,13 @@ def test_the_code_readers_by_hand() -> None:
     assert parse_verify_code('{"related_events": ["c", "a"], "unrelated_events": ["b"]}',
                              events) == [0, 2]
     assert parse_verify_code('{"related_events": ["zzz"]}', events) == [0, 1, 2]
-    assert parse_verify_code('{"related_events": ["a"], "unrelated_events": ["a", "b"]}',
-                             events, conflict="drop") == []
     with pytest.raises(StructuredOutputError, match="json.loads"):
         parse_verify_code('Here: {"related_events": ["a"]}', events)
     assert parse_verify_code('Here: {"related_events": ["a"]}', events, strict=False) == [0]
     with pytest.raises(StructuredOutputError):
         parse_verify_code('{"related_events": 5}', events)  # the code: `in` an int raises
-    # ours (numbered events): the same two flags
-    assert parse_verify('{"related": [0, 1], "unrelated": [1]}', 2) == [0]
-    assert parse_verify('{"related": [0, 1], "unrelated": [1]}', 2, conflict="keep") == [0, 1]
+    # ours (numbered events): an event named both ways is related; strict as above
+    assert parse_verify('{"related": [0, 1], "unrelated": [1]}', 2) == [0, 1]
     with pytest.raises(StructuredOutputError):
         parse_verify('```json\n{"related": [0]}\n```', 2, strict=True)
     # chains: primary, then secondary, then isolated events no chain used; texts matched to the

@@ -15,12 +15,11 @@ from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
-#: GAAMA's LLM build as it was before issue 44 (our prompts, reflections per 20 facts, the chunk
-#: centroid's context, a bad source refusing the reply): what the scripted model answers
-OURS_GAAMA = {"prompts": "ours", "reflections": "group", "fact_context": "centroid",
-        "bad_source": "chunk"}
+#: GAAMA's LLM build in our wording (our prompts, reflections per 20 facts, the chunk centroid's
+#: context): what the scripted model answers
+OURS_GAAMA = {"prompts": "ours", "reflections": "group", "fact_context": "centroid"}
 # our wordings and readers (before #44); the code's prompts: tests/memory/test_membox_prompts.py
-OURS_MEMBOX = {"prompts": "ours", "verify_parse": "fenced", "verify_conflict": "drop"}
+OURS_MEMBOX = {"prompts": "ours", "verify_parse": "fenced"}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +117,7 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
     """The code's context threshold 0.75 reads (1 + cos) / 2, i.e. cos >= 0.5, and the facts
     already derived from the older messages join the context (its ``existing_facts``). With
     context_cosine=0 on the code scale every older message with cos >= -1 qualifies (all): the
-    prompts show earlier messages and their facts; context_facts=false leaves the facts out."""
+    prompts show earlier messages and their facts."""
     llm = ScriptedLLM()
     memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=0.0,
                          **OURS_GAAMA)
@@ -127,19 +126,12 @@ def test_gaama_context_on_the_code_scale_with_older_facts(conv) -> None:
                if "Write the atomic facts" in r.messages[1][1]]
     assert any("Facts already known from those messages" in p for p in prompts)
     assert memory._similarity(0.5) == 0.75 and memory._similarity(-1.0) == 0.0
-    plain = ScriptedLLM()
-    ours = GAAMAMemory(ENC, LLMConceptExtractor(plain), chunk_tokens=120, context_cosine=-1.0,
-                       similarity="cosine", context_facts=False, **OURS_GAAMA)
-    ours.ingest([conv])
-    assert ours._similarity(0.5) == 0.5
-    assert not any("Facts already known" in r.messages[1][1] for r in plain.requests)
 
 
 def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
-    """The code counts len((speaker + " " + text).split()) tokens per message; 4/3 per word of
-    the text was ours. By hand on three messages of 3, 5 and 2 words from "Ann" (4, 6, 3 tokens
-    under the code's rule): chunks of at most 10 tokens are [m1, m2], [m3]; under 4/3
-    (4, 6.67, 2.67) [m1], [m2, m3]."""
+    """The code counts len((speaker + " " + text).split()) tokens per message. By hand on three
+    messages of 3, 5 and 2 words from "Ann" (4, 6, 3 tokens): chunks of at most 10 tokens are
+    [m1, m2], [m3]."""
     from datetime import datetime
 
     from synapse_pt.data.records import Turn
@@ -149,10 +141,6 @@ def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
              for i, text in enumerate(["one two three", "a b c d e", "x y"], start=1)]
     assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10)] == [["D1:1", "D1:2"],
                                                                        ["D1:3"]]
-    assert [[t.dia_id for t in c] for c in chunk_turns(turns, 10, "four_thirds")] == [
-        ["D1:1"], ["D1:2", "D1:3"]]
-    with pytest.raises(ValueError, match="chunk_token_rule"):
-        chunk_turns(turns, 10, "chars")
 
 
 def test_membox_code_weave_verifies_each_candidate_trace_and_chains_the_rest(conv) -> None:

@@ -222,8 +222,8 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
     fake_server.behaviour = behaviour
     encoder = HashingEncoder(64)
     gaama = GAAMAMemory(encoder, LLMConceptExtractor(make_llm(fake_server)), chunk_tokens=120,
-                        prompts="ours", reflections="group", fact_context="centroid",
-                        bad_source="chunk")  # the scripted replies answer our wordings
+                        prompts="ours", reflections="group",
+                        fact_context="centroid")  # the scripted replies answer our wordings
     gaama.ingest([conv])
     block = gaama.blocks[conv.sample_id]
     assert block.kind.count(FACT) > 0

@@ -27,9 +27,8 @@ reply):
 * :func:`reflection_requests` / :func:`parse_reflections`: higher-level reflections over groups
   of facts, each citing the facts it follows from.
 
-A cited id outside the request (a fact's message, a reflection's fact): ``bad_source="edge"``
-(the code's, ``services/ltm_creator.py`` 388-391 and 507-510) drops that citation only, the fact
-or reflection kept; ``"chunk"`` (ours before issue 44) refuses the whole reply.
+A cited id outside the request (a fact's message, a reflection's fact) drops that citation only,
+the fact or reflection kept (the code's, ``services/ltm_creator.py`` 388-391 and 507-510).
 
 A reply that still fails after the repair is a counted :class:`GAAMAFailure`, named in the log and
 in the memory's ``describe()`` (``extraction_failures``); its chunk contributes no facts, never
@@ -59,8 +58,6 @@ if TYPE_CHECKING:
 PROMPT_SOURCES = ("upstream", "ours")
 #: the upstream prompt files (``gaama/prompts/<name>.md``) of the fact and reflection requests
 FACT_FILE, REFLECTION_FILE = "fact_generation", "reflection_generation"
-#: a citation outside the request: drop it (the code's) or refuse the reply (ours before)
-BAD_SOURCE_RULES = ("edge", "chunk")
 #: reflections after each chunk's facts (the code's) or per ``reflection_group`` facts (ours)
 REFLECTION_RULES = ("chunk", "group")
 #: a chunk's context: the code's per-episode vector search, or the chunk centroid's last 5 (ours)
@@ -121,33 +118,20 @@ class ExtractedFact:
     concepts: tuple[str, ...]
 
 
-#: GAAMA's code counts one token per word of an event's speaker and text (gaama
-#: ``services/orchestrator.py``, ``_estimate_event_tokens``:
-#: ``len((actor + " " + content).split())``); the 4/3 tokens per word we used before is a rule
-#: of thumb of ours, not the code's.
-TOKEN_RULES = ("code", "four_thirds")
-
-
 def chunk_turns(turns: Sequence[Turn], chunk_tokens: int = 500,
-                token_rule: str = "code", texts: Sequence[str] | None = None
-                ) -> list[list[Turn]]:
+                texts: Sequence[str] | None = None) -> list[list[Turn]]:
     """Consecutive turns in chunks of at most ``chunk_tokens`` tokens (a turn is never split;
-    a chunk holds at least one). ``token_rule``: ``"code"`` counts the words of the speaker and
-    the turn's episode text (``texts``, aligned with ``turns``; the turn's content when not
-    given), as GAAMA's ``_estimate_event_tokens`` counts actor + content
-    (``services/orchestrator.py`` 134-137; its content carries the date and the speaker);
-    ``"four_thirds"`` 4/3 tokens per word of the text (ours before)."""
-    if token_rule not in TOKEN_RULES:
-        raise ValueError(f"memory.chunk_token_rule must be one of {TOKEN_RULES}, got "
-                         f"{token_rule!r}")
+    a chunk holds at least one), a turn counting one token per word of its speaker and its
+    episode text (``texts``, aligned with ``turns``; the turn's content when not given), as
+    GAAMA's ``_estimate_event_tokens`` counts ``len((actor + " " + content).split())``
+    (``services/orchestrator.py`` 134-137; its content carries the date and the speaker)."""
     if texts is not None and len(texts) != len(turns):
         raise ValueError(f"chunk_turns: {len(texts)} texts for {len(turns)} turns")
     chunks: list[list[Turn]] = []
     size = 0.0
     for i, t in enumerate(turns):
         text = t.content if texts is None else texts[i]
-        n = (max(1, len(f"{t.speaker} {text}".split())) if token_rule == "code"
-             else len(t.content.split()) * 4 / 3)
+        n = max(1, len(f"{t.speaker} {text}".split()))
         if not chunks or size + n > chunk_tokens:
             chunks.append([])
             size = 0.0
@@ -189,15 +173,14 @@ def _labels(values: Any, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def parse_facts(text: str, message_ids: Sequence[str] | None = None, bad_source: str = "chunk"
+def parse_facts(text: str, message_ids: Sequence[str] | None = None
                 ) -> tuple[list[ExtractedFact], dict[str, tuple[str, ...]]]:
-    """The facts and per-message concepts of a reply to :func:`fact_request`. A source id
-    outside the chunk (given ``message_ids``): ``bad_source="chunk"`` refuses the reply,
-    ``"edge"`` drops that id (a fact left with none keeps no source).
+    """The facts and per-message concepts of a reply to :func:`fact_request`. Each fact must
+    cite at least one message; a source id outside the chunk (given ``message_ids``) is dropped
+    (a fact left with none keeps no source).
 
     Raises:
-        StructuredOutputError: not the requested form, or (``bad_source="chunk"``) a source id
-            outside the chunk or none at all.
+        StructuredOutputError: not the requested form, or a fact citing no message.
     """
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("facts"), list):
@@ -208,8 +191,7 @@ def parse_facts(text: str, message_ids: Sequence[str] | None = None, bad_source:
         if not isinstance(f, dict) or not isinstance(f.get("fact"), str) or not f["fact"].strip():
             raise StructuredOutputError(f"fact {i}: needs a non-empty 'fact' string")
         sources = f.get("sources", [])
-        if not isinstance(sources, list) or (bad_source == "chunk" and (
-                not sources or (ids is not None and not set(map(str, sources)) <= ids))):
+        if not isinstance(sources, list) or not sources:
             raise StructuredOutputError(f"fact {i}: 'sources' must list ids of the chunk's "
                                         f"messages, got {sources!r}")
         kept = [str(s) for s in sources if ids is None or str(s) in ids]
@@ -231,11 +213,11 @@ def reflection_request(facts: Sequence[str], speakers: str, max_reflections: int
     return ChatRequest((("system", SYSTEM), ("user", user)), max_tokens=max_tokens)
 
 
-def parse_reflections(text: str, n_facts: int | None = None, bad_source: str = "chunk"
+def parse_reflections(text: str, n_facts: int | None = None
                       ) -> list[tuple[str, tuple[int, ...]]]:
-    """``[(reflection, cited fact numbers)]`` of a reply to :func:`reflection_request`
-    (``n_facts`` given: under ``bad_source="chunk"`` every citation must be one of them; under
-    ``"edge"`` the others are dropped)."""
+    """``[(reflection, cited fact numbers)]`` of a reply to :func:`reflection_request`: each
+    cites at least one fact by a number >= 0; given ``n_facts``, a number beyond them is
+    dropped."""
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("reflections"), list):
         raise StructuredOutputError('expected {"reflections": [...]}')
@@ -245,15 +227,12 @@ def parse_reflections(text: str, n_facts: int | None = None, bad_source: str = "
             raise StructuredOutputError(f"reflection {i}: needs a 'reflection' string")
         cited = r.get("facts", [])
 
-        def valid(c: Any) -> bool:
-            return (isinstance(c, int) and not isinstance(c, bool) and c >= 0
-                    and (n_facts is None or c < n_facts))
-
-        if not isinstance(cited, list) or (bad_source == "chunk" and (
-                not cited or not all(valid(c) for c in cited))):
+        if not isinstance(cited, list) or not cited or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cited):
             raise StructuredOutputError(f"reflection {i}: 'facts' must cite the numbers of the "
                                         f"facts listed, got {cited!r}")
-        out.append((r["reflection"].strip(), tuple(dict.fromkeys(c for c in cited if valid(c)))))
+        out.append((r["reflection"].strip(), tuple(dict.fromkeys(
+            c for c in cited if n_facts is None or c < n_facts))))
     return out
 
 
@@ -350,32 +329,25 @@ def _str_list(value: Any, where: str) -> list[str]:
     return [str(v) for v in value]
 
 
-def _cited(sources: list[str], ids: Mapping[str, Any] | None, bad_source: str, where: str
-           ) -> list[str]:
+def _cited(sources: list[str], ids: Mapping[str, Any] | None) -> list[str]:
     """The cited ids the request knows (``ids`` None: all, the batch's shape check)."""
-    if ids is None:
-        return sources
-    unknown = [s for s in sources if s not in ids]
-    if bad_source == "chunk" and (unknown or not sources):
-        raise StructuredOutputError(f"{where} must cite ids of the request, got {sources!r}")
-    return [s for s in sources if s in ids]
+    return sources if ids is None else [s for s in sources if s in ids]
 
 
 def parse_upstream_facts(text: str, ids: Mapping[str, str] | None = None,
-                         known: Collection[str] = (), bad_source: str = "edge"
+                         known: Collection[str] = ()
                          ) -> tuple[list[ExtractedFact], dict[str, tuple[str, ...]]]:
     """The facts and per-message concepts of a reply to :func:`upstream_fact_request`, read as
     the code reads them (``services/ltm_creator.py`` 310-401): a concept label stripped and
     lower-cased, linked to the chunk's episodes it names; a fact without text skipped; its
     ``source_episode_ids`` mapped through ``ids`` (the id shown -> the turn's ``dia_id``; an id
-    outside the chunk handled by ``bad_source``); its concepts kept where the label is a known
+    outside the chunk dropped); its concepts kept where the label is a known
     one (``known``, the concepts shown) or one of the reply's. ``belief`` is not used (the graph
     has no belief). Unlike the code, a reply without a ``facts`` list is unreadable (repaired
     once, then counted), never an empty success.
 
     Raises:
-        StructuredOutputError: not the form the prompt asks for, or (``bad_source="chunk"``) a
-            fact citing an id outside the chunk or none.
+        StructuredOutputError: not the form the prompt asks for.
     """
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("facts"), list):
@@ -396,7 +368,7 @@ def parse_upstream_facts(text: str, ids: Mapping[str, str] | None = None,
         if not fact_text:
             continue
         where = f"fact {i}: 'source_episode_ids'"
-        sources = _cited(_str_list(item.get("source_episode_ids"), where), ids, bad_source, where)
+        sources = _cited(_str_list(item.get("source_episode_ids"), where), ids)
         mapped = [ids[s] for s in sources] if ids is not None else sources
         concepts = [str(c).strip().lower()
                     for c in _str_list(item.get("concepts"), f"fact {i}: 'concepts'")]
@@ -413,13 +385,13 @@ def _list_of_dicts(value: Any, where: str) -> list[dict]:
     return value
 
 
-def parse_upstream_reflections(text: str, ids: Mapping[str, Sequence[int]] | None = None,
-                               bad_source: str = "edge") -> list[tuple[str, tuple[int, ...]]]:
+def parse_upstream_reflections(text: str, ids: Mapping[str, Sequence[int]] | None = None
+                               ) -> list[tuple[str, tuple[int, ...]]]:
     """``[(reflection, cited positions among the new facts)]`` of a reply to
     :func:`upstream_reflection_request`, read as the code reads it (``services/ltm_creator.py``
     481-510): a reflection without text skipped; ``source_fact_ids`` mapped through ``ids``
     (a new fact's id -> its positions; the code links only the new facts, so an id of a fact
-    shown as context counts as outside the request, handled by ``bad_source``)."""
+    shown as context counts as outside the request and is dropped)."""
     value = parse_json_reply(text)
     if not isinstance(value, dict) or not isinstance(value.get("reflections"), list):
         raise StructuredOutputError('expected {"reflections": [...]}')
@@ -429,7 +401,7 @@ def parse_upstream_reflections(text: str, ids: Mapping[str, Sequence[int]] | Non
         if not reflection:
             continue
         where = f"reflection {i}: 'source_fact_ids'"
-        cited = _cited(_str_list(item.get("source_fact_ids"), where), ids, bad_source, where)
+        cited = _cited(_str_list(item.get("source_fact_ids"), where), ids)
         positions = [p for c in cited for p in ids[c]] if ids is not None else []
         out.append((reflection, tuple(dict.fromkeys(positions))))
     return out

@@ -2,7 +2,8 @@ r"""GAAMA (public code swarna-kpaul/gaama) in the same harness: ``memory=gaama``
 
 Graph, per conversation, every edge stored in both directions (weight ``edge_weight``, 0.8):
 
-* **episodes**: the turns, verbatim (the shared turn template), chained by ``NEXT``;
+* **episodes**: the turns as the code writes them (``[<session date>] <speaker>: <text>``, no
+  image caption: ``evals/locomo/run_create_ltm.py``), chained by ``NEXT``;
 * **facts**: atomic statements, each ``DERIVED_FROM`` its episode. The LLM-free build (the only one
   so far, named ``gaama-llm-free`` in every result row) takes the sentences of each turn with
   first and second person replaced by the speakers' names
@@ -18,27 +19,25 @@ concepts and reflections instead (:mod:`synapse_pt.memory.gaama.llm_build`): chu
 tokens, each with the known concepts and older messages of similarity >= 0.75 as context
 (``fact_context``: the code's per-episode vector search, or the chunk centroid's last 5), asked
 with GAAMA's own prompt files or our wording (``prompts``); facts cover the messages they cite,
-reflections the facts they cite (``bad_source``: a citation outside the request loses that edge,
-as the code, or the whole reply); reflections after each chunk's facts, as the code, or per
-``reflection_group`` facts (``reflections``).
+reflections the facts they cite (a citation outside the request loses that edge, as the code);
+reflections after each chunk's facts, as the code, or per ``reflection_group`` facts
+(``reflections``).
 
 Retrieval, all questions at once, one ``[N_g, B_g]`` block per conversation. Each step follows
-the public code (gaama ``2d992f7``) by default, our earlier reading kept as a flag:
+the public code (gaama ``2d992f7``):
 
 1. similarity: the code's vector store returns sqlite-vec's cosine distance turned into
-   :math:`\mathrm{sim} = (1 + \cos) / 2` (``adapters/sqlite_vector.py``); ``similarity="code"``
-   uses it wherever similarity enters (seed weights, the score's similarity term, the LLM
-   build's context threshold), ``"cosine"`` the raw cosine (ours before issue 30). On the code's
-   scale the 0.1 PageRank term weighs about 2-3x more against similarity;
+   :math:`\mathrm{sim} = (1 + \cos) / 2` (``adapters/sqlite_vector.py``), used wherever
+   similarity enters (seed weights, the score's similarity term, the LLM build's context
+   threshold);
 2. seeds: the ``seeds`` (40) nodes of any kind with the highest similarity, weights normalised
    to sum 1;
-3. candidates (``services/ltm_retriever.py``): ``candidates="code"``, the nearest ``knn`` nodes
-   (the code's ``max(2 * total budget, 2 * seeds)`` = 330) plus the seeds' neighbourhood to depth
-   2; ``"neighbourhood"``, the neighbourhood alone (ours before). ``nearest`` says where the
-   nearest set and the seeds come from: ``"conversation"``, the question's conversation's nodes;
-   ``"store"``, as the code's sqlite-vec store returns them (the ``max(2 knn, 20)`` nearest over
-   every ingested conversation, only then the question's, at most ``knn``: fewer, at worst none;
-   :meth:`GAAMAMemory.store_returns`, issue 53);
+3. candidates (``services/ltm_retriever.py``): the nearest ``knn`` nodes (the code's
+   ``max(2 * total budget, 2 * seeds)`` = 330) plus the seeds' neighbourhood to depth 2.
+   ``nearest`` says where the nearest set and the seeds come from: ``"conversation"``, the
+   question's conversation's nodes; ``"store"``, as the code's sqlite-vec store returns them
+   (the ``max(2 knn, 20)`` nearest over every ingested conversation, only then the question's,
+   at most ``knn``: fewer, at worst none; :meth:`GAAMAMemory.store_returns`, issue 53);
 4. personalised PageRank from the seeds on the seeds' neighbourhood (the code's expanded edges;
    0 for nearest-set nodes outside it; :func:`~synapse_pt.graph.ppr.personalised_pagerank`,
    continuation 0.6, 100 iterations, L1 tolerance 1e-6), hub dampening as the code (``"code"``,
@@ -46,15 +45,12 @@ the public code (gaama ``2d992f7``) by default, our earlier reading kept as a fl
 5. score :math:`1.0 \cdot \mathrm{sim} / \max \mathrm{sim} + 0.1 \cdot \mathrm{PPR} / \max
    \mathrm{PPR}` over the candidates. The code has no similarity for nodes found only through the
    graph, outside its nearest set (its ``compute_similarity`` does not exist), so they get 0
-   (``graph_only_cosine="zero"``, the default since issue 44: ``services/ltm_retriever.py``
-   194-197); ``"real"`` (ours, the default before) computes their real similarity. Under
-   ``candidates="neighbourhood"`` "graph-only" means every non-seed (our earlier reading);
+   (``graph_only_cosine="zero"``: ``services/ltm_retriever.py`` 194-197); ``"real"`` (ours,
+   SPEC §2) computes their real similarity;
 6. the pack: the best ``max_facts`` (60) facts, ``max_reflections`` (20) reflections and
    ``max_episodes`` (80) episodes (concepts never), episodes re-sorted by time, trimmed to
-   ``max_words`` (1,000) words: ``trim="code"`` cuts each type in proportion to its budget
-   (skills' 5 included in the total), lowest-scored first (``evals/locomo/locomo_eval.py``,
-   :func:`trim_code`); ``"facts_first"`` keeps facts, then reflections, then the earliest
-   episodes that fit (ours before: a 60-fact pack kept 14 of 80 episodes, by time, not score).
+   ``max_words`` (1,000) words, each type cut in proportion to its budget (skills' 5 included
+   in the total), lowest-scored first (``evals/locomo/locomo_eval.py``, :func:`trim_code`).
    Items are returned in score order, each listing the LoCoMo turns it covers (a fact: its
    episode).
 """
@@ -93,7 +89,6 @@ from ..episodic import TurnRegistry
 from ..fused import inner_fused
 from ..gate import build_gate
 from .llm_build import (
-    BAD_SOURCE_RULES,
     CONCEPT_TOP_K,
     CONTEXT_RULES,
     EPISODE_TOP_K,
@@ -103,7 +98,6 @@ from .llm_build import (
     PROMPT_SOURCES,
     REFLECTION_FILE,
     REFLECTION_RULES,
-    TOKEN_RULES,
     UPSTREAM_MAX_TOKENS,
     GAAMAFailure,
     VectorStore,
@@ -128,26 +122,11 @@ log = logging.getLogger(__name__)
 EPISODE, FACT, CONCEPT, REFLECTION = "episode", "fact", "concept", "reflection"
 EDGE_TYPES = ("NEXT", "DERIVED_FROM", "DERIVED_FROM_FACT", "HAS_CONCEPT", "ABOUT_CONCEPT")
 
-#: ``"code"``: the similarity GAAMA's vector store returns, (1 + cos) / 2 (gaama
-#: ``adapters/sqlite_vector.py``: ``1 - distance / 2`` of sqlite-vec's cosine distance);
-#: ``"cosine"``: the raw cosine (our earlier reading).
-SIMILARITY_SCALES = ("code", "cosine")
-#: ``"code"``: the nearest ``knn`` nodes plus the seeds' neighbourhood (gaama
-#: ``services/ltm_retriever.py``, step 1 and 3); ``"neighbourhood"``: the neighbourhood alone
-#: (our earlier reading).
-CANDIDATE_RULES = ("code", "neighbourhood")
-#: ``"code"``: the word trim proportional to the per-type budgets, lowest scores first (gaama
-#: ``evals/locomo/locomo_eval.py``, ``_trim_memory_pack``); ``"facts_first"``: facts, then
-#: reflections, then episodes by time until the words run out (our earlier reading).
-TRIM_RULES = ("code", "facts_first")
 #: the nearest set's source: ``"conversation"`` (ours: the ``knn`` nearest of the question's own
 #: conversation) or ``"store"`` (the code's vector store, gaama ``adapters/sqlite_vector.py``
 #: 178-238: the ``max(2 knn, 20)`` nearest over every ingested conversation, then those of the
 #: question's conversation, at most ``knn``; the seeds are the best of that set).
 NEAREST_RULES = ("conversation", "store")
-#: an episode's text: "code" ([<session date string>] <speaker>: <text>, run_create_ltm.py) or
-#: "shared" (the shared turn_template, ours before issue 44)
-EPISODE_TEXTS = ("code", "shared")
 
 
 def code_similarity(cos: float | torch.Tensor) -> float | torch.Tensor:
@@ -263,39 +242,25 @@ class GAAMAMemory(MemorySystem):
         cosine_weight, ppr_weight: the additive score (code: 1.0, 0.1).
         graph_only_cosine: ``"zero"`` (the code's behaviour: 0 outside the nearest set) or
             ``"real"`` (ours: their real similarity).
-        similarity: ``"code"`` ((1 + cos) / 2, the code's) or ``"cosine"`` (ours before).
-        candidates: ``"code"`` (nearest ``knn`` plus the neighbourhood) or ``"neighbourhood"``.
         knn: the nearest set's size (``None``: the code's rule, 2 x the budgets' total, 330).
         nearest: where the nearest set (and the seeds in it) come from: ``"store"`` (the code's,
             the default: the ``max(2 knn, 20)`` nearest over every ingested conversation, kept if
             they are of the question's conversation, at most ``knn``; often fewer, none at worst)
             or ``"conversation"`` (ours: the ``knn`` nearest of the question's conversation).
-        trim: ``"code"`` (proportional to the budgets, lowest scores first) or
-            ``"facts_first"`` (ours before).
         max_facts, max_reflections, max_skills, max_episodes, max_words: the pack (code: 60, 20,
             5, 80, 1000; no skills here, but their budget counts in the code's trim and ``knn``).
         concepts_per_episode: concepts kept per episode (GAAMA's prompt: 1-3).
         reflection_edge_weight: weight of ``DERIVED_FROM_FACT`` edges (code: 0.5).
         chunk_tokens, context_cosine: LLM build: chunk size and the context threshold (code:
             about 500, 0.75 on the ``similarity`` scale).
-        chunk_token_rule: LLM build: ``"code"`` (one token per word of the speaker and the
-            episode text, the code's count of actor + content, ``services/orchestrator.py``
-            134-137) or ``"four_thirds"`` (4/3 per word of the text, ours before).
-        episode_text: ``"code"`` (an episode is ``[<session date as the data writes it>]
-            <speaker>: <text>``, no image caption: gaama ``evals/locomo/run_create_ltm.py``,
-            ``_session_to_events``) or ``"shared"`` (the shared ``turn_template``, ours before).
-        context_facts: LLM build: the facts of the older messages in the context join it (the
-            code's ``existing_facts``); ``False``: messages only (ours before).
         prompts: LLM build: ``"upstream"`` (GAAMA's ``prompts/fact_generation.md`` and
             ``reflection_generation.md``, read from ``upstream_path`` as
             :func:`~synapse_pt.data.upstream.gaama_prompt` finds them) or ``"ours"``.
         upstream_path: the folder of the upstream files (``None``: the loader's search order).
-        bad_source: LLM build: a cited id outside the request: ``"edge"`` (the code's: only that
-            edge is dropped) or ``"chunk"`` (ours before: the whole reply is refused).
         reflections: LLM build: ``"chunk"`` (the code's: one request after each chunk's facts)
             or ``"group"`` (ours: one per ``reflection_group`` facts, after all the facts).
         fact_context: LLM build: ``"code"`` (the code's per-episode vector search over the nodes
-            built so far) or ``"centroid"`` (ours before: the chunk's text embedding, the last 5
+            built so far) or ``"centroid"`` (ours: the chunk's text embedding, the last 5
             older messages).
         reflection_group, reflections_per_group: LLM build: facts per reflection request and
             reflections asked for (ours; ``reflections="group"`` and our prompt).
@@ -310,49 +275,41 @@ class GAAMAMemory(MemorySystem):
 
     name = "gaama"
     retrieval_fields = ("seeds", "depth", "alpha", "hub_dampening", "cosine_weight",
-                        "ppr_weight", "graph_only_cosine", "similarity", "candidates", "knn",
-                        "nearest", "trim", "max_facts", "max_reflections", "max_skills",
-                        "max_episodes", "max_words", "tau_gate")
+                        "ppr_weight", "graph_only_cosine", "knn", "nearest", "max_facts",
+                        "max_reflections", "max_skills", "max_episodes", "max_words", "tau_gate")
     # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
     int_minimums = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "max_facts": 0,
                     "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
                     "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
                     "reflections_per_group": 1, "max_tokens": 1}
     choices = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
-               "similarity": SIMILARITY_SCALES, "candidates": CANDIDATE_RULES,
-               "nearest": NEAREST_RULES, "trim": TRIM_RULES, "chunk_token_rule": TOKEN_RULES,
-               "prompts": PROMPT_SOURCES,
-               "bad_source": BAD_SOURCE_RULES, "reflections": REFLECTION_RULES,
-               "fact_context": CONTEXT_RULES}
+               "nearest": NEAREST_RULES, "prompts": PROMPT_SOURCES,
+               "reflections": REFLECTION_RULES, "fact_context": CONTEXT_RULES}
     # answer_from_memory.md (services/answer_from_memory.py) and the key-fact judge
     # (evals/locomo/locomo_eval.py)
     own_steps = ("gaama", "gaama")
     cost_model = CostModel(WordBudget("max_words", label="GAAMA's max_words pack"),
                            extraction=ModelDependentBuild())
-    # the seeds, the walk and the readings of issue 30 (only cosine : PPR's ratio matters)
+    # the seeds, the walk and the graph-only reading (only cosine : PPR's ratio matters)
     search_space = SearchSpace(
         discrete={"seeds": (20, 40, 80), "depth": (1, 2, 3), "hub_dampening": HUB_DAMPENING,
-                  "graph_only_cosine": ("real", "zero"), "similarity": SIMILARITY_SCALES,
-                  "candidates": CANDIDATE_RULES, "trim": TRIM_RULES},
+                  "graph_only_cosine": ("real", "zero")},
         continuous={"alpha": (0.3, 0.9), "ppr_weight": (0.0, 1.0)},
         reference={"seeds": 40, "depth": 2, "hub_dampening": "code", "graph_only_cosine": "zero",
-                   "similarity": "code", "candidates": "code", "trim": "code", "alpha": 0.6,
-                   "ppr_weight": 0.1})  # the code's values
+                   "alpha": 0.6, "ppr_weight": 0.1})  # the code's values
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, seeds: int = 40,
                  depth: int = 2, alpha: float = 0.6, max_iter: int = 100, tol: float = 1e-6,
                  edge_weight: float = 0.8, hub_dampening: str = "code", hub_degree: int = 50,
                  cosine_weight: float = 1.0, ppr_weight: float = 0.1,
-                 graph_only_cosine: str = "zero", similarity: str = "code",
-                 candidates: str = "code", knn: int | None = None,
-                 nearest: str = "store", trim: str = "code",
+                 graph_only_cosine: str = "zero", knn: int | None = None,
+                 nearest: str = "store",
                  max_facts: int = 60, max_reflections: int = 20, max_skills: int = 5,
                  max_episodes: int = 80, max_words: int = 1000, concepts_per_episode: int = 3,
                  reflection_edge_weight: float = 0.5, chunk_tokens: int = 500,
-                 chunk_token_rule: str = "code", episode_text: str = "code",
-                 context_cosine: float = 0.75, context_facts: bool = True,
+                 context_cosine: float = 0.75,
                  prompts: str = "upstream", upstream_path: str | None = None,
-                 bad_source: str = "edge", reflections: str = "chunk",
+                 reflections: str = "chunk",
                  fact_context: str = "code", reflection_group: int = 20,
                  reflections_per_group: int = 3, max_tokens: int | None = None,
                  fused_seeds: Mapping[str, Any] | None = None,
@@ -360,10 +317,8 @@ class GAAMAMemory(MemorySystem):
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
         self.llm = extractor_llm(extractor, "gaama")
         for key, value in (("hub_dampening", hub_dampening),
-                           ("graph_only_cosine", graph_only_cosine), ("similarity", similarity),
-                           ("candidates", candidates), ("nearest", nearest), ("trim", trim),
-                           ("chunk_token_rule", chunk_token_rule), ("prompts", prompts),
-                           ("bad_source", bad_source), ("reflections", reflections),
+                           ("graph_only_cosine", graph_only_cosine), ("nearest", nearest),
+                           ("prompts", prompts), ("reflections", reflections),
                            ("fact_context", fact_context)):
             require_choice(key, value, self.choices[key])
         if knn is not None:
@@ -385,7 +340,6 @@ class GAAMAMemory(MemorySystem):
         self.hub_dampening, self.hub_degree = hub_dampening, int(hub_degree)
         self.cosine_weight, self.ppr_weight = float(cosine_weight), float(ppr_weight)
         self.graph_only_cosine = graph_only_cosine
-        self.similarity, self.candidates, self.trim = similarity, candidates, trim
         self.nearest = nearest
         self.max_facts, self.max_reflections = int(max_facts), int(max_reflections)
         self.max_skills = int(max_skills)
@@ -395,13 +349,9 @@ class GAAMAMemory(MemorySystem):
         self.concepts_per_episode = concepts_per_episode
         self.reflection_edge_weight = float(reflection_edge_weight)
         self.chunk_tokens, self.context_cosine = int(chunk_tokens), float(context_cosine)
-        self.context_facts = bool(context_facts)
-        self.chunk_token_rule = chunk_token_rule
-        require_choice("episode_text", episode_text, EPISODE_TEXTS)
-        self.episode_text = episode_text
         self.reflection_group = int(reflection_group)
         self.reflections_per_group = int(reflections_per_group)
-        self.prompts, self.bad_source = prompts, bad_source
+        self.prompts = prompts
         self.reflections, self.fact_context = reflections, fact_context
         budgets = (UPSTREAM_MAX_TOKENS if prompts == "upstream"
                    else {"facts": OURS_MAX_TOKENS, "reflections": OURS_MAX_TOKENS})
@@ -454,12 +404,12 @@ class GAAMAMemory(MemorySystem):
                 "extraction_attempts": self.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
-                "similarity": self.similarity, "candidates": self.candidates, "knn": self.knn,
+                "knn": self.knn,
                 "nearest": self.nearest,
                 **({"store_nearest": dict(self.store_counts)} if self.nearest == "store" else {}),
-                "trim": self.trim, "episode_text": self.episode_text,
+
                 **({} if llm_free else {
-                    "prompts": self.prompts, "bad_source": self.bad_source,
+                    "prompts": self.prompts,
                     "reflections": self.reflections, "fact_context": self.fact_context}),
                 "upstream_prompts": [t.source.rel for t in self.templates.values()],
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
@@ -493,12 +443,9 @@ class GAAMAMemory(MemorySystem):
                       self.encoder.encode(g.text).to(self.device))
 
     def episode_texts(self, d: Dialogue) -> dict[str, str]:
-        """``{dia_id: episode text}``: under ``episode_text="code"`` as GAAMA's LoCoMo loader
-        writes an event's content (``[<session date_time string>] <speaker>: <text>``, or
-        ``<speaker>: <text>`` for a session without a date; no caption); else the shared
-        template's rendering."""
-        if self.episode_text != "code":
-            return {t.dia_id: self.renderer(t) for t in d.turns()}
+        """``{dia_id: episode text}`` as GAAMA's LoCoMo loader writes an event's content
+        (``[<session date_time string>] <speaker>: <text>``, or ``<speaker>: <text>`` for a
+        session without a date; no caption)."""
         return {t.dia_id: (f"[{s.date_time_raw}] {t.speaker}: {t.text}" if s.date_time_raw
                            else f"{t.speaker}: {t.text}")
                 for s in d.sessions for t in s.turns}
@@ -543,8 +490,7 @@ class GAAMAMemory(MemorySystem):
         earlier chunks of its conversation created; under ``reflections="chunk"`` each round's
         reflections follow its facts (one more batch), as the code's step 3 follows step 2."""
         built = [self._episodes(d) for d in dialogues]
-        chunks = [chunk_turns(turns, self.chunk_tokens, self.chunk_token_rule,
-                              texts=[g.text[e] for e in episodes])
+        chunks = [chunk_turns(turns, self.chunk_tokens, texts=[g.text[e] for e in episodes])
                   for g, turns, episodes in built]
         # the code's vector store, where its searches need it (the chunk context, or the
         # related facts its reflection prompt shows)
@@ -619,7 +565,7 @@ class GAAMAMemory(MemorySystem):
                             EPISODE, self.context_cosine, exclude=mine)
             concepts = related(store.search(query, CONCEPT_TOP_K, self._similarity), g.kind,
                                CONCEPT, self.context_cosine)
-        else:  # ours before: the chunk's text embedding, the last 5 older messages that similar
+        else:  # ours: the chunk's text embedding, the last 5 older messages that similar
             assert turn_emb is not None
             first = turns.index(chunk[0])
             chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
@@ -632,11 +578,10 @@ class GAAMAMemory(MemorySystem):
                 concepts = [c for c, v in zip(concepts, cos.tolist(), strict=True)
                             if self._similarity(v) >= self.context_cosine]
         # the code also shows the facts already derived from those older messages
-        # (services/ltm_creator.py 258-277, "existing_facts"); context_facts=false: ours before
+        # (services/ltm_creator.py 258-277, "existing_facts")
         older_ids = {turn_of[e].dia_id for e in older}
-        facts = ([f for f, k in enumerate(g.kind)
-                  if k == FACT and older_ids.intersection(g.covers[f])]
-                 if self.context_facts else [])
+        facts = [f for f, k in enumerate(g.kind)
+                 if k == FACT and older_ids.intersection(g.covers[f])]
         known = tuple(label_of[c] for c in concepts)
         if self.prompts == "upstream":  # services/llm_extractors.py 173-216
             date = {t.dia_id: s.date_time_raw or "" for s in d.sessions for t in s.turns}
@@ -657,18 +602,18 @@ class GAAMAMemory(MemorySystem):
             ids = {t.dia_id: t.dia_id for t in chunk}
         return request, chunk, ids, known
 
-    def _similarity(self, cos: float | torch.Tensor) -> float | torch.Tensor:
-        """A cosine (float or tensor) on the ``similarity`` scale: the code's (1 + cos) / 2, or
-        the raw cosine (the context threshold reads it too: the code's 0.75 admits cos >= 0.5)."""
-        return code_similarity(cos) if self.similarity == "code" else cos
+    @staticmethod
+    def _similarity(cos: float | torch.Tensor) -> float | torch.Tensor:
+        """A cosine (float or tensor) on the code's scale, (1 + cos) / 2 (the context threshold
+        reads it too: the code's 0.75 admits cos >= 0.5)."""
+        return code_similarity(cos)
 
     def _add_facts(self, d: Dialogue, built, chunk: list[Turn], ids: Mapping[str, str],
                    known: Sequence[str], res) -> None:
         g, turns, episodes = built
         where = f"{chunk[0].dia_id}..{chunk[-1].dia_id}"
-        parsed = (recheck(res, parse_upstream_facts, ids, known, self.bad_source)
-                  if self.prompts == "upstream"
-                  else recheck(res, parse_facts, list(ids), self.bad_source))
+        parsed = (recheck(res, parse_upstream_facts, ids, known) if self.prompts == "upstream"
+                  else recheck(res, parse_facts, list(ids)))
         if parsed is None:
             self._fail("facts", d.sample_id, where, res.error or "unreadable reply")
             return
@@ -681,7 +626,7 @@ class GAAMAMemory(MemorySystem):
                 if c is not None:
                     g.link(episode_of[dia_id], c, "HAS_CONCEPT")
         for fact in facts:
-            # a fact whose every source was dropped (bad_source=edge) keeps its chunk's date
+            # a fact whose every source was dropped keeps its chunk's date
             f = g.node(FACT, fact.text, fact.sources,
                        stamp_of[fact.sources[0]] if fact.sources else chunk[0].timestamp)
             for dia_id in fact.sources:
@@ -733,7 +678,7 @@ class GAAMAMemory(MemorySystem):
         made: dict[int, list[int]] = {}
         for (i, group), cite, res in zip(groups, cites, results, strict=True):
             d, g = dialogues[i], built[i][0]
-            parsed = recheck(res, parse, cite, self.bad_source)
+            parsed = recheck(res, parse, cite)
             if parsed is None:
                 turns = [t for f in group for t in g.covers[f]]
                 where = (f"facts {turns[0]}..{turns[-1]}" if turns
@@ -743,7 +688,7 @@ class GAAMAMemory(MemorySystem):
             for text, cited in parsed:
                 facts = [group[c] for c in cited]
                 covers = tuple(dict.fromkeys(t for f in facts for t in g.covers[f]))
-                # one citing no fact of the request (bad_source=edge) keeps the group's date
+                # one citing no fact of the request keeps the group's date
                 node = g.node(REFLECTION, text, covers, max(g.stamp[f] for f in facts or group))
                 made.setdefault(i, []).append(node)
                 for f in facts:
@@ -815,13 +760,9 @@ class GAAMAMemory(MemorySystem):
         seed_weight = torch.where(seed_weight.sum(0, keepdim=True) > 0, seed_weight,
                                   seed_mask.to(sim.dtype))  # all seeds non-positive: uniform
         hood = neighbourhood(block.edge_index, n, seed_mask, self.depth)
-        if self.candidates == "code":
-            # the code's candidates: its nearest knn nodes plus the seeds' neighbourhood
-            near = torch.zeros_like(seed_mask).scatter_(0, order[:min(self.knn, n)], True)
-            near &= allowed
-            cand = hood | near
-        else:  # our earlier reading: the neighbourhood alone; "graph-only" = every non-seed
-            near, cand = seed_mask, hood
+        # the code's candidates: its nearest knn nodes plus the seeds' neighbourhood
+        near = torch.zeros_like(seed_mask).scatter_(0, order[:min(self.knn, n)], True) & allowed
+        cand = hood | near
         per_type = torch.tensor([self.reflection_edge_weight if t == "DERIVED_FROM_FACT"
                                  else self.edge_weight for t in EDGE_TYPES], dtype=torch.float64,
                                 device=sim.device)
@@ -884,8 +825,8 @@ class GAAMAMemory(MemorySystem):
         return torch.where((rows >= 0).any(dim=1)[:, None], taken, cos)
 
     def _pack(self, block: _Block, ranked: list[tuple[int, float]]) -> list[RetrievedItem]:
-        """Step 5: the per-type budgets, episodes by time, trimmed to ``max_words`` (``trim``:
-        the code's proportional trim, or facts first); returned in score order."""
+        """Step 6: the per-type budgets, episodes by time, trimmed to ``max_words`` by the code's
+        proportional trim; returned in score order."""
         budget = {FACT: self.max_facts, REFLECTION: self.max_reflections,
                   EPISODE: self.max_episodes, CONCEPT: 0}
         taken: dict[str, list[tuple[int, float]]] = {FACT: [], REFLECTION: [], EPISODE: []}
@@ -894,32 +835,19 @@ class GAAMAMemory(MemorySystem):
             if budget[k] > len(taken.get(k, [])) and k in taken:
                 taken[k].append((r, s))
         by_time = sorted(taken[EPISODE], key=lambda rs: block.timestamp[rs[0]])
-        kept: list[tuple[int, float]] = []
-        if self.trim == "code":
-            lists = {"facts": taken[FACT], "reflections": taken[REFLECTION],
-                     "episodes": by_time}
-            words = {r: len(block.text[r].split()) for kind in lists.values() for r, _ in kind}
-            budgets = {"facts": self.max_facts, "reflections": self.max_reflections,
-                       "skills": self.max_skills, "episodes": self.max_episodes}
-            for part in trim_code(lists, words, budgets, self.max_words).values():
-                kept.extend(part)
-        else:  # our earlier reading: facts first, then whatever episodes fit
-            words_used = 0
-            for r, s in taken[FACT] + taken[REFLECTION] + by_time:
-                n = len(block.text[r].split())
-                if words_used + n > self.max_words:
-                    break
-                words_used += n
-                kept.append((r, s))
+        lists = {"facts": taken[FACT], "reflections": taken[REFLECTION], "episodes": by_time}
+        words = {r: len(block.text[r].split()) for kind in lists.values() for r, _ in kind}
+        budgets = {"facts": self.max_facts, "reflections": self.max_reflections,
+                   "skills": self.max_skills, "episodes": self.max_episodes}
+        kept = [rs for part in trim_code(lists, words, budgets, self.max_words).values()
+                for rs in part]
         kept.sort(key=lambda rs: (-rs[1], rs[0]))
         out = []
         for r, s in kept:
             covers = block.covers[r]
             if block.kind[r] == EPISODE:
                 out.append(RetrievedItem(covers[0], block.text[r], EPISODIC, s,
-                                         block.timestamp[r], block.speaker[r],
-                                         dated=(self.episode_text == "code"
-                                                or self.renderer.dated)))
+                                         block.timestamp[r], block.speaker[r], dated=True))
             else:
                 prefix = "R" if block.kind[r] == REFLECTION else "F"
                 out.append(RetrievedItem(f"{prefix}:{r}", block.text[r], block.kind[r], s,

@@ -12,16 +12,13 @@ code, and go through the project's LLM interface, response cache and
   event may join several traces).
 * :func:`chain_request` / :func:`parse_chains`: the code's grouping of the events that joined no
   trace into new chains (each a new trace) and isolated events.
-* :func:`weave_request` / :func:`parse_weave`: our earlier reading (``memory.weave=per_event``):
-  one call per box linking each event to at most one candidate trace.
 
 A reply that stays unreadable after the repair round is a counted :class:`MemboxFailure` (named in
 the log and in ``describe()["extraction_failures"]``): a failed Topic Loom decision closes the
 box, a failed box extraction leaves the box without keywords and events, a failed verification
 joins all of the box's events to that trace (as the code's ``_llm_event_filter`` does when its
 reply does not parse), a failed grouping gives each unmatched event its own trace (the code
-creates none: its events would be lost), a failed per-event weave starts new traces. None is
-turned into a silent success.
+creates none: its events would be lost). None is turned into a silent success.
 
 Under ``prompts="upstream"`` (:class:`MemboxPrompts`, the default) the Topic Loom, box
 extraction, verification and chain grouping send the code's own prompts, read from Membox's
@@ -29,8 +26,7 @@ extraction, verification and chain grouping send the code's own prompts, read fr
 of its ``class Config``; never pasted here) and rendered as its code renders them: one user
 message, no system message, temperature 0, no ``max_tokens`` (the model's own limit), the box
 extraction in JSON mode; their replies are read as the code reads them (:meth:`MemboxPrompts.
-parse_loom` and the others say how). ``prompts="ours"`` keeps the wordings above. The per-event
-weave has no counterpart in the code and keeps ours under both.
+parse_loom` and the others say how). ``prompts="ours"`` keeps the wordings above.
 """
 
 from __future__ import annotations
@@ -63,16 +59,6 @@ Give 3-8 keywords, one short topic phrase, and the explicit events and plans the
 (each one standalone sentence naming the people, with its date). Answer with JSON only, in this
 form: {{"keywords": ["..."], "topic": "...", "events": ["..."]}}"""
 
-WEAVE_PROMPT = """New events:
-{events}
-
-Existing event traces (each a storyline of related events):
-{traces}
-
-Which new events continue which trace? Link an event only when it is part of the same storyline.
-Answer with JSON only, in this form: {{"links": [{{"event": 0, "trace": 3}}]}} (an empty list when
-none is)."""
-
 VERIFY_PROMPT = """An existing event trace (a storyline, oldest first):
 {trace}
 
@@ -98,7 +84,7 @@ _LOOM = re.compile(r"\b(partially shifted|yes|no)\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class MemboxFailure:
-    stage: str  # "loom", "box", "weave", "verify" or "chains"
+    stage: str  # "loom", "box", "verify" or "chains"
     sample_id: str
     where: str
     error: str
@@ -160,28 +146,6 @@ def numbered(events: Sequence[str]) -> str:
     return "\n".join(f"{i}. {e}" for i, e in enumerate(events))
 
 
-def weave_request(events: Sequence[str], traces: Sequence[tuple[int, Sequence[str]]],
-                  max_tokens: int = 256) -> ChatRequest:
-    listed = numbered(events)
-    shown = "\n".join(f"trace {t}: " + " | ".join(ev) for t, ev in traces)
-    return ChatRequest((("system", SYSTEM), ("user", WEAVE_PROMPT.format(
-        events=listed, traces=shown))), max_tokens=max_tokens)
-
-
-def parse_weave(text: str) -> list[tuple[int, int]]:
-    """``[(event number, trace id)]`` of a reply to :func:`weave_request`."""
-    value = parse_json_reply(text)
-    if not isinstance(value, dict) or not isinstance(value.get("links"), list):
-        raise StructuredOutputError('expected {"links": [...]}')
-    out = []
-    for i, link in enumerate(value["links"]):
-        if (not isinstance(link, dict) or not isinstance(link.get("event"), int)
-                or not isinstance(link.get("trace"), int)):
-            raise StructuredOutputError(f"link {i}: needs integer 'event' and 'trace'")
-        out.append((link["event"], link["trace"]))
-    return out
-
-
 def verify_request(trace_lines: Sequence[str], events: Sequence[str],
                    max_tokens: int = 256) -> ChatRequest:
     """The verification of one candidate trace (its events, ``"{date}: {event}"``) against all
@@ -214,14 +178,12 @@ def load_reply(text: str, strict: bool) -> object:
                                     f"{(text or '')[:80]!r}") from err
 
 
-def parse_verify(text: str, n: int | None, *, conflict: str = "drop",
-                 strict: bool = False) -> list[int]:
+def parse_verify(text: str, n: int | None, *, strict: bool = False) -> list[int]:
     """The numbers of the events (of ``n``) that continue the trace. As the code, a reply that
-    names no event at all (neither related nor unrelated) joins them all. An event named both
-    related and unrelated: ``conflict="drop"`` leaves it out (ours), ``"keep"`` keeps it (the
-    code's ``if ... in related ... elif ... in unrelated``). ``strict``: the reply must be JSON
-    as a whole (:func:`load_reply`). ``n=None`` checks the reply's shape only (then "all" is an
-    empty list)."""
+    names no event at all (neither related nor unrelated) joins them all, and an event named
+    both related and unrelated is related (its ``if ... in related ... elif ... in
+    unrelated``). ``strict``: the reply must be JSON as a whole (:func:`load_reply`).
+    ``n=None`` checks the reply's shape only (then "all" is an empty list)."""
     value = load_reply(text, strict)
     if not isinstance(value, dict) or "related" not in value:
         raise StructuredOutputError('expected {"related": [...], "unrelated": [...]}')
@@ -229,9 +191,7 @@ def parse_verify(text: str, n: int | None, *, conflict: str = "drop",
     unrelated = _indices(value.get("unrelated", []), "unrelated", n)
     if not related and not unrelated:
         return list(range(n or 0))
-    if conflict == "keep":
-        return related
-    return [i for i in related if i not in set(unrelated)]
+    return related
 
 
 def chain_request(events: Sequence[str], max_tokens: int = 256) -> ChatRequest:
@@ -270,8 +230,6 @@ PROMPT_SOURCES = ("upstream", "ours")
 #: whole reply, no repair round (the code's ``_llm_event_filter``); ``fenced``, fenced JSON and
 #: prose around it accepted, one repair round (ours)
 VERIFY_PARSES = ("strict", "fenced")
-#: an event a verification reply lists both as related and unrelated (``memory.verify_conflict``)
-VERIFY_CONFLICTS = ("keep", "drop")
 #: the file the upstream prompts are read from, and the ``class Config`` constant of each step
 UPSTREAM_FILE = "membox/membox.py"
 UPSTREAM_CONSTANTS = {"loom": "PROMPT_MSG_CONTINUATION", "box": "PROMPT_DIALOG_EXTRACT",
@@ -279,7 +237,7 @@ UPSTREAM_CONSTANTS = {"loom": "PROMPT_MSG_CONTINUATION", "box": "PROMPT_DIALOG_E
 #: ``membox.py`` ``LLMWorker.chat_completion`` sets no ``max_tokens``: the model's own completion
 #: limit applies, 16,384 tokens for gpt-4o-mini (as the answer step's budget, eval/prompts.py)
 UPSTREAM_MAX_TOKENS = 16384
-#: our budgets: a box extraction, verification, chain grouping or weave; a Loom decision
+#: our budgets: a box extraction, verification or chain grouping; a Loom decision
 OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS = 512, 8
 #: the code's box extraction asks in JSON mode (``TopicClusterManager.process_new_box``:
 #: ``chat_completion(..., json_mode=True)``, ``response_format={"type": "json_object"}``)
@@ -308,17 +266,16 @@ def parse_box_code(text: str) -> tuple[list[str], str, list[str]]:
     return keywords, topic, events
 
 
-def parse_verify_code(text: str, events: Sequence[str] | None, *, conflict: str = "keep",
-                      strict: bool = True) -> list[int]:
+def parse_verify_code(text: str, events: Sequence[str] | None, *, strict: bool = True
+                      ) -> list[int]:
     """The numbers of ``events`` that continue the trace, from a reply to
     ``PROMPT_TRACE_EVENT_FILTER`` read as ``TraceLinker._llm_event_filter`` reads it: the reply's
     ``related_events`` and ``unrelated_events`` hold event texts; each event of the box is
-    related when its exact text is in the first (an event in both: kept under ``conflict=
-    "keep"``, the code's ``if/elif``; counted unrelated under ``"drop"``), unrelated when in the
-    second; when no event is either, all are related. ``strict``: ``json.loads`` of the whole
-    reply (the code); else fenced JSON. Unreadable (not JSON, not an object, lists of the wrong
-    type): :class:`StructuredOutputError`, which the caller turns into "all events join", as the
-    code's ``except``. ``events=None`` checks the reply's shape only."""
+    related when its exact text is in the first (an event in both too, the code's ``if/elif``),
+    unrelated when in the second; when no event is either, all are related. ``strict``:
+    ``json.loads`` of the whole reply (the code); else fenced JSON. Unreadable (not JSON, not an
+    object, lists of the wrong type): :class:`StructuredOutputError`, which the caller turns
+    into "all events join", as the code's ``except``. ``events=None``: the shape only."""
     value = load_reply(text, strict)
     if not isinstance(value, dict):
         raise StructuredOutputError('expected {"related_events": [...], "unrelated_events": '
@@ -330,7 +287,7 @@ def parse_verify_code(text: str, events: Sequence[str] | None, *, conflict: str 
     related, unrelated = [], []
     try:
         for i, ev in enumerate(events):
-            if ev in named and (conflict == "keep" or ev not in other):
+            if ev in named:
                 related.append(i)
             elif ev in other:
                 unrelated.append(i)
@@ -396,11 +353,11 @@ class MemboxPrompts:
             :data:`~synapse_pt.data.upstream.COMMITS` by name, sha256-checked) or ``"ours"``.
         upstream_path: the folder of the upstream files (``None``: ``$SYNAPSE_UPSTREAM``, then
             beside the checkout, then the cache or a download; :mod:`synapse_pt.data.upstream`).
-        max_tokens: completion budget of a box extraction, verification, chain grouping or
-            weave; ``None``: the source's (upstream 16,384, the model's own limit as the code
+        max_tokens: completion budget of a box extraction, verification or chain grouping;
+            ``None``: the source's (upstream 16,384, the model's own limit as the code
             sets none; ours 512).
         loom_max_tokens: the same for a Topic Loom decision (``None``: upstream 16,384; ours 8).
-        verify_parse: :data:`VERIFY_PARSES`; ``verify_conflict``: :data:`VERIFY_CONFLICTS`.
+        verify_parse: :data:`VERIFY_PARSES`.
 
     Under ``"upstream"`` (``membox.py``, 3d1fa84):
 
@@ -420,14 +377,13 @@ class MemboxPrompts:
 
     def __init__(self, source: str = "upstream", *, upstream_path: str | None = None,
                  max_tokens: int | None = None, loom_max_tokens: int | None = None,
-                 verify_parse: str = "strict", verify_conflict: str = "keep") -> None:
+                 verify_parse: str = "strict") -> None:
         for key, value, allowed in (("prompts", source, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES),
-                                    ("verify_conflict", verify_conflict, VERIFY_CONFLICTS)):
+                                    ("verify_parse", verify_parse, VERIFY_PARSES)):
             if value not in allowed:
                 raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
         self.source, self.upstream = source, source == "upstream"
-        self.verify_parse, self.verify_conflict = verify_parse, verify_conflict
+        self.verify_parse = verify_parse
         default, loom = ((UPSTREAM_MAX_TOKENS, UPSTREAM_MAX_TOKENS) if self.upstream
                          else (OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS))
         self.max_tokens = default if max_tokens is None else int(max_tokens)
@@ -491,9 +447,8 @@ class MemboxPrompts:
         """The numbers of ``events`` that continue the trace (``events=None``: the shape)."""
         strict = self.verify_parse == "strict"
         if self.upstream:
-            return parse_verify_code(text, events, conflict=self.verify_conflict, strict=strict)
-        return parse_verify(text, None if events is None else len(events),
-                            conflict=self.verify_conflict, strict=strict)
+            return parse_verify_code(text, events, strict=strict)
+        return parse_verify(text, None if events is None else len(events), strict=strict)
 
     # Trace Weaver: chains of the unmatched events
     def chain_request(self, events: Sequence[str]) -> ChatRequest:

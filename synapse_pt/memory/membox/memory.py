@@ -6,29 +6,28 @@ r"""Membox (public code nnnoidea/Membox, ``membox.py``) in the same harness: ``m
   LLM-free build (``membox-llm-free`` in every result row) cuts where the cosine of the new turn
   and the mean of the two previous turns' embeddings falls below ``boundary_threshold``. As in the
   code, a new session always closes the box and the second message of a box joins without a test.
-* A sealed **box** stores its messages as ``"{session_time} {speaker}: {text}"`` lines, 3-8
+* A sealed **box** stores a ``Start: <date>`` line and its messages as ``"{session_time}
+  {speaker}: {text}"`` lines (the date as the data writes it, no image caption: ``membox.py``
+  ``_get_content_str``), 3-8
   keywords and a topic phrase (the configured LLM-free extractor over the box; the topic is the
   first keyword) and its events: LLM-free, the box's sentences of at least ``min_event_words``
   content words (greetings and thanks are not events) with first and second person replaced by
   the speakers' names.
-* **Trace Weaver** (``weave="code"``, ``membox.py`` ``TraceLinker.run``) links events across
+* **Trace Weaver** (``membox.py`` ``TraceLinker.run``) links events across
   boxes: each event of a new box names as candidate the trace holding its most similar stored
   event, when that cosine is at least ``trace_threshold`` (0.5); each candidate trace is then
   verified against *all* of the box's events (the code: one LLM call per candidate trace, a
   failed call joining them all; LLM-free, the stated rule "an event joins when its best cosine to
   that trace is >= trace_threshold"), so an event may join several traces. The events that join
   none become new traces: the code groups them into chains by an LLM call; LLM-free, a box's
-  unmatched events form one chain (``unmatched="chain"``). ``weave="per_event"`` /
-  ``unmatched="single"`` keep our earlier reading (each event to at most its best candidate, one
-  new trace per unmatched event).
+  unmatched events form one chain.
 * **Retrieval**: the cosine of the question with each box's embedding (content + events + topic
-  phrase + keywords, the code's ``content_event_topic_kw``; ``index_topic=False``: without the
-  topic, ours before), the top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the
+  phrase + keywords, the code's ``content_event_topic_kw``, embedded whole however long), the
+  top ``k`` (5) boxes. ``mode="compact"`` (Membox-Compact) returns the
   boxes; ``mode="trace"`` (Membox-Trace, the code's default) follows each box, in rank order,
   with the timestamped events of the first trace holding one of its events, and as the code's
-  ``_build_trace_contexts`` leaves out a box whose trace was already shown or that has none
-  (``trace_context="every_box"``: every box, traces repeated, ours before). Every item lists the
-  LoCoMo turns it covers.
+  ``_build_trace_contexts`` leaves out a box whose trace was already shown or that has none;
+  a trace event reads ``<box start>: <event>``. Every item lists the LoCoMo turns it covers.
 
 With an LLM extractor (``extractor=llm llm=...``) the **LLM build** (``membox-llm``) asks the model
 instead (:mod:`synapse_pt.memory.membox.llm_build`): the Topic Loom decision for every turn the rule
@@ -50,7 +49,7 @@ from typing import Any
 import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
-from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date, format_day
+from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.long_text import whole_text_encoder
@@ -65,30 +64,14 @@ from ..fused import inner_fused
 from ..gate import build_gate
 from .llm_build import (
     PROMPT_SOURCES,
-    VERIFY_CONFLICTS,
     VERIFY_PARSES,
     MemboxFailure,
     MemboxPrompts,
-    parse_weave,
-    weave_request,
 )
 
 log = logging.getLogger(__name__)
 
 MODES = ("compact", "trace")
-#: ``"code"``: each candidate trace verified against all of the box's events (an event may join
-#: several traces), the unmatched events grouped into chains (``membox.py`` ``TraceLinker.run``);
-#: ``"per_event"``: each event to at most its best candidate trace, one trace per unmatched
-#: event (our earlier reading).
-WEAVES = ("code", "per_event")
-#: ``"code"``: boxes in rank order, each followed by its trace, a box whose trace was already
-#: shown (or that has none) left out (``_build_trace_contexts``); ``"every_box"``: every top box
-#: followed by its trace, traces repeated (ours before).
-TRACE_CONTEXTS = ("code", "every_box")
-#: a box index text beyond the encoder's window: the whole text (windows) or its first window
-BOX_LONG_TEXT = ("windows", "truncate")
-#: a box's stored text: the code's (``Start:`` header, the data's date strings) or ours
-BOX_TEXTS = ("code", "ours")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
@@ -128,22 +111,20 @@ class Box:
     keywords: list[str]
     topic: str
     events: list[tuple[str, tuple[str, ...], datetime]] = field(default_factory=list)
-    #: the box's first line under ``box_text="code"`` (``"Start: <date>"``), else empty
+    #: the box's first line, ``"Start: <date>"``
     header: str = ""
     #: the date its trace events carry: the first turn's session date as the data writes it
-    #: (``box_text="code"``) or as our prompts show dates
     start: str = ""
 
     @property
     def content(self) -> str:
         return "\n".join([self.header, *self.lines] if self.header else self.lines)
 
-    def index_text(self, topic: bool = True) -> str:
+    def index_text(self) -> str:
         """What the box is embedded as: content, then events, then the topic phrase and the
-        keywords (the code's ``content_event_topic_kw``); ``topic=False`` leaves the topic out
-        (ours before issue 30)."""
+        keywords (the code's ``content_event_topic_kw``)."""
         tail = ", ".join(self.keywords)
-        if topic and self.topic:
+        if self.topic:
             tail = f"{self.topic} {tail}".strip()
         return "\n".join([self.content, *(e for e, _, _ in self.events), tail])
 
@@ -178,24 +159,6 @@ class MemboxMemory(MemorySystem):
         k: boxes per question (code: 5).
         boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
-        weave: ``"code"`` (verification per candidate trace with all the box's events) or
-            ``"per_event"`` (ours before: each event to at most its best candidate).
-        unmatched: LLM-free, what the events that join no trace become: ``"chain"`` (the
-            box's unmatched events together as one new trace, our stated rule standing in for
-            the code's LLM grouping) or ``"single"`` (one trace per event, ours before).
-        trace_context: ``"code"`` (a box whose trace was already shown, or without one, is left
-            out) or ``"every_box"`` (ours before).
-        index_topic: the topic phrase in the box's index text (code) or not (ours before).
-        box_text: ``"code"`` (a box's text is ``Start: <date>`` then ``<date> <speaker>:
-            <text>`` lines, the date as the data writes it (``"1:56 pm on 8 May, 2023"``), no
-            image caption; a trace event ``<box start>: <event>``: ``membox.py``
-            ``_get_content_str`` and ``_trace_events_for_box``) or ``"ours"`` (``<8 May 2023>
-            <speaker>: <text + caption>`` lines, no header, events ``[08 May 2023] <event>``,
-            before #44).
-        box_long_text: a box index text longer than the encoder's window: ``"windows"`` (the
-            whole text reaches the embedding, :func:`~synapse_pt.models.long_text.
-            whole_text_encoder`, as the code's encoder, text-embedding-3-small with an 8,191-token
-            window, sees it whole) or ``"truncate"`` (its first window only, ours before #44).
         min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         prompts: LLM build: ``"upstream"`` (the code's prompts, read from ``membox.py``,
@@ -204,14 +167,12 @@ class MemboxMemory(MemorySystem):
         upstream_path: the folder of the upstream files (``None``: found as
             :mod:`synapse_pt.data.upstream` says).
         max_tokens: LLM build: completion budget of a box extraction, verification,
-            chain grouping or weave (``None``: the prompts' own, upstream 16,384 as the code
+            or chain grouping (``None``: the prompts' own, upstream 16,384 as the code
             sets none, ours 512).
         loom_max_tokens: the same for a Topic Loom decision (``None``: upstream 16,384, ours 8).
         verify_parse: a verification reply read ``"strict"`` (``json.loads`` of the whole
             reply, no repair round; unreadable joins all events: the code's
             ``_llm_event_filter``) or ``"fenced"`` (fenced JSON, one repair round; ours).
-        verify_conflict: an event a verification reply lists both as related and unrelated:
-            ``"keep"`` (related, the code's ``if/elif``) or ``"drop"`` (ours).
         fused_ranking: ``None`` (the code's cosine of the box embedding) or
             :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
             LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
@@ -219,16 +180,14 @@ class MemboxMemory(MemorySystem):
     """
 
     name = "membox"
-    retrieval_fields = ("mode", "k", "trace_context", "tau_gate")
+    retrieval_fields = ("mode", "k", "tau_gate")
     int_minimums = {"k": 1, "min_event_words": 0, "max_tokens": 1, "loom_max_tokens": 1}
-    choices = {"mode": MODES, "weave": WEAVES, "unmatched": ("chain", "single"),
-               "trace_context": TRACE_CONTEXTS}
+    choices = {"mode": MODES}
     # PROMPT_QA_ANSWER (membox.py); its evaluation scores F1, judged here by mem0's judge
     own_steps = ("membox", "mem0")
     cost_model = CostModel(SessionUnits("k", label="k boxes"), extraction=ModelDependentBuild())
-    search_space = SearchSpace(discrete={"mode": MODES, "trace_context": TRACE_CONTEXTS,
-                                         "k": (3, 5, 10)},
-                               reference={"mode": "trace", "trace_context": "code", "k": 5})
+    search_space = SearchSpace(discrete={"mode": MODES, "k": (3, 5, 10)},
+                               reference={"mode": "trace", "k": 5})
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
                  mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
@@ -236,9 +195,6 @@ class MemboxMemory(MemorySystem):
                  min_event_words: int = 4, max_tokens: int | None = None,
                  loom_max_tokens: int | None = None, prompts: str = "upstream",
                  upstream_path: str | None = None, verify_parse: str = "strict",
-                 verify_conflict: str = "keep", weave: str = "code",
-                 unmatched: str = "chain", trace_context: str = "code", index_topic: bool = True,
-                 box_text: str = "code", box_long_text: str = "windows",
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
@@ -247,39 +203,30 @@ class MemboxMemory(MemorySystem):
                            ("max_tokens", max_tokens), ("loom_max_tokens", loom_max_tokens)):
             if value is not None or key in ("k", "min_event_words"):
                 require_int(key, value, self.int_minimums[key])
-        for key, value in (("mode", mode), ("weave", weave), ("unmatched", unmatched),
-                           ("trace_context", trace_context)):
-            require_choice(key, value, self.choices[key])
-        require_choice("box_long_text", box_long_text, BOX_LONG_TEXT)
+        require_choice("mode", mode, MODES)
         for key, value, allowed in (("prompts", prompts, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES),
-                                    ("verify_conflict", verify_conflict, VERIFY_CONFLICTS)):
+                                    ("verify_parse", verify_parse, VERIFY_PARSES)):
             require_choice(key, value, allowed)
         # the LLM build's requests and readers (the upstream prompts read here: a run without
         # the files stops before its build); none for the LLM-free build
         self.prompts = None if self.llm is None else MemboxPrompts(
             prompts, upstream_path=upstream_path, max_tokens=max_tokens,
-            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse,
-            verify_conflict=verify_conflict)
-        require_choice("box_text", box_text, BOX_TEXTS)
-        self.box_text = box_text
+            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse)
         self._raw_date: dict[tuple[str, str], str] = {}  # (sample, dia_id): session date string
-        self.box_long_text = box_long_text
-        self.weave, self.unmatched, self.trace_context = weave, unmatched, trace_context
-        self.index_topic = bool(index_topic)
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{min_keywords}, {max_keywords}")
         self.encoder, self.extractor = encoder, extractor
-        # the encoder of the box index texts: the whole text under "windows"
-        self.box_encoder = whole_text_encoder(encoder) if box_long_text == "windows" else encoder
+        # the box index texts reach the embedding whole, as the code's encoder
+        # (text-embedding-3-small, 8,191-token window) sees them
+        self.box_encoder = whole_text_encoder(encoder)
         self.mode, self.k = mode, k
         self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
             trace_threshold)
         self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
         self.min_event_words = int(min_event_words)
         self.failures: list[MemboxFailure] = []
-        self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains, weave)
+        self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains)
         self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
                                  turn_template=turn_template, device=device)
         self.tau_gate = tau_gate
@@ -289,8 +236,7 @@ class MemboxMemory(MemorySystem):
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.boxes: list[Box] = []
         self.box_emb: torch.Tensor | None = None
-        # traces: per trace, its events as (box index, event index); an event's traces (several
-        # under weave="code")
+        # traces: per trace, its events as (box index, event index); an event's traces (several)
         self.traces: list[list[tuple[int, int]]] = []
         self.event_traces: dict[tuple[int, int], list[int]] = {}
         self._event_emb: dict[tuple[int, int], torch.Tensor] = {}  # until the event is woven
@@ -307,17 +253,13 @@ class MemboxMemory(MemorySystem):
                 "extraction_attempts": self.extraction_attempts,
                 "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
-                "trace_threshold": self.trace_threshold, "weave": self.weave,
-                "unmatched": self.unmatched, "trace_context": self.trace_context,
-                "index_topic": self.index_topic, "box_long_text": self.box_long_text,
-                "box_text": self.box_text,
+                "trace_threshold": self.trace_threshold,
                 # the LLM build's prompts (None: LLM-free) and the upstream files they read
                 "prompts": None if llm_free else self.prompts.source,
                 "upstream_prompts": [] if llm_free else self.prompts.files,
                 "max_tokens": None if llm_free else self.prompts.max_tokens,
                 "loom_max_tokens": None if llm_free else self.prompts.loom_max_tokens,
                 "verify_parse": None if llm_free else self.prompts.verify_parse,
-                "verify_conflict": None if llm_free else self.prompts.verify_conflict,
                 "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
@@ -334,8 +276,7 @@ class MemboxMemory(MemorySystem):
         else:
             self._seal_llm(groups)
         new = self.boxes[first:]
-        emb = self.box_encoder.encode([b.index_text(self.index_topic)
-                                       for b in new]).to(self.device)
+        emb = self.box_encoder.encode([b.index_text() for b in new]).to(self.device)
         self.box_emb = emb if self.box_emb is None else torch.cat([self.box_emb, emb])
         self._weave(first)
         if self.fused is not None:
@@ -385,10 +326,9 @@ class MemboxMemory(MemorySystem):
         return [box for per_session in boxes for box in per_session]
 
     def _lines(self, turns: Sequence[Turn]) -> list[str]:
-        """A box's message lines (``box_text``): ``<date> <speaker>: <text>``."""
-        if self.box_text == "code":  # membox.py: f"{ts} {m.get('role')}: {m.get('text')}"
-            return [f"{self._raw(t)} {t.speaker}: {t.text.strip()}" for t in turns]
-        return [f"{format_date(t)} {t.speaker}: {t.content}" for t in turns]
+        """A box's message lines, ``<date> <speaker>: <text>`` (membox.py:
+        ``f"{ts} {m.get('role')}: {m.get('text')}"``)."""
+        return [f"{self._raw(t)} {t.speaker}: {t.text.strip()}" for t in turns]
 
     def _raw(self, turn: Turn) -> str:
         """The turn's session date as the data writes it (our date where the data has none)."""
@@ -396,11 +336,10 @@ class MemboxMemory(MemorySystem):
 
     def _box(self, d: Dialogue, turns: list[Turn], keywords: list[str], topic: str,
              events: list[tuple[str, tuple[str, ...], datetime]]) -> Box:
-        """A sealed box with its lines, header and start date as ``box_text`` writes them."""
-        code = self.box_text == "code"
-        start = self._raw(turns[0]) if code else format_date(turns[0])
+        """A sealed box with its lines, ``Start:`` header and start date."""
+        start = self._raw(turns[0])
         return Box(d.sample_id, turns, self._lines(turns), keywords, topic, events,
-                   header=f"Start: {start}" if code else "", start=start)
+                   header=f"Start: {start}", start=start)
 
     def _seal_llm_free(self, groups: list[tuple[Dialogue, list[Turn]]]) -> None:
         """Keywords and topic from the LLM-free extractor, events from the box's sentences."""
@@ -437,16 +376,12 @@ class MemboxMemory(MemorySystem):
 
     def _weave(self, first: int) -> None:
         """Trace Weaver over the boxes from ``first`` on, in order, the boxes of all
-        conversations round by round (``weave``: the code's, or ``"per_event"``)."""
+        conversations round by round."""
         per_conv: dict[str, list[int]] = {}
         for b in range(first, len(self.boxes)):
             per_conv.setdefault(self.boxes[b].sample_id, []).append(b)
         for r in range(max((len(v) for v in per_conv.values()), default=0)):
-            batch = [v[r] for v in per_conv.values() if r < len(v)]
-            if self.weave == "code":
-                self._weave_code(batch)
-            else:
-                self._weave_per_event(batch)
+            self._weave_code([v[r] for v in per_conv.values() if r < len(v)])
 
     def _new_trace(self, keys: Sequence[tuple[int, int]]) -> None:
         self.traces.append([])
@@ -499,7 +434,7 @@ class MemboxMemory(MemorySystem):
         (one call per candidate trace; a failed call joins them all, counted) or, LLM-free, by
         the stated rule "an event joins a candidate trace when its best cosine to that trace is
         >= trace_threshold". The events that join no trace become new traces: grouped into chains
-        by the LLM (one call; a single event needs none), or LLM-free by ``unmatched``."""
+        by the LLM (one call; a single event needs none), or LLM-free as one chain per box."""
         plans = []
         for b in batch:
             box = self.boxes[b]
@@ -573,82 +508,14 @@ class MemboxMemory(MemorySystem):
                     groups = [[i] for i in range(len(rest))]
                 chains[b] = [[rest[i] for i in g] for g in groups]
         for b, rest in leftovers:
-            if b in chains:
-                groups = chains[b]
-            elif len(rest) == 1 or self.unmatched == "single":
-                groups = [[e] for e in rest]
-            else:  # LLM-free stated rule: a box's unmatched events form one chain
-                groups = [rest]
-            for g in groups:
+            # LLM-free, our stated rule: a box's unmatched events form one chain
+            for g in chains.get(b, [rest]):
                 self._new_trace([(b, e) for e in g])
 
     def _trace_lines(self, trace: int) -> list[str]:
         """A trace's events as the code shows them to the LLM: ``"{date}: {event}"``."""
-        out = []
-        for bb, ei in self.traces[trace]:
-            text, _, stamp = self.boxes[bb].events[ei]
-            when = self.boxes[bb].start if self.box_text == "code" else format_day(stamp)
-            out.append(f"{when}: {text}")
-        return out
-
-    def _weave_per_event(self, batch: list[int]) -> None:
-        """Our earlier reading: each new event's candidate is the trace of its most similar
-        stored event at or above ``trace_threshold``; LLM-free, every candidate is accepted;
-        with an LLM, the model links events to candidate traces (one request per box)."""
-        plans = [self._candidates(b) for b in batch]
-        links: list[dict[int, int] | None] = [None] * len(batch)
-        if self.llm is not None:
-            asks = [(j, self._weave_request(b, plan)) for j, (b, plan)
-                    in enumerate(zip(batch, plans, strict=True)) if plan[1]]
-            results = generate_structured(self.llm, [a for _, a in asks],
-                                          parse=parse_weave) if asks else []
-            self.extraction_attempts += len(asks)
-            for (j, _), res in zip(asks, results, strict=True):
-                allowed = set(plans[j][1].values())
-                if res.ok:
-                    links[j] = {e: t for e, t in res.value
-                                if t in allowed and 0 <= e < len(self.boxes[batch[j]].events)}
-                else:
-                    box = self.boxes[batch[j]]
-                    self._fail("weave", box.sample_id, box.turns[0].dia_id,
-                               res.error or "unreadable")
-                    links[j] = {}
-        for b, (emb, candidate), link in zip(batch, plans, links, strict=True):
-            for ei in range(len(self.boxes[b].events)):
-                key = (b, ei)
-                self._event_emb[key] = emb[ei]
-                if link is None and ei in candidate:  # LLM-free: accept the candidate
-                    self._join(candidate[ei], [key])
-                elif link is not None and ei in link:
-                    self._join(link[ei], [key])
-                else:
-                    self._new_trace([key])
-
-    @property
-    def event_trace(self) -> dict[tuple[int, int], int]:
-        """Each event's first (oldest) trace."""
-        return {key: min(traces) for key, traces in self.event_traces.items()}
-
-    def _candidates(self, b: int) -> tuple[torch.Tensor, dict[int, int]]:
-        """The new box's event embeddings and ``{event: candidate trace}``: the trace of its
-        most similar stored event of the same conversation, when at least ``trace_threshold``."""
-        box = self.boxes[b]
-        if not box.events:
-            return torch.empty(0), {}
-        emb, woven, cos = self._stored_cosines(b)
-        if woven is None:
-            return emb, {}
-        best = cos.max(dim=0)  # first maximum: the earliest woven event
-        return emb, {ei: min(self.event_traces[woven.keys[int(best.indices[ei])]])
-                     for ei in range(len(box.events))
-                     if float(best.values[ei]) >= self.trace_threshold}
-
-    def _weave_request(self, b: int, plan: tuple[torch.Tensor, dict[int, int]]):
-        box = self.boxes[b]
-        traces = sorted(set(plan[1].values()))
-        shown = [(t, [self.boxes[bb].events[ei][0] for bb, ei in self.traces[t][-5:]])
-                 for t in traces]
-        return weave_request([e for e, _, _ in box.events], shown, self.prompts.max_tokens)
+        return [f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0]}"
+                for bb, ei in self.traces[trace]]
 
     def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
         self.failures.append(MemboxFailure(stage, sample_id, where, error))
@@ -682,12 +549,10 @@ class MemboxMemory(MemorySystem):
                     row.append(self._box_item(b, s))
                     continue
                 trace = self._first_trace(b)
-                if self.trace_context == "code" and (trace is None or trace in shown):
+                if trace is None or trace in shown:
                     continue  # the code: a box without a trace, or whose trace is shown, is out
-                row.append(self._box_item(b, s))
-                if trace is not None:
-                    shown.add(trace)
-                    row.append(self._trace_item(trace, s))
+                shown.add(trace)
+                row += [self._box_item(b, s), self._trace_item(trace, s)]
             items.append(row)
         top = values[0]
         c_ret = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).float().cpu()
@@ -720,11 +585,9 @@ class MemboxMemory(MemorySystem):
 
     def _trace_item(self, trace: int, score: float) -> RetrievedItem:
         events = [self.boxes[bb].events[ei] for bb, ei in self.traces[trace]]
-        if self.box_text == "code":  # membox.py _trace_events_for_box: f"{ts}: {ev_clean}"
-            text = "\n".join(f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0].strip()}"
-                             for bb, ei in self.traces[trace])
-        else:
-            text = "\n".join(f"[{stamp:%d %B %Y}] {e}" for e, _, stamp in events)
+        # membox.py _trace_events_for_box: f"{ts}: {ev_clean}"
+        text = "\n".join(f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0].strip()}"
+                         for bb, ei in self.traces[trace])
         return RetrievedItem(f"T:{trace}", text, "trace", score, events[0][2],
                              turn_ids=tuple(dict.fromkeys(d for _, ds, _ in events for d in ds)),
                              dated=True)
