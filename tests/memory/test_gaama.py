@@ -10,17 +10,10 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.gaama.memory import (
-    CONCEPT,
-    EDGE_TYPES,
-    EPISODE,
-    FACT,
-    GAAMAMemory,
-    _Block,
-    code_similarity,
-    concept_label,
-    trim_code,
-)
+from synapse_pt.memory.gaama.graph import CONCEPT, EDGE_TYPES, EPISODE, FACT, concept_label
+from synapse_pt.memory.gaama.graph import Block as _Block
+from synapse_pt.memory.gaama.memory import GAAMAMemory
+from synapse_pt.memory.gaama.retrieval import code_similarity, trim_code
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.text import split_sentences

@@ -16,7 +16,9 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.gaama.memory import EDGE_TYPES, EPISODE, GAAMAMemory, _Block
+from synapse_pt.memory.gaama.graph import EDGE_TYPES, EPISODE
+from synapse_pt.memory.gaama.graph import Block as _Block
+from synapse_pt.memory.gaama.memory import GAAMAMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import cosine_scores
 

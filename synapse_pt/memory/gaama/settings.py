@@ -1,0 +1,125 @@
+"""GAAMA's settings in two frozen groups: retrieval (:class:`Retrieval`) and build
+(:class:`Build`). The config keeps them flat (``memory.seeds``, ``memory.chunk_tokens``): each
+key is a field of one group. Values are the public code's (gaama ``2d992f7``) unless marked ours."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from synapse_pt.graph.ppr import HUB_DAMPENING
+
+from ..base import require_choice, require_int
+from .llm_build import CONTEXT_RULES, PROMPT_SOURCES, REFLECTION_RULES
+
+#: the nearest set's source: ``"store"`` (the code's vector store, ``adapters/sqlite_vector.py``
+#: 178-238: the ``max(2 knn, 20)`` nearest over every ingested conversation, then those of the
+#: question's conversation, at most ``knn``; the seeds are the best of that set) or
+#: ``"conversation"`` (ours, issue 53: the ``knn`` nearest of the question's conversation)
+NEAREST_RULES = ("conversation", "store")
+CHOICES = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
+           "nearest": NEAREST_RULES, "prompts": PROMPT_SOURCES, "reflections": REFLECTION_RULES,
+           "fact_context": CONTEXT_RULES}
+# a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
+INT_MINIMUMS = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "knn": 1, "max_facts": 0,
+                "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
+                "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
+                "reflections_per_group": 1, "max_tokens": 1}
+
+
+def _check(group: object) -> None:
+    """Names, choices and integer minimums of a group's fields (``None`` allowed where the field
+    may be null); floats made floats."""
+    for f in fields(group):  # type: ignore[arg-type]
+        value = getattr(group, f.name)
+        if f.name in CHOICES:
+            require_choice(f.name, value, CHOICES[f.name])
+        elif f.name in INT_MINIMUMS and value is not None:
+            object.__setattr__(group, f.name, require_int(f.name, value, INT_MINIMUMS[f.name]))
+        elif f.type == "float":
+            object.__setattr__(group, f.name, float(value))
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Seeds, candidates, PageRank, score and pack (module docstring of :mod:`.memory`).
+
+    ``hub_dampening``: ``"code"`` (x hub_degree/degree for nodes above ``hub_degree``, then
+    re-normalised, which cancels), ``"effective"`` or ``"off"``. ``graph_only_cosine``: a
+    candidate outside the nearest set keeps similarity 0 (``"zero"``, the code's) or its real one
+    (``"real"``, ours). ``knn``: the nearest set's size, ``None`` for the code's rule
+    (:attr:`k_nearest`). The budgets: no skills here, but theirs counts in the trim and ``knn``.
+    """
+
+    seeds: int = 40
+    depth: int = 2
+    alpha: float = 0.6  # PageRank continuation (restart 0.4)
+    max_iter: int = 100
+    tol: float = 1e-6
+    edge_weight: float = 0.8
+    reflection_edge_weight: float = 0.5  # DERIVED_FROM_FACT
+    hub_dampening: str = "code"
+    hub_degree: int = 50
+    cosine_weight: float = 1.0
+    ppr_weight: float = 0.1
+    graph_only_cosine: str = "zero"
+    knn: int | None = None
+    nearest: str = "store"
+    max_facts: int = 60
+    max_reflections: int = 20
+    max_skills: int = 5
+    max_episodes: int = 80
+    max_words: int = 1000
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def k_nearest(self) -> int:
+        """``knn``, or the code's rule: max(2 * total pack budget, 2 * seeds) (330)."""
+        if self.knn is not None:
+            return self.knn
+        return max(2 * (self.max_facts + self.max_reflections + self.max_skills
+                        + self.max_episodes), 2 * self.seeds)
+
+
+@dataclass(frozen=True)
+class Build:
+    """The graph build. ``concepts_per_episode`` (GAAMA's prompt: 1-3) serves both builds; the
+    rest the LLM build (:mod:`.build`): ``chunk_tokens`` per request, the context threshold
+    ``context_cosine`` on the code's (1 + cos) / 2 scale, ``fact_context`` (``"code"``: a vector
+    search per new episode; ``"centroid"``, ours: the chunk's text embedding, the last 5 older
+    messages), ``reflections`` (``"chunk"``: after each chunk's facts, the code's; ``"group"``,
+    ours: per ``reflection_group`` facts after all facts), ``reflections_per_group`` (our prompt),
+    ``prompts`` (``"upstream"``: GAAMA's files from ``upstream_path``; ``"ours"``) and
+    ``max_tokens`` (``None``: the code's 8,000 / 4,000, ours 768)."""
+
+    concepts_per_episode: int = 3
+    chunk_tokens: int = 500
+    context_cosine: float = 0.75
+    fact_context: str = "code"
+    reflections: str = "chunk"
+    reflection_group: int = 20
+    reflections_per_group: int = 3
+    prompts: str = "upstream"
+    upstream_path: str | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+
+def split_settings(retrieval: Retrieval | None, build: Build | None,
+                   flat: Mapping[str, Any]) -> tuple[Retrieval, Build]:
+    """The two groups from the flat config keys (``memory.seeds=...``), over ``retrieval`` /
+    ``build`` when given; a key of neither group is refused by name."""
+    names = {g: {f.name for f in fields(g)} for g in (Retrieval, Build)}
+    unknown = sorted(set(flat) - names[Retrieval] - names[Build])
+    if unknown:
+        raise TypeError(f"GAAMAMemory: unknown settings {unknown}")
+    out = []
+    for group, given in ((Retrieval, retrieval), (Build, build)):
+        base = {} if given is None else {f: getattr(given, f) for f in names[group]}
+        out.append(group(**{**base, **{k: v for k, v in flat.items() if k in names[group]}}))
+    return out[0], out[1]
