@@ -1,4 +1,16 @@
-"""Answer and retrieval scorers: official LoCoMo, A-Mem, retrieval-level metrics, LLM judge."""
+"""Answer and retrieval scorers: official LoCoMo, A-Mem, retrieval-level metrics, LLM judge.
+
+The per-question answer scorers are registered once (:class:`~synapse_pt.memory.steps.Scorer`: a
+name, the columns it writes, the function); the QA pipeline writes, and the tables read, the
+columns of :func:`answer_scorers`. A related system's own scorer lives in its package (Membox's
+F1, :mod:`synapse_pt.memory.membox.score`).
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from synapse_pt.memory.base import RetrievedItem
+from synapse_pt.memory.steps import Scorer, register, scorer_columns, scorers
 
 from .amem import amem_tokenize, bleu1, f1_set, score_amem
 from .judge import ACCURACY_PROMPT, JudgeResult, judge_answers, parse_judge_label
@@ -9,6 +21,10 @@ __all__ = [
     "ACCURACY_PROMPT",
     "JudgeResult",
     "amem_tokenize",
+    "answer_scorers",
+    "scorer_columns",
+    "scorer_protocol",
+    "table_columns",
     "bleu1",
     "evidence_recall_at_k",
     "f1_multi",
@@ -24,3 +40,34 @@ __all__ = [
     "score_amem",
     "score_official",
 ]
+
+
+def _official(prediction: str, gold: Any, category: int,
+              items: Sequence[RetrievedItem]) -> dict[str, float]:
+    return {"f1_official": score_official(prediction, gold, category)}
+
+
+def _amem(prediction: str, gold: Any, category: int,
+          items: Sequence[RetrievedItem]) -> dict[str, float]:
+    return score_amem(prediction, gold, category)
+
+
+register(Scorer("official", ("f1_official",), _official, rank=0))
+register(Scorer("amem", ("f1_amem", "bleu1"), _amem, rank=1))
+
+
+def table_columns() -> list[str]:
+    """The answer scorers' columns as tables show them: the F1s first, then the others (BLEU-1),
+    each in registry order."""
+    return sorted(scorer_columns(), key=lambda c: not c.startswith("f1_"))
+
+
+def scorer_protocol(qa: bool) -> dict[str, Any]:
+    """The identity fields the scorers record (``metrics.json``; ``None`` outside qa mode)."""
+    return {k: v if qa else None for s in scorers() for k, v in s.protocol.items()}
+
+
+def answer_scorers() -> list[Scorer]:
+    """Every answer scorer, in column order (the official F1, A-Mem's F1 and BLEU-1, then the
+    related systems' own)."""
+    return scorers()
