@@ -12,7 +12,8 @@ also be asked for directly (``eval.answer_style=gaama`` for another memory).
   reads, and the reply its code records for an empty pack without asking a model;
 * :class:`Judge`: the judge requests of one run, the reading of a reply, whether an unreadable
   reply scores 0, and (a judge whose code retries) its own way of asking;
-* :class:`Scorer`: a per-question answer metric: its name, the columns it writes, the function.
+* :class:`Scorer`: a per-question answer metric: its name, the columns it writes, the function;
+* :class:`Published`: the system's published numbers, beside the build of ours they match.
 
 Each kind is registered once (:func:`register`); ``rank`` orders the kind's entries (the column
 order of ``predictions.parquet``). :mod:`synapse_pt.memory` imports the related systems' packages,
@@ -219,13 +220,43 @@ class Scorer:
     protocol_before: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Published:
+    """A related system's published LoCoMo numbers, as data its package declares (SPEC §2): the
+    row the paper tables put beside a build of ours (:mod:`synapse_pt.eval.paper_numbers`).
+
+    Attributes:
+        name: the system as tables name it (``"Membox"``).
+        values: per category name, in percent.
+        mean: its headline mean (percent).
+        metric: the metric of ours scored under its protocol (a key of ``metrics.json``).
+        protocol: what the numbers were measured under, in words.
+        our_build: the config of ours the row sits beside.
+        source: where the numbers are printed.
+        rank: its place among the published rows.
+    """
+
+    name: str
+    values: Mapping[str, float]
+    mean: float
+    metric: str
+    protocol: str
+    our_build: str
+    source: str
+    rank: int = 0
+
+
 ANSWER_STEPS: dict[str, AnswerStep] = {}
 JUDGES: dict[str, Judge] = {}
 SCORERS: dict[str, Scorer] = {}
-_REGISTRIES: dict[type, dict] = {AnswerStep: ANSWER_STEPS, Judge: JUDGES, Scorer: SCORERS}
+PUBLISHED: dict[str, Published] = {}
+_REGISTRIES: dict[type, dict] = {AnswerStep: ANSWER_STEPS, Judge: JUDGES, Scorer: SCORERS,
+                                 Published: PUBLISHED}
+
+Entry = AnswerStep | Judge | Scorer | Published
 
 
-def register(entry: AnswerStep | Judge | Scorer) -> AnswerStep | Judge | Scorer:
+def register(entry: Entry) -> Entry:
     """Add ``entry`` to its kind's registry under its name (once: a second entry of the same
     name is an error)."""
     registry = next(r for kind, r in _REGISTRIES.items() if isinstance(entry, kind))
