@@ -175,7 +175,7 @@ class Judge:
     rubric: bool = False
 
     def upstream_files(self, prompts: str) -> tuple[str, ...]:
-        """The files (``<system>/<path>``) the judge's prompts are read from."""
+        """The files (``<system>/<path>``) its prompts are read from under ``prompts``."""
         return ()
 
     def requests(self, questions: Sequence[str], golds: Sequence[Any],
@@ -194,8 +194,8 @@ class Judge:
             predictions: Sequence[str], *, seed: int, temperature: float,
             extra: Mapping[str, Any] | None, prompts: str, upstream_path: str | None
             ) -> tuple[list[float | None], list[str]] | None:
-        """One run asked the judge's own way (retries, calls saved): per question its score
-        (``None``: unreadable) and its replies; ``None``: the harness asks."""
+        """One run asked its code's way (retries): per question the score (``None``: unreadable)
+        and the replies; ``None``: the harness asks (:meth:`requests`, :meth:`verdict`)."""
         return None
 
 
@@ -284,10 +284,9 @@ def judge(name: str) -> Judge:
 
 
 def scorers() -> list[Scorer]:
-    """Every scorer, in rank order."""
     return list(SCORERS.values())
 
 
 def scorer_columns() -> list[str]:
-    """The columns every scorer writes, in rank order."""
+    """The columns the scorers write, in rank order."""
     return [c for s in SCORERS.values() for c in s.columns]
