@@ -66,6 +66,7 @@ from synapse_pt.eval.scorers.judge import build_judge_requests
 from synapse_pt.eval.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
+from synapse_pt.memory import steps
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.declare import (
     CostModel,
@@ -240,9 +241,9 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                                      [str(q.answer) for q in judged], [bound] * len(judged),
                                      max_tokens=int(ev.judge_max_tokens), protocol=protocol,
                                      rubrics=([q.rubric for q in judged]
-                                              if protocol == "beam_rubric" else None),
+                                              if steps.judge(protocol).rubric else None),
                                      prompts=ev.prompts, upstream_path=ev.upstream_path)
-        per = "one call per rubric item" if protocol == "beam_rubric" else "one call per question"
+        per = "one call per " + ("rubric item" if steps.judge(protocol).rubric else "question")
         left = f", category {skip[0]} left out" if skip else ""
         rows.append(_row(judge_column(ev, protocol), runs * len(judge),
                          runs * _prompt_tokens(judge, counter),

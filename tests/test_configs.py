@@ -130,9 +130,10 @@ def test_experiment_overrides(experiment):
 
 
 def test_membox_published_is_compact_at_ten_boxes():
-    """Membox's published F1 (paper_numbers.MEMBOX: Compact, content top-k 10) against
-    memory=membox, its code's default (trace mode, 5 boxes); the record of our build names it."""
-    from synapse_pt.eval import paper_numbers
+    """Membox's published F1 (memory/membox/published.py MEMBOX: Compact, content top-k 10)
+    against memory=membox, its code's default (trace mode, 5 boxes); the record of our build
+    names it."""
+    from synapse_pt.memory.membox import published as paper_numbers
 
     cfg, plain = make_cfg("experiment=membox_published"), make_cfg("memory=membox")
     assert (cfg.memory.mode, cfg.memory.k) == ("compact", 10)

@@ -22,8 +22,9 @@ from synapse_pt.data import upstream
 from synapse_pt.data.records import Question
 from synapse_pt.eval.pipeline import EvalSettings, answer_request, for_memory
 from synapse_pt.eval.prompts import answer_messages
-from synapse_pt.eval.scorers.judge import judge_answers, parse_gaama_reward
+from synapse_pt.eval.scorers.judge import judge_answers
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.gaama.judge import parse_gaama_reward
 from synapse_pt.memory.gaama.memory import GAAMAMemory
 from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.memory.synapse import SynapseMemory

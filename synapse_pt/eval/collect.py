@@ -25,6 +25,7 @@ from .judge_sensitivity import FORMATS, has_judges, sensitivity_tables
 from .outputs import RESULT_NEUTRAL_KEYS
 from .record import build_label
 from .report import run_gold, run_tables
+from .scorers import answer_scorers, scorer_protocol
 from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
 
 REJECTION_COLUMNS = {
@@ -201,16 +202,20 @@ def paper_ablation_table() -> pd.DataFrame:
 #: scored, and what they were scored against (identity fields of metrics.json, dotted for nested
 #: ones; ``prompts`` holds the prompt texts' hashes, ``dataset.gold`` the gold and
 #: ``dataset.audit.sha256`` the audit file that corrected it).
+#: the scorers' own protocol fields (:attr:`~synapse_pt.memory.steps.Scorer.protocol`: how a
+#: scorer treats a question), compared like the rest; none in a retrieval run
+SCORER_FIELDS = tuple(scorer_protocol(True))
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
                    "strict_evidence", "answer_style", "scoring_protocols", "judge_protocol",
                    "judges", "judge_unreadable", "dataset.gold", "dataset.audit.sha256", "prompts",
-                   "prompt_source", "membox_empty_context")
+                   "prompt_source", *SCORER_FIELDS)
 # not a protocol field: ``upstream_prompts`` (the related systems' files a run sent) differs
-# between GAAMA, Membox and SYNAPSE by design under answer_style=system; the runs table lists it
+# between the memories by design under answer_style=system; the runs table lists it
 #: the value of a protocol field a run recorded before the field existed, where it is known: a run
-#: from before ``dataset.gold`` scored the release's gold
-#: and a qa run from before ``membox_empty_context`` scored every question's ``f1_membox``
-PROTOCOL_DEFAULTS = {"dataset.gold": "official", "membox_empty_context": "count"}
+#: from before ``dataset.gold`` scored the release's gold; a scorer's field, what the scorer did
+#: before it (:attr:`~synapse_pt.memory.steps.Scorer.protocol_before`)
+PROTOCOL_DEFAULTS = {"dataset.gold": "official",
+                     **{k: v for s in answer_scorers() for k, v in s.protocol_before.items()}}
 
 
 def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
@@ -218,8 +223,7 @@ def protocol_of(identity: Mapping[str, Any]) -> dict[str, Any]:
     ``PROTOCOL_DEFAULTS`` value, else ``None``)."""
     out = {}
     for f in PROTOCOL_FIELDS:
-        if f in ("prompt_source", "membox_empty_context") \
-                and identity.get("eval_mode") == "retrieval":
+        if f in ("prompt_source", *SCORER_FIELDS) and identity.get("eval_mode") == "retrieval":
             out[f] = None  # a retrieval run sends no prompt and scores no answer
             continue
         node: Any = identity

@@ -20,9 +20,10 @@ from rich.table import Table
 from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
 
 from .aggregate import OVERALL, run_summary_names
+from .scorers import table_columns
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
-QA_HEADLINE = ("f1_official", "f1_amem", "f1_membox", "bleu1", "judge")
+QA_HEADLINE = (*table_columns(), "judge")
 GATE_FIGURES = (("false_rejection_rate", "false rejection (answerable)"),
                 ("true_rejection_rate", "true rejection (unanswerable)"),
                 ("c_ret_auc_adversarial", "C_ret ROC AUC, unanswerable vs rest"),

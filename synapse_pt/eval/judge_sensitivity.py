@@ -32,10 +32,11 @@ from typing import Any
 import pandas as pd
 
 from .aggregate import run_summary_names
+from .scorers import scorer_columns
 from .scorers.judge import JUDGE_PROTOCOLS
 
-#: the answer scorers, in table order (recall@k and recall@<T>tok follow, by k then T)
-SCORERS = ("f1_official", "f1_amem", "bleu1", "f1_membox")
+#: the answer scorers' columns, in registry order (recall@k and recall@<T>tok follow, by k then T)
+SCORERS = tuple(scorer_columns())
 JUDGE_PREFIX = "judge_"
 
 

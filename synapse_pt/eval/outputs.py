@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .scorers import table_columns
 from .scorers.judge import JUDGE_PROTOCOLS
 from .scorers.peer_rules import PEER_RULES
 
@@ -50,8 +51,7 @@ PREDICTION_SCHEMA: dict[str, pa.DataType] = {
 #: ``judge_<protocol>``, ``judge_<protocol>_std``, ``n_judge_<protocol>_failures`` follow, in
 #: the order of ``JUDGE_PROTOCOLS``; others follow, sorted); all float64 but the per-question
 #: counts of unreadable judge replies.
-METRIC_ORDER = ["f1_official", "f1_amem", "f1_membox", "bleu1", "judge", "judge_std",
-                "n_judge_failures"]
+METRIC_ORDER = [*table_columns(), "judge", "judge_std", "n_judge_failures"]
 COUNT_METRICS = {"n_judge_failures": pa.int64(),
                  **{f"n_judge_{p}_failures": pa.int64() for p in JUDGE_PROTOCOLS}}
 _JUDGE_ORDER = [c for p in JUDGE_PROTOCOLS
@@ -89,11 +89,23 @@ def git_commit(root: str | Path | None = None) -> str:
         return "unknown"
 
 
-#: The modules whose prompt texts a run's answers, extraction and judge depend on.
+#: The modules whose prompt texts a run's answers, extraction and judge depend on, besides those of
+#: every registered answer step and judge (:func:`prompt_modules`).
 PROMPT_MODULES = ("synapse_pt.eval.prompts", "synapse_pt.graph.extraction",
                   "synapse_pt.eval.scorers.judge", "synapse_pt.memory.gaama.llm_build",
                   "synapse_pt.memory.membox.llm_build", "synapse_pt.models.structured")
 _PROMPT_SUFFIXES = ("PROMPT", "TEMPLATE", "INSTRUCTION", "STYLES", "EVIDENCE", "REPLY")
+
+
+def prompt_modules() -> list[str]:
+    """:data:`PROMPT_MODULES` and the modules of every registered answer step and judge
+    (:mod:`synapse_pt.memory.steps`)."""
+    from synapse_pt.memory import steps
+
+    found = [fn.__module__ for s in steps.ANSWER_STEPS.values()
+             for fn in (s.messages, s.upstream_messages) if fn is not None]
+    found += [type(j).__module__ for j in steps.JUDGES.values()]
+    return list(dict.fromkeys([*PROMPT_MODULES, *found]))
 
 
 def prompt_hashes() -> dict[str, str]:
@@ -103,7 +115,7 @@ def prompt_hashes() -> dict[str, str]:
     import importlib
 
     out: dict[str, str] = {}
-    for name in PROMPT_MODULES:
+    for name in prompt_modules():
         module = importlib.import_module(name)
         for attr, value in sorted(vars(module).items()):
             if attr.startswith("_") or not attr.isupper() or not attr.endswith(_PROMPT_SUFFIXES):

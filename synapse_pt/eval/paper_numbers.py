@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from synapse_pt.memory.steps import PUBLISHED
+
 __all__ = [
     "ABLATIONS",
     "EFFICIENCY",
     "FALSE_REJECTION_MAX",
-    "GAAMA",
     "MAIN_F1",
-    "MEMBOX",
-    "MEMBOX_F1",
     "OTHER_REPORTED",
     "PAPER_CATEGORIES",
     "PROTOCOLS",
@@ -32,10 +31,8 @@ __all__ = [
 SOURCES: dict[str, str] = {
     "synapse": "SYNAPSE, arXiv 2601.02744 (Table 1 main, Table 3/4 efficiency, ablation table); "
                "SPEC §1.3-1.4; shared/seeds/000_*, 001_*",
-    "gaama": "GAAMA, arXiv 2603.27910; swarna-kpaul/gaama README.md (2d992f7); SPEC §2; "
-             "shared/seeds/002_*",
-    "membox": "Membox, arXiv 2601.03785 (overall and Trace F1); nnnoidea/Membox README.md "
-              "(3d1fa84, per category); SPEC §2; shared/seeds/004_*",
+    # each related system's, from the numbers its package declares (memory/<system>/published.py)
+    **{p.name.lower(): p.source for p in PUBLISHED.values()},
 }
 
 PAPER_CATEGORIES: dict[str, int] = {
@@ -106,72 +103,18 @@ OTHER_REPORTED: dict[str, float] = {
     "synapse_no_gate_average_f1": 40.3,  # gate off, still above Zep's 39.7 (000, §4.2)
 }
 
-# Membox (gpt-4o-mini) F1 per category: the table of its README (nnnoidea/Membox ``README.md`` at
-# 3d1fa84) and paper, Membox's own F1 (lowercase, split on non-alphanumerics, no stemming,
-# category 5 skipped). The paper reports Compact and Trace separately and this row is most likely
-# Compact (SPEC §2): it sits beside ``memory=membox memory.mode=compact``.
-MEMBOX_F1: dict[str, float] = {
-    "multi-hop": 39.88, "temporal": 58.03, "open-domain": 27.96, "single-hop": 60.09,
-}
-
-# Membox's headline figures. "53.95 vs 40.95" (the review 004 calls it multi-hop) is the overall F1
-# over categories 1-4, question-weighted: the row above weighted by LoCoMo-10's 282 / 321 / 96 /
-# 841 questions gives (282*39.88 + 321*58.03 + 96*27.96 + 841*60.09) / 1540 = 53.96, and its
-# multi-hop cell is 39.88, not 53.95. Trace mode: 55.28 (gpt-4o-mini), 59.71 (gpt-4o), same
-# protocol. Compact at top-k 1 / 3 boxes: 39.88 / 49.41 (as fractions 0.3988 / 0.4941 in the paper).
-MEMBOX: dict[str, Any] = {
-    "overall_f1": {"compact": 53.95, "best_baseline": 40.95, "trace": 55.28,
-                   "trace_gpt-4o": 59.71},
-    "compact_f1_by_top_k": {1: 39.88, 3: 49.41},
-    "per_category": MEMBOX_F1,
-    "mode": "compact",
-    # the setting that produced the row: Compact, content top-k 10 (Membox's README at a later
-    # commit, 0033d47, labels 39.88 / 58.03 / 27.96 / 60.09 as Compact, k = 10), the box build and
-    # the answers by gpt-4o-mini, its own answer step (eval.answer_style=system -> membox)
-    "top_k": 10,
-    # experiment=membox_published sets memory=membox memory.mode=compact memory.k=10
-    "our_build": "experiment=membox_published extractor=llm llm=openai eval=qa",
-    "n_questions": 1540,
-    "metric": "Membox F1, overall = question-weighted mean over categories 1-4",
-}
-
-# GAAMA (LLM-judge mean reward, %, LoCoMo-10 categories 1-4, 1,540 questions, mean over questions;
-# gpt-4o-mini answers and judge; memory trimmed to 1,000 words): swarna-kpaul/gaama ``README.md``
-# at 2d992f7, "Key Results" (its "Commonsense" row, 96 questions, is category 3, open-domain).
-# An unreadable judge reply scores 0 in that code (``evals/locomo/locomo_eval.py``).
-GAAMA: dict[str, Any] = {
-    "mean_reward": {"GAAMA": 78.9, "semantic_only": 78.0, "RAG (tuned)": 75.0, "HippoRAG": 69.9,
-                    "Nemori": 52.1, "A-Mem": 47.2, "GAAMA_ppr_weight_1.0": 74.6},
-    "per_category": {"multi-hop": 72.2, "temporal": 71.9, "open-domain": 49.3, "single-hop": 87.2},
-    "per_category_semantic_only": {"multi-hop": 72.2, "temporal": 71.5, "open-domain": 49.2,
-                                   "single-hop": 85.7},
-    "per_category_rag": {"multi-hop": 67.5, "temporal": 59.0, "open-domain": 44.6,
-                         "single-hop": 87.1},
-    "n_questions": 1540,
-    # the graph, the answers and the judge by gpt-4o-mini (one judge call per question, its
-    # retries aside); its own answer step and judge
-    # (eval.answer_style=system -> gaama, eval.judge_protocol=system -> gaama, from its files)
-    "our_build": "memory=gaama extractor=llm llm=openai eval=judge eval.judge_runs=1",
-    "metric": "LLM judge reward",
-}
-
 # The protocol each system's published numbers were measured under (they are not comparable with
 # each other as printed).
 PROTOCOLS: dict[str, str] = {
     "SYNAPSE": "official F1 (all five categories), gpt-4o-mini; the reported average leaves out "
                "adversarial",
-    "Membox": "Membox F1 (lowercase, split on non-alphanumerics, category 5 skipped), "
-              "gpt-4o-mini, Compact mode; the mean is the overall F1 over categories 1-4, "
-              "question-weighted",
-    "GAAMA": "LLM judge, fraction of the reference's key facts covered (unreadable reply: 0), "
-             "categories 1-4 (1,540 questions), gpt-4o-mini, mean over questions",
+    **{p.name: p.protocol for p in PUBLISHED.values()},
 }
 
 # The config of ours each published row sits beside.
 OUR_BUILDS: dict[str, str] = {
     "SYNAPSE": "memory=synapse",
-    "Membox": MEMBOX["our_build"],
-    "GAAMA": GAAMA["our_build"],
+    **{p.name: p.our_build for p in PUBLISHED.values()},
 }
 
 # The published row each system of the paper-table study (studies/paper_table.yaml) sits beside:
@@ -182,10 +125,8 @@ PUBLISHED_ROWS: dict[str, dict[str, Any]] = {
     "SYNAPSE": {"values": {c: v for c, v in MAIN_F1["SYNAPSE"].items() if c != "average"},
                 "mean": MAIN_F1["SYNAPSE"]["average"], "metric": "f1_official",
                 "protocol": PROTOCOLS["SYNAPSE"]},
-    "Membox": {"values": MEMBOX_F1, "mean": MEMBOX["overall_f1"]["compact"],
-               "metric": "f1_membox", "protocol": PROTOCOLS["Membox"]},
-    "GAAMA": {"values": GAAMA["per_category"], "mean": GAAMA["mean_reward"]["GAAMA"],
-              "metric": "judge", "protocol": PROTOCOLS["GAAMA"]},
+    **{p.name: {"values": p.values, "mean": p.mean, "metric": p.metric,
+                "protocol": p.protocol} for p in PUBLISHED.values()},
     "LoCoMo (full context)": {
         "values": {}, "mean": EFFICIENCY["LoCoMo (full context)"]["f1"], "metric": "f1_official",
         "protocol": "official F1, gpt-4o-mini, mean without adversarial (SYNAPSE's efficiency "

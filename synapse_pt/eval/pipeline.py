@@ -19,7 +19,6 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,36 +28,40 @@ from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
 from synapse_pt.errors import ConfigError
+from synapse_pt.memory import steps
 from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.progress import Progress
 
 from .prompts import (
-    ANSWER_STYLES,
     NO_RECORD_REPLY,
-    PROMPT_SOURCES,
-    STYLE_BUDGETS,
-    UPSTREAM_ANSWER_FILES,
-    UPSTREAM_BUDGETS,
-    UPSTREAM_STYLES,
     answer_messages,
     category5_options,
     format_context,
     resolve_option_reply,
 )
-from .scorers.amem import score_amem
-from .scorers.judge import (
-    GAAMA_JUDGE_FILE,
-    JUDGE_PROTOCOLS,
-    JUDGE_UNREADABLE,
-    JudgeResult,
-    judge_answers,
-)
-from .scorers.membox import score_membox
-from .scorers.official import score_official
+from .scorers import answer_scorers
+from .scorers.judge import JudgeResult, judge_answers
 from .scorers.peer_rules import peer_metrics
 from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
+from .settings import (
+    SYSTEM,
+    EvalSettings,
+    answer_limits,
+    empty_pack_reply,
+    for_memory,
+    is_strict,
+    judge_column,
+    judge_protocols,
+    require_upstream,
+    skips_empty_pack,
+    upstream_files,
+)
 from .tokens import TokenCounter
+
+#: re-exported: the settings live in :mod:`synapse_pt.eval.settings`
+__all__ = ["SYSTEM", "EvalSettings", "answer_limits", "for_memory", "is_strict", "judge_column",
+           "judge_protocols", "require_upstream", "upstream_files"]
 
 log = logging.getLogger(__name__)
 
@@ -74,247 +77,6 @@ AUDITED_PREFIX = "audited_"
 GOLD_COLUMNS = ("gold", "evidence")
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge", PEER_PREFIX)
 BLIND_CATEGORY = 0  # the category a memory system sees: none
-
-
-@dataclass
-class EvalSettings:
-    """How a run is evaluated (the ``eval`` config group).
-
-    Attributes:
-        mode: ``"retrieval"`` (no answer model, retrieval-level metrics only) or ``"qa"``.
-        recall_ks: cut-offs of evidence recall@k (k retrieved units).
-        recall_budgets: context-token budgets of evidence recall within the first T tokens
-            (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
-            unit_recall`), the fair comparison of systems whose units differ in size.
-        strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
-        answer_style: the answer step: ``"system"`` (the default: the memory's own where its
-            code has one, ``MemorySystem.own_steps``, else ``"shared"``), ``"shared"`` (every system
-            on equal terms), ``"gaama"`` / ``"membox"`` (their code's answer prompts, read from
-            the upstream files; under ``prompts=ours`` our wording of them) or ``"gaama_line"``
-            / ``"membox_line"`` (our one-line instructions from before issue 30).
-        prompts: where the related systems' prompts come from (:data:`~synapse_pt.eval.
-            prompts.PROMPT_SOURCES`): ``"upstream"`` (their code's files, sha256-checked,
-            :mod:`synapse_pt.data.upstream`) or ``"ours"`` (our wordings).
-        upstream_path: the folder of the upstream files (``null``: ``$SYNAPSE_UPSTREAM``, else
-            ``../shared/data/upstream`` beside the checkout, else the cache or a download).
-        category_date_instruction: the LoCoMo/A-Mem date instruction for temporal questions; the
-            one place the pipeline reads a category before scoring. Off in the strict setting.
-        category5_options: the official generation's category-5 prompt (choose between the
-            distractor and "Not mentioned in the conversation"); reads the category and the
-            distractor, so off in the strict setting.
-        max_answer_tokens: generation budget of an answer.
-        empty_pack: a question whose retrieved pack is empty, under an answer style whose code
-            answers none (:data:`EMPTY_PACK_REPLIES`, under ``prompts=upstream``): ``"style"``
-            (the code's: GAAMA's ``services/answer_from_memory.py`` 36-38 returns without calling
-            the model and ``evals/locomo/locomo_eval.py`` 197-198 records its fallback
-            hypothesis, read from that file) or ``"answer"`` (the model is asked anyway, ours
-            before issue 44).
-        answer_budget: ``"style"``: an answer style with a budget of its own
-            (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`: ``gaama``, 512 tokens and no stop, as
-            GAAMA's code) uses it; ``"config"``: always ``max_answer_tokens`` / ``answer_stop``.
-        answer_stop: stop sequences of an answer (answers are short phrases; small models keep
-            writing new "Question:" lines otherwise).
-        answer_batch_size: answer requests per ``llm.generate`` call.
-        retrieval_batch_size: questions per ``memory.retrieve`` call (0: all at once).
-        seed: seed of the answer requests (judge runs use ``seed + r``).
-        judge_runs: LLM-judge runs (0: no judge); only in ``qa`` mode.
-        judge_max_tokens: generation budget of a judge reply (it explains, then labels).
-        judge_protocol: ``"system"`` (the default: the memory's own judge where its code has
-            one, ``MemorySystem.own_steps``, else ``"mem0"``), ``"mem0"`` (CORRECT/WRONG),
-            ``"gaama"`` (GAAMA's fraction of the reference's key facts covered, categories 1-4),
-            ``"realtalk"`` (REALTALK's correctness score in [0, 1]) or ``"beam_rubric"``
-            (BEAM: the share of the question's rubric items satisfied).
-        judges: several judges over the same answers (judge sensitivity): each protocol of
-            :data:`~synapse_pt.eval.scorers.judge.JUDGE_PROTOCOLS` listed scores every answer
-            ``judge_runs`` times, into columns ``judge_<protocol>`` (:func:`judge_column`) and
-            metrics of the same names; empty (the default): the one judge of
-            ``judge_protocol``, in the column ``judge``. Needs ``judge_runs >= 1`` in ``qa``.
-        judge_unreadable: what an unreadable judge reply counts as
-            (:data:`~synapse_pt.eval.scorers.judge.JUDGE_UNREADABLE`): ``"protocol"`` (0 under
-            ``gaama``, as GAAMA's code scores it; left out under the others), ``"zero"`` or
-            ``"drop"`` (left out: our earlier reading of ``gaama``). Counted under every choice.
-        membox_empty_context: Membox's F1 (``f1_membox``, its scoring protocol) of a question
-            whose retrieved context is empty: ``"exclude"`` (left out of that column's means,
-            as Membox's evaluation leaves it: ``membox.py`` ``AnswerGenerator.
-            _generate_for_ranking`` returns before answering or scoring when ``contexts`` is
-            empty, which under Trace mode happens when no top box has a trace) or ``"count"``
-            (scored like any other). The other metrics count every question either way.
-        peer_ks: cut-offs of the retrieval rules peers publish
-            (:mod:`~synapse_pt.eval.scorers.peer_rules`).
-    """
-
-    mode: str = "retrieval"  # "retrieval" | "qa"
-    recall_ks: tuple[int, ...] = (5, 10, 30)
-    recall_budgets: tuple[int, ...] = (500, 1000, 2000)
-    strict_evidence: bool = True
-    answer_style: str = "system"  # system | shared | gaama | membox | gaama_line | membox_line
-    prompts: str = "upstream"  # upstream (the related systems' files) | ours
-    upstream_path: str | None = None
-    category_date_instruction: bool = False  # a label-reading exception; off when strict
-    category5_options: bool = False  # the other one (official cat-5 two-option prompt)
-    max_answer_tokens: int = 32
-    answer_stop: tuple[str, ...] = ("\n",)
-    answer_budget: str = "style"  # style: a style's own budget where it has one | config
-    empty_pack: str = "style"  # style: no answer request where the style's code sends none | answer
-    answer_batch_size: int = 64
-    retrieval_batch_size: int = 0  # 0: all questions in one batched call
-    seed: int = 0
-    judge_runs: int = 0  # LLM-judge runs (0: no judge)
-    judge_protocol: str = "system"  # system | mem0 | gaama | realtalk | beam_rubric
-    judge_max_tokens: int = 128
-    judges: tuple[str, ...] = ()  # several judges of the same answers; (): judge_protocol's
-    judge_unreadable: str = "protocol"  # protocol | zero | drop (scorers/judge.py)
-    peer_ks: tuple[int, ...] = (1, 5, 10)
-    membox_empty_context: str = "exclude"  # exclude (Membox's evaluation) | count
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("retrieval", "qa"):
-            raise ConfigError(f"eval.mode must be 'retrieval' or 'qa', got {self.mode!r}")
-        self.recall_ks = tuple(int(k) for k in self.recall_ks)
-        self.peer_ks = tuple(int(k) for k in self.peer_ks)
-        if not self.peer_ks or min(self.peer_ks) < 1:
-            raise ConfigError(f"eval.peer_ks must be integers >= 1, got {list(self.peer_ks)}")
-        self.recall_budgets = tuple(int(t) for t in self.recall_budgets)
-        if any(t < 1 for t in self.recall_budgets):
-            raise ConfigError(f"eval.recall_budgets must be integers >= 1, got "
-                              f"{list(self.recall_budgets)}")
-        for name in ("max_answer_tokens", "answer_batch_size", "retrieval_batch_size", "seed",
-                     "judge_runs", "judge_max_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, str) and value.startswith("${"):
-                # an eval config converted without resolve=True keeps "${seed}" as a string
-                msg = (f"eval.{name} is the unresolved interpolation {value!r}; build "
-                       "EvalSettings from OmegaConf.to_container(cfg.eval, resolve=True)")
-                if self.mode == "qa":
-                    raise ValueError(msg)
-                log.warning("%s (unused in retrieval mode)", msg)
-                continue
-            setattr(self, name, int(value))
-        if self.judge_runs < 0:
-            raise ConfigError(f"eval.judge_runs must be >= 0, got {self.judge_runs}")
-        self.judges = tuple(str(j) for j in (self.judges or ()))
-        unknown = [j for j in self.judges if j not in JUDGE_PROTOCOLS]
-        if unknown:
-            raise ConfigError(f"eval.judges: {unknown} not judges; each must be one of "
-                              f"{list(JUDGE_PROTOCOLS)} (system is one judge per memory: not "
-                              "comparable across systems)")
-        if len(set(self.judges)) != len(self.judges):
-            raise ConfigError(f"eval.judges lists a judge twice: {list(self.judges)}")
-        if self.judges and self.mode == "qa" and self.judge_runs == 0:
-            raise ConfigError(f"eval.judges={list(self.judges)} needs eval.judge_runs >= 1 "
-                              "(eval=judge sets 1)")
-        if self.answer_style not in (SYSTEM, *ANSWER_STYLES):
-            raise ConfigError(f"eval.answer_style must be one of {[SYSTEM, *ANSWER_STYLES]}, got "
-                              f"{self.answer_style!r}")
-        if self.judge_protocol not in (SYSTEM, *JUDGE_PROTOCOLS):
-            raise ConfigError(f"eval.judge_protocol must be one of {[SYSTEM, *JUDGE_PROTOCOLS]}, "
-                              f"got {self.judge_protocol!r}")
-        if self.prompts not in PROMPT_SOURCES:
-            raise ConfigError(f"eval.prompts must be one of {list(PROMPT_SOURCES)}, got "
-                              f"{self.prompts!r}")
-        if self.answer_budget not in ("style", "config"):
-            raise ConfigError(f"eval.answer_budget must be 'style' or 'config', got "
-                              f"{self.answer_budget!r}")
-        if self.empty_pack not in ("style", "answer"):
-            raise ConfigError(f"eval.empty_pack must be 'style' or 'answer', got "
-                              f"{self.empty_pack!r}")
-        if self.membox_empty_context not in MEMBOX_EMPTY_CONTEXT:
-            raise ConfigError(f"eval.membox_empty_context must be one of "
-                              f"{list(MEMBOX_EMPTY_CONTEXT)}, got {self.membox_empty_context!r}")
-        if self.judge_unreadable not in JUDGE_UNREADABLE:
-            raise ConfigError(f"eval.judge_unreadable must be one of {list(JUDGE_UNREADABLE)}, "
-                              f"got {self.judge_unreadable!r}")
-        if not self.recall_ks or min(self.recall_ks) < 1:
-            raise ConfigError(f"eval.recall_ks must be integers >= 1, got {list(self.recall_ks)}")
-        for name in ("max_answer_tokens", "answer_batch_size", "judge_max_tokens"):
-            if isinstance(getattr(self, name), int) and getattr(self, name) < 1:
-                raise ConfigError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
-        if isinstance(self.retrieval_batch_size, int) and self.retrieval_batch_size < 0:
-            raise ConfigError(f"eval.retrieval_batch_size must be >= 0 (0: all questions at "
-                              f"once), got {self.retrieval_batch_size}")
-
-
-def judge_protocols(settings: EvalSettings) -> list[str]:
-    """The judges a run asks: ``eval.judges`` where given, else ``judge_protocol`` when
-    ``judge_runs > 0`` (``system`` resolved for the memory by :func:`for_memory` first), else
-    none."""
-    if settings.judge_runs == 0:
-        return []
-    return list(settings.judges) if settings.judges else [settings.judge_protocol]
-
-
-def judge_column(settings: EvalSettings, protocol: str) -> str:
-    """The per-question score column of ``protocol``'s judge: ``judge`` in a run with one judge
-    (``judge_protocol``), ``judge_<protocol>`` under ``eval.judges``; its spread is
-    ``<column>_std`` and its unreadable replies ``n_<column>_failures``."""
-    return f"judge_{protocol}" if settings.judges else "judge"
-
-
-#: ``eval.membox_empty_context``: an empty-context question in ``f1_membox`` left out (Membox's
-#: evaluation) or counted
-MEMBOX_EMPTY_CONTEXT = ("exclude", "count")
-#: ``answer_style`` / ``judge_protocol`` value that means "the memory's own"
-SYSTEM = "system"
-#: answer styles whose code sends no answer request for an empty pack, with where the answer it
-#: records instead is written (file, function, variable): GAAMA's ``answer_from_memory`` returns
-#: "" for an empty memory text without calling the model (``services/answer_from_memory.py``
-#: 36-38) and its LoCoMo evaluation records a fallback hypothesis (``evals/locomo/
-#: locomo_eval.py`` 197-198), which its judge then scores
-EMPTY_PACK_REPLIES = {"gaama": (GAAMA_JUDGE_FILE, "answer_and_judge", "hypothesis")}
-
-
-def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem]
-               ) -> EvalSettings:
-    """``settings`` with ``"system"`` answer style and judge protocol replaced by the ones the
-    memory declares as its own code's (:attr:`~synapse_pt.memory.base.MemorySystem.own_steps`;
-    ``memory`` an instance or its class); others unchanged."""
-    style, protocol = memory.own_steps
-    return dataclasses.replace(
-        settings,
-        answer_style=style if settings.answer_style == SYSTEM else settings.answer_style,
-        judge_protocol=protocol if settings.judge_protocol == SYSTEM else settings.judge_protocol)
-
-
-def upstream_files(settings: EvalSettings) -> list[str]:
-    """The upstream files (``<system>/<path>``) whose prompts the run's answers and judge read
-    (empty under ``prompts=ours``, or when neither step is a related system's)."""
-    if settings.prompts != "upstream" or settings.mode != "qa":
-        return []
-    files = []
-    if settings.answer_style in UPSTREAM_STYLES:
-        files.append(UPSTREAM_ANSWER_FILES[settings.answer_style])
-    if "gaama" in judge_protocols(settings):
-        files.append(GAAMA_JUDGE_FILE)
-    return files
-
-
-def require_upstream(settings: EvalSettings) -> None:
-    """Find and check every upstream file the run's answers and judge will read (raises
-    :class:`~synapse_pt.data.upstream.UpstreamNotFoundError` naming where to put a missing one),
-    so that a run stops before it builds its memory, not after."""
-    from synapse_pt.data.upstream import resolve_upstream_file
-
-    extra = ([EMPTY_PACK_REPLIES[settings.answer_style][0]]
-             if settings.mode == "qa" and skips_empty_pack(settings) else [])
-    for rel in [*upstream_files(settings), *extra]:
-        resolve_upstream_file(rel, settings.upstream_path)
-
-
-def skips_empty_pack(settings: EvalSettings) -> bool:
-    """Whether a question with an empty retrieved pack gets no answer request (``empty_pack``:
-    the answer style's code sends none; only its code's step, ``prompts=upstream``)."""
-    return (settings.empty_pack == "style" and settings.prompts == "upstream"
-            and settings.answer_style in EMPTY_PACK_REPLIES)
-
-
-def empty_pack_reply(settings: EvalSettings) -> str:
-    """The answer recorded for an empty pack under :func:`skips_empty_pack`, read from the
-    answer style's code (:data:`EMPTY_PACK_REPLIES`)."""
-    from synapse_pt.data.upstream import fstring
-
-    rel, function, variable = EMPTY_PACK_REPLIES[settings.answer_style]
-    return fstring(rel, function, variable, settings.upstream_path).render()
 
 
 def blind(question: Question) -> Question:
@@ -342,11 +104,6 @@ def answer_options(question: Question, settings: EvalSettings) -> tuple[str, str
         raise ValueError(f"question {question.key}: eval.category5_options needs the item's "
                          "adversarial_answer (or answer); it has neither")
     return category5_options(str(distractor), question.key, settings.seed)
-
-
-def is_strict(settings: EvalSettings) -> bool:
-    """The strict setting: no prompt reads a category or gold data (SPEC §3)."""
-    return not (settings.category_date_instruction or settings.category5_options)
 
 
 def retrieve_all(memory: MemorySystem, questions: Sequence[Question],
@@ -467,21 +224,9 @@ def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int,
     """The categories the judge leaves out: the dataset's unanswerable one (scored by its refusal
     phrase rule, as mem0 does for LoCoMo's category 5), except under BEAM's rubric judge, whose
     rubric says what an abstention must say."""
-    if protocol == "beam_rubric" or unanswerable is None:
+    if steps.judge(protocol).rubric or unanswerable is None:
         return ()
     return (int(unanswerable),)
-
-
-def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
-    """``(max tokens, stop sequences)`` of an answer request under ``settings``: the answer
-    style's own budget where it has one and ``answer_budget`` is ``"style"``, else the
-    configured ``max_answer_tokens`` / ``answer_stop``. Under ``prompts=upstream`` a related
-    system's answer step brings its code's budget (:data:`~synapse_pt.eval.prompts.
-    UPSTREAM_BUDGETS`), else our wording's (:data:`~synapse_pt.eval.prompts.STYLE_BUDGETS`)."""
-    budgets = UPSTREAM_BUDGETS if settings.prompts == "upstream" else STYLE_BUDGETS
-    if settings.answer_budget == "style" and settings.answer_style in budgets:
-        return budgets[settings.answer_style]
-    return int(settings.max_answer_tokens), tuple(settings.answer_stop)
 
 
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
@@ -497,11 +242,10 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
                          protocol=protocol,
-                         unreadable=settings.judge_unreadable,
                          prompts=settings.prompts, upstream_path=settings.upstream_path,
                          skip_categories=judge_skip_categories(unanswerable, protocol),
                          rubrics=([q.rubric for q in questions]
-                                  if protocol == "beam_rubric" else None),
+                                  if steps.judge(protocol).rubric else None),
                          batch_size=settings.answer_batch_size)
 
 
@@ -575,13 +319,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         }
         if qa:
             scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
-            row["f1_official"] = score_official(predictions[i], q.answer, scored_as)
-            row.update(score_amem(predictions[i], q.answer, scored_as))
-            # Membox's protocol: its tokeniser, category 5 not scored (None), and under
-            # membox_empty_context=exclude a question with no context not scored either
-            row["f1_membox"] = (None if settings.membox_empty_context == "exclude"
-                                and not result.items[i]
-                                else score_membox(predictions[i], q.answer, scored_as))
+            for scorer in answer_scorers():
+                row.update(scorer.score(predictions[i], q.answer, scored_as, result.items[i]))
         for protocol, judge in (judges or {}).items():
             col = judge_column(settings, protocol)
             row[col] = _nan_to_none(judge.mean[i])
@@ -596,7 +335,7 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         rows.append(row)
     df = pd.DataFrame(rows)
     float_cols = [f"recall@{k}" for k in recall] + [f"{PEER_PREFIX}{n}" for n in peers] + (
-        ["f1_membox"] if qa else [])
+        steps.scorer_columns() if qa else [])
     for protocol in judges or {}:
         float_cols += [judge_column(settings, protocol), f"{judge_column(settings, protocol)}_std"]
     for col in float_cols:
@@ -612,7 +351,7 @@ def metric_columns(settings: EvalSettings) -> list[str]:
     columns = [f"recall@{int(k)}" for k in settings.recall_ks]
     columns += [f"recall@{int(t)}tok" for t in settings.recall_budgets]
     if settings.mode == "qa":
-        columns += ["f1_official", "f1_amem", "bleu1", "f1_membox"]
+        columns += steps.scorer_columns()  # the answer scorers' (scorers/__init__.py)
         for protocol in judge_protocols(settings):  # the judges' columns, as prediction_frame
             column = judge_column(settings, protocol)
             columns += [column, f"{column}_std"]

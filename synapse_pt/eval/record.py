@@ -30,6 +30,7 @@ from .pipeline import (
     upstream_files,
 )
 from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
+from .scorers import answer_scorers, scorer_protocol
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 
@@ -135,15 +136,15 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
         "identity": {
             **identity,
             "eval_mode": settings.mode,
-            "scoring_protocols": ["official", "amem", "membox"] if qa else [],
+            "scoring_protocols": [s.name for s in answer_scorers()] if qa else [],
             # one judge: its protocol; several (eval.judges): their list, judge_protocol None
             "judge_protocol": (settings.judge_protocol
                                if qa and settings.judge_runs > 0 and not settings.judges
                                else None),
             "judges": (list(settings.judges)
                        if qa and settings.judge_runs > 0 and settings.judges else None),
-            "judge_unreadable": (settings.judge_unreadable if qa and settings.judge_runs > 0
-                                 else None),
+            # an unreadable judge reply: the protocol's rule (the one reading since issue 52)
+            "judge_unreadable": "protocol" if qa and settings.judge_runs > 0 else None,
             "category_date_instruction": settings.category_date_instruction,
             "category5_options": settings.category5_options,
             "strict": is_strict(settings),
@@ -152,8 +153,7 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "answer_style": settings.answer_style,
             "prompts": prompt_hashes(),
             "prompt_source": settings.prompts,
-            # f1_membox of a question with an empty context: exclude (Membox's eval) | count
-            "membox_empty_context": settings.membox_empty_context if qa else None,
+            **scorer_protocol(qa),  # what a scorer records of its protocol
             "upstream_prompts": upstream_prompts(settings, identity.get("memory") or {}),
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},

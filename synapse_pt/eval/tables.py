@@ -197,17 +197,17 @@ def efficiency_table(
 
 
 def related_systems_table() -> pd.DataFrame:
-    """The published LoCoMo numbers of SYNAPSE, Membox and GAAMA per category, each row with the
-    protocol it was measured under (they are not comparable with each other as printed) and the
-    build of ours it sits beside. ``reported mean``: SYNAPSE's printed average, Membox's overall F1
-    over categories 1-4 (53.95, its Compact mode), GAAMA's mean reward (78.9)."""
+    """The published LoCoMo numbers of SYNAPSE and each related system per category
+    (:data:`~synapse_pt.eval.paper_numbers.PUBLISHED_ROWS`), each row with the protocol it was
+    measured under (they are not comparable with each other as printed) and the build of ours it
+    sits beside. ``reported mean``: SYNAPSE's printed average, each system's headline mean."""
     cats = list(paper_numbers.PAPER_CATEGORIES)
-    rows = {"SYNAPSE": {c: paper_numbers.MAIN_F1["SYNAPSE"][c] for c in cats},
-            "Membox": {c: paper_numbers.MEMBOX_F1.get(c) for c in cats},
-            "GAAMA": {c: paper_numbers.GAAMA["per_category"].get(c) for c in cats}}
-    rows["SYNAPSE"]["reported mean"] = paper_numbers.MAIN_F1["SYNAPSE"]["average"]
-    rows["Membox"]["reported mean"] = paper_numbers.MEMBOX["overall_f1"]["compact"]
-    rows["GAAMA"]["reported mean"] = paper_numbers.GAAMA["mean_reward"]["GAAMA"]
+    systems = list(paper_numbers.OUR_BUILDS)
+    rows = {"SYNAPSE": {c: paper_numbers.MAIN_F1["SYNAPSE"][c] for c in cats}}
+    rows.update({s: {c: paper_numbers.PUBLISHED_ROWS[s]["values"].get(c) for c in cats}
+                 for s in systems[1:]})
+    for s in systems:
+        rows[s]["reported mean"] = paper_numbers.PUBLISHED_ROWS[s]["mean"]
     df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
     df["protocol"] = [paper_numbers.PROTOCOLS[s] for s in df.index]
     df["our build"] = [paper_numbers.OUR_BUILDS[s] for s in df.index]

@@ -7,6 +7,8 @@ the turn-level memories start without loading PyG.
 from importlib import import_module
 from typing import Any
 
+# the related systems' packages register their answer steps, judges and scorers (steps.py)
+from . import gaama, membox  # noqa: F401
 from .base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from .baselines import BM25Memory, FullContext, HybridRRF, VectorRAG
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from synapse_pt.eval.pipeline import EvalSettings, answer_limits
-from synapse_pt.eval.prompts import answer_messages, gaama_sections, rank_order_context
+from synapse_pt.eval.prompts import answer_messages
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.gaama.answer import gaama_sections
+from synapse_pt.memory.membox.answer import rank_order_context
 
 MAY = datetime(2023, 5, 8)
 JUNE = datetime(2023, 6, 1)

@@ -97,17 +97,9 @@ def test_gaama_asks_nothing_about_an_empty_pack_and_records_its_fallback(ds) -> 
 
 
 @pytest.mark.parametrize(("own_steps", "settings"), [
-    (("gaama", "gaama"), {"empty_pack": "answer"}),  # ours before issue 44: ask anyway
     (("gaama", "gaama"), {"prompts": "ours"}),  # our wording of GAAMA's step asks
     (("shared", "mem0"), {}),  # the shared answer step asks
 ])
 def test_every_other_answer_step_asks_the_model(ds, own_steps, settings) -> None:
     rows, model, _, n = run(ds, own_steps, **settings)
     assert len(model.requests) == n and (rows["prediction"] == "an answer").all()
-
-
-def test_the_setting_is_checked() -> None:
-    from synapse_pt.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="eval.empty_pack"):
-        EvalSettings(mode="qa", empty_pack="skip")

@@ -23,10 +23,10 @@ from synapse_pt.eval.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
 from synapse_pt.eval.scorers.amem import score_amem
 from synapse_pt.eval.scorers.judge import ACCURACY_PROMPT
-from synapse_pt.eval.scorers.membox import f1_membox
 from synapse_pt.eval.scorers.official import score_official
 from synapse_pt.memory.base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG
+from synapse_pt.memory.membox.score import f1_membox
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
@@ -518,16 +518,15 @@ def test_several_judges_need_a_judge_run_in_qa_mode() -> None:
     assert EvalSettings(mode="retrieval", judges=("mem0",)).judges == ("mem0",)
 
 
-@pytest.mark.parametrize(("style", "instruction"), [
-    ("shared", "Answer with a short phrase taken from the memory."),
-    ("gaama", "Answer in one or two short paragraphs, directly and specifically."),
-    ("membox", "Keep the answer under 5-6 words."),
-    ("gaama_line", "Answer in one or two short paragraphs; prefer a direct answer."),
-    ("membox_line", "Answer in less than 5-6 words."),
-])
-def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction: str) -> None:
-    from synapse_pt.eval.prompts import ANSWER_STYLES
+STYLE_INSTRUCTIONS = {
+    "shared": "Answer with a short phrase taken from the memory.",
+    "gaama": "Answer in one or two short paragraphs, directly and specifically.",
+    "membox": "Keep the answer under 5-6 words.",
+}
 
+
+@pytest.mark.parametrize(("style", "instruction"), list(STYLE_INSTRUCTIONS.items()))
+def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction: str) -> None:
     question = "What did Tomas do with the voucher Lena gave him, and what did he give her back?"
     memory = HandMemory(items={question: [turn_item(ds, "D1:4", 0.7)]})
     llm = ScriptedLLM()
@@ -535,7 +534,7 @@ def test_answer_style_sets_the_instruction(ds: Dataset, style: str, instruction:
              token_counter=Counter(), llm=llm)
     prompt = user_text(next(r for r in llm.requests if question_of(r) == question))
     assert instruction in prompt
-    assert all(other not in prompt for k, other in ANSWER_STYLES.items() if k != style)
+    assert all(other not in prompt for k, other in STYLE_INSTRUCTIONS.items() if k != style)
     with pytest.raises(ValueError, match="eval.answer_style"):
         dataclasses.replace(QA, answer_style="verbose")
     request = next(r for r in llm.requests if question_of(r) == question)

@@ -163,7 +163,8 @@ def test_coverage_score_parse_by_hand() -> None:
 
 
 def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> None:
-    from synapse_pt.eval.scorers.judge import COVERAGE_PROMPT, judge_answers
+    from synapse_pt.eval.scorers.judge import judge_answers
+    from synapse_pt.memory.gaama.judge import COVERAGE_PROMPT
     from synapse_pt.models.llm.base import ChatResponse
 
     class Coverage:
@@ -287,9 +288,8 @@ def test_judge_skip_categories_per_protocol() -> None:
 def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> None:
     """GAAMA's ``_compute_hypothesis_reward`` returns reward 0.0 when its reply cannot be parsed,
     and that 0 enters the mean. By hand, two runs: Q1 0.5 then garbled -> labels [0.5, 0] (mean
-    0.25, std 0.25, one failure); Q2 garbled twice -> mean 0 (two failures). ``unreadable="drop"``
-    keeps our earlier reading: Q1 0.5 over its one readable run, Q2 NaN; the counts are the same."""
-    from synapse_pt.eval.scorers.judge import unreadable_scores_zero
+    0.25, std 0.25, one failure); Q2 garbled twice -> mean 0 (two failures)."""
+    from synapse_pt.eval.pipeline import judge_summary
 
     class Garbled:
         backend, model = "scripted", "garbled"
@@ -311,34 +311,10 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
     assert res.mean[1] == 0.0
     np.testing.assert_array_equal(res.n_failures, [1, 2])
     np.testing.assert_allclose(res.run_accuracy(), [0.25, 0.0])
+    summary = judge_summary(res, [1, 2])
+    assert summary["judge_failures"] == 3.0 and summary["judge_unreadable_scored_zero"] == 1.0
 
-    dropped = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
-                            categories=[1, 2], n_runs=2, protocol="gaama", unreadable="drop",
-                            prompts="ours")
-    assert not dropped.unreadable_scored_zero
-    assert dropped.mean[0] == pytest.approx(0.5) and math.isnan(dropped.mean[1])
-    np.testing.assert_array_equal(dropped.n_failures, [1, 2])
-
-    # the other protocols leave an unreadable reply out unless told to score it 0
-    assert not unreadable_scores_zero("mem0") and unreadable_scores_zero("gaama")
-    assert unreadable_scores_zero("mem0", "zero") and not unreadable_scores_zero("gaama", "drop")
-    with pytest.raises(ValueError, match="unreadable"):
-        unreadable_scores_zero("gaama", "sometimes")
+    # the other protocols leave an unreadable reply out
     judge = ScriptedJudge({(0, "Q"): "no label here"})
     mem0 = judge_answers(judge, ["Q"], ["a"], ["a"], categories=[1], n_runs=1)
     assert math.isnan(mem0.mean[0]) and mem0.n_failures[0] == 1
-    zero = judge_answers(judge, ["Q"], ["a"], ["a"], categories=[1], n_runs=1, unreadable="zero")
-    assert zero.mean[0] == 0.0 and zero.n_failures[0] == 1
-
-
-def test_judge_unreadable_setting_reaches_the_summary() -> None:
-    from synapse_pt.eval.pipeline import EvalSettings, judge_summary
-
-    with pytest.raises(ValueError, match="judge_unreadable"):
-        EvalSettings(judge_unreadable="maybe")
-    judge = ScriptedJudge({(0, "Q"): "no label here", (0, "R"): '{"label": "CORRECT"}'})
-    res = judge_answers(judge, ["Q", "R"], ["a", "b"], ["a", "b"], categories=[1, 1], n_runs=1,
-                        unreadable="zero")
-    summary = judge_summary(res, [1, 1])
-    assert summary["judge_failures"] == 1.0 and summary["judge_unreadable_scored_zero"] == 1.0
-    assert summary["judge_accuracy_run0"] == pytest.approx(0.5)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from synapse_pt.eval.scorers.membox import f1_membox, membox_tokenize, score_membox
+from synapse_pt.memory.membox.score import f1_membox, membox_tokenize, score_membox
 
 
 def test_tokenizer_by_hand() -> None:

@@ -13,27 +13,16 @@ Here:
   spread of its labels over the runs;
 * :func:`parse_judge_label` accepts a JSON object with a ``label`` key (any case, fenced or not),
   else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
-* an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; under
-  ``"mem0"``, ``"realtalk"`` and ``"beam_rubric"`` it is NaN in that run (left out, never silently
-  WRONG), under ``"gaama"`` it scores 0 as GAAMA's code does (``unreadable`` chooses; see below);
+* an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; it is
+  NaN in that run (left out, never silently WRONG) unless the protocol's code scores it 0
+  (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`: GAAMA's);
 * category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
   phrase rule instead.
 
-``protocol="gaama"`` is GAAMA's evaluation instead (SPEC §2): the fraction of the reference
-answer's key facts the answer covers, 0-1, extra information not penalised; the per-question value
-is that fraction, averaged over runs. GAAMA reports it over categories 1-4 only, which the default
-``skip_categories`` already gives. Under ``prompts="upstream"`` (the default) it is GAAMA's code
-(gaama ``evals/locomo/locomo_eval.py``, ``_compute_hypothesis_reward``): its prompt and its retry
-prompt read from that file (:data:`GAAMA_JUDGE_FILE`, :mod:`synapse_pt.data.upstream`), JSON
-only, 400 completion tokens, up to three attempts (a reply that does not parse is answered by the
-retry prompt with the parse error and the reply's first 500 characters), a reward outside [0, 1]
-clipped and rounded to two decimals, an empty answer or reference scored 0 without a call
-(:func:`parse_gaama_reward`, :func:`gaama_judge`). Under ``prompts="ours"`` it is our earlier
-reading: the judge lists the key facts, then a JSON score (:data:`COVERAGE_PROMPT`,
-:func:`parse_coverage_score`), one try, out of range unreadable. An unreadable reply (after the
-retries) under ``"gaama"`` scores **0** by default, as GAAMA's code does (it returns
-``reward 0.0``, which enters the mean); ``unreadable="drop"`` leaves it out (NaN). Either way it
-is counted in ``n_failures``.
+A related system's own judge lives in its package and is found by name in the registry
+(:mod:`synapse_pt.memory.steps`): GAAMA's (``protocol="gaama"``, :mod:`synapse_pt.memory.gaama.
+judge`) scores the fraction of the reference's key facts covered, retries as its code does, and
+scores an unreadable reply 0.
 
 ``protocol="realtalk"`` is the LLM score REALTALK's authors report beside LoCoMo's official F1
 (danny911kr/REALTALK ``eval_memory/qa_tool.py``, ``gpt_score``): the judge gives the prediction a
@@ -58,47 +47,22 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from synapse_pt.memory.steps import JUDGES, Judge, parse_coverage_score, register, user_request
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.llm.recording import RecordingLLM
 from synapse_pt.progress import Progress
 
-__all__ = ["ACCURACY_PROMPT", "COVERAGE_PROMPT", "JUDGE_PROTOCOLS", "JUDGE_UNREADABLE",
-           "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers",
-           "parse_coverage_score", "parse_judge_label", "parse_rubric_verdict",
-           "unreadable_scores_zero"]
+__all__ = ["ACCURACY_PROMPT", "JUDGE_PROTOCOLS", "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult",
+           "build_judge_requests", "judge_answers", "parse_coverage_score", "parse_judge_label",
+           "parse_rubric_verdict"]
 
 log = logging.getLogger(__name__)
-
-JUDGE_PROTOCOLS = ("mem0", "gaama", "realtalk", "beam_rubric")
-
-#: GAAMA's LoCoMo judge: the file, function and variables its prompts are read from, and the
-#: code's call (``llm.complete(prompt, max_tokens=400, ...)``, ``_MAX_RETRIES = 3``)
-GAAMA_JUDGE_FILE = "gaama/evals/locomo/locomo_eval.py"
-GAAMA_JUDGE_FUNCTION = "_compute_hypothesis_reward"
-GAAMA_JUDGE_MAX_TOKENS = 400
-GAAMA_JUDGE_ATTEMPTS = 3
-GAAMA_RETRY_SHOWN = 500  # characters of the unreadable reply its retry prompt repeats
-
-# What an unreadable judge reply counts as: "protocol" (the protocol's own rule: 0 under "gaama",
-# as its code scores it; left out elsewhere), "zero" (always 0) or "drop" (always left out, NaN; our
-# earlier reading of "gaama"). It is counted in ``n_failures`` under every choice.
-JUDGE_UNREADABLE = ("protocol", "zero", "drop")
-
-
-def unreadable_scores_zero(protocol: str, unreadable: str = "protocol") -> bool:
-    """Whether an unreadable reply scores 0 (``True``) or is left out (``False``) under
-    ``protocol`` and the ``unreadable`` choice (:data:`JUDGE_UNREADABLE`)."""
-    if unreadable not in JUDGE_UNREADABLE:
-        raise ValueError(f"judge unreadable must be one of {JUDGE_UNREADABLE}, got {unreadable!r}")
-    if unreadable == "protocol":
-        return protocol == "gaama"  # gaama evals/locomo/locomo_eval.py: a failed parse is 0.0
-    return unreadable == "zero"
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -127,18 +91,6 @@ Do NOT include both CORRECT and WRONG in your response, or it will break the eva
 
 Just return the label CORRECT or WRONG in a json format with the key as "label".
 """  # noqa: E501, W291 - kept line for line (trailing spaces included) as mem0 sends it
-
-COVERAGE_PROMPT = """You grade an answer to a question about a conversation against a reference
-answer.
-
-Question: {question}
-Reference answer: {gold_answer}
-Generated answer: {generated_answer}
-
-List the key facts of the reference answer, then decide for each whether the generated answer
-states it (a date may be written differently; extra information in the generated answer is not
-penalised). The score is the fraction of the key facts covered, a number from 0 to 1.
-Finish with a JSON object with the key "score", for example {{"score": 0.5}}."""
 
 SCORE_PROMPT = """Judge how correct a model's prediction is, given the question and its ground-truth
 answer.
@@ -195,94 +147,54 @@ def parse_judge_label(text: str) -> Label | None:
     return None
 
 
-def parse_coverage_score(text: str) -> float | None:
-    """The fraction in the last JSON object with a numeric ``score`` in [0, 1] (``None``: the
-    reply cannot be read, or its score lies outside [0, 1])."""
-    fenced = _FENCE.findall(text)
-    for chunk in reversed(fenced + _JSON_OBJECT.findall(text)):
-        try:
-            obj = json.loads(chunk.strip())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and "score" in obj:
-            score = obj["score"]
-            if isinstance(score, bool) or not isinstance(score, (int, float)):
-                return None
-            return float(score) if 0.0 <= score <= 1.0 else None
-    return None
-
-
-_GAAMA_FENCE_OPEN = re.compile(r"^```(?:json)?\s*\n?")
-_GAAMA_FENCE_CLOSE = re.compile(r"\n?```\s*$")
-
-
-def parse_gaama_reward(text: str) -> tuple[float | None, str, str]:
-    """GAAMA's reading of a judge reply (``_compute_hypothesis_reward``): ``(reward, error, raw)``.
-
-    The reply is stripped and, when it starts with a code fence, unfenced; it must then be a JSON
-    object as a whole (``json.loads``); its ``reward`` (0.0 when the key is missing) is clipped
-    to [0, 1] and rounded to two decimals. An unreadable reply gives ``(None, the parse error's
-    text, the stripped reply)``, which the retry prompt quotes."""
-    raw = (text or "").strip()
-    if raw.startswith("```"):
-        raw = _GAAMA_FENCE_CLOSE.sub("", _GAAMA_FENCE_OPEN.sub("", raw)).strip()
-    try:
-        reward = float(json.loads(raw).get("reward", 0.0))
-    except (json.JSONDecodeError, ValueError, AttributeError, TypeError) as err:
-        return None, str(err), raw
-    return round(max(0.0, min(1.0, reward)), 2), "", raw
-
-
-def gaama_judge(llm: LLM, questions: Sequence[str], golds: Sequence[str],
-                predictions: Sequence[str], *, seed: int = 0, temperature: float = 0.0,
-                extra: Mapping[str, Any] | None = None,
-                upstream_path: str | None = None) -> tuple[list[float | None], list[str]]:
-    """GAAMA's judge over aligned questions (one run): per question the reward (``None`` when
-    every attempt was unreadable) and the replies of its attempts. Each attempt is one
-    ``llm.generate`` batch of the questions still unread: the first sends the file's prompt, a
-    later one the file's retry prompt (the code sends it alone, without the first prompt)."""
-    from synapse_pt.data.upstream import fstring
-
-    retry = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "retry_prompt", upstream_path)
-    n = len(questions)
-    scores: list[float | None] = [None] * n
-    replies: list[list[str]] = [[] for _ in range(n)]
-    asked = [i for i in range(n) if predictions[i] and str(golds[i])]
-    for i in set(range(n)) - set(asked):  # the code: no hypothesis or reference -> 0.0, no call
-        scores[i] = 0.0
-    first = build_judge_requests([questions[i] for i in asked], [golds[i] for i in asked],
-                                 [predictions[i] for i in asked], seed=seed,
-                                 temperature=temperature, extra=extra, protocol="gaama",
-                                 upstream_path=upstream_path)
-    pending = {i: r.messages[0][1] for i, r in zip(asked, first, strict=True)}
-    for _ in range(GAAMA_JUDGE_ATTEMPTS):
-        if not pending:
-            break
-        order = list(pending)
-        requests = [ChatRequest.from_messages([{"role": "user", "content": pending[i]}],
-                                              max_tokens=GAAMA_JUDGE_MAX_TOKENS,
-                                              temperature=temperature, seed=seed,
-                                              extra=dict(extra or {})) for i in order]
-        responses = llm.generate(requests)
-        if len(responses) != len(requests):
-            raise ValueError(f"gaama_judge: the LLM answered {len(responses)} of "
-                             f"{len(requests)} requests")
-        pending = {}
-        for i, resp in zip(order, responses, strict=True):
-            replies[i].append(resp.text)
-            reward, error, raw = parse_gaama_reward(resp.text)
-            if reward is not None:
-                scores[i] = reward
-            else:
-                pending[i] = retry.render(last_error=error, last_raw=raw)
-    return scores, ["\n---\n".join(r) for r in replies]
-
-
 def parse_rubric_verdict(text: str) -> float | None:
     """A rubric item's verdict: 1.0 or 0.0 from the last JSON object with a ``score`` of exactly
     0 or 1 (``None``: unreadable, or another value such as a half mark)."""
     score = parse_coverage_score(text)
     return score if score in (0.0, 1.0) else None
+
+
+class PromptJudge(Judge):
+    """A judge of one request per question (per rubric item under ``rubric``): ``prompt`` filled
+    with the question, the gold (or the rubric item) and the answer; ``parse`` reads a reply."""
+
+    def __init__(self, name: str, prompt: str, parse: Callable[[str], float | None], rank: int,
+                 rubric: bool = False) -> None:
+        self.name, self.prompt, self.parse, self.rank, self.rubric = (name, prompt, parse, rank,
+                                                                       rubric)
+
+    def requests(self, questions: Sequence[str], golds: Sequence[Any],
+                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
+                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
+                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
+                 upstream_path: str | None = None) -> list[ChatRequest]:
+        def request(content: str) -> ChatRequest:
+            return user_request(content, max_tokens=max_tokens, temperature=temperature,
+                                seed=seed, extra=extra)
+
+        if self.rubric:
+            if rubrics is None or len(rubrics) != len(questions):
+                raise ValueError(f"judge protocol {self.name!r} needs one rubric per question")
+            return [request(self.prompt.format(question=q, rubric_item=item, generated_answer=p))
+                    for q, p, rubric in zip(questions, predictions, rubrics, strict=True)
+                    for item in rubric]
+        return [request(self.prompt.format(question=q, gold_answer=str(g), generated_answer=p))
+                for q, g, p in zip(questions, golds, predictions, strict=True)]
+
+    def verdict(self, text: str, prompts: str = "upstream") -> float | None:
+        return self.parse(text)
+
+
+def _label_verdict(text: str) -> float | None:
+    label = parse_judge_label(text)
+    return None if label is None else (1.0 if label == "CORRECT" else 0.0)
+
+
+register(PromptJudge("mem0", ACCURACY_PROMPT, _label_verdict, rank=0))
+register(PromptJudge("realtalk", SCORE_PROMPT, parse_coverage_score, rank=2))
+register(PromptJudge("beam_rubric", RUBRIC_PROMPT, parse_rubric_verdict, rank=3, rubric=True))
+#: every judge protocol, in rank order (the registry, :mod:`synapse_pt.memory.steps`)
+JUDGE_PROTOCOLS = tuple(JUDGES)
 
 
 def build_judge_requests(
@@ -299,38 +211,20 @@ def build_judge_requests(
     prompts: str = "upstream",
     upstream_path: str | None = None,
 ) -> list[ChatRequest]:
-    """Single-message (user) requests with the protocol's prompt filled in: one per question
-    (:data:`ACCURACY_PROMPT` for ``"mem0"``, for ``"gaama"`` the first attempt of GAAMA's code
-    under ``prompts="upstream"`` (its file's prompt, 400 tokens, ``max_tokens`` not used) or
-    :data:`COVERAGE_PROMPT` under ``"ours"``, :data:`SCORE_PROMPT` for ``"realtalk"``), or for
-    ``"beam_rubric"`` one per rubric item (:data:`RUBRIC_PROMPT`), question by question in
-    rubric order (``rubrics`` needed)."""
-    if protocol not in JUDGE_PROTOCOLS:
-        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {protocol!r}")
-    if protocol == "gaama" and prompts == "upstream":
-        from synapse_pt.data.upstream import fstring
+    """The first requests of one run of ``protocol``'s judge (:meth:`~synapse_pt.memory.steps.
+    Judge.requests`): one per question (:data:`ACCURACY_PROMPT` for ``"mem0"``,
+    :data:`SCORE_PROMPT` for ``"realtalk"``, a related system's own judge as its package writes
+    it), or for ``"beam_rubric"`` one per rubric item (:data:`RUBRIC_PROMPT`), question by
+    question in rubric order (``rubrics`` needed)."""
+    return _judge(protocol).requests(questions, golds, predictions, rubrics=rubrics, seed=seed,
+                                     max_tokens=max_tokens, temperature=temperature, extra=extra,
+                                     prompts=prompts, upstream_path=upstream_path)
 
-        first = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "prompt", upstream_path)
-        return [ChatRequest.from_messages(
-            [{"role": "user", "content": first.render(question=q, answer=str(g),
-                                                      hypothesis=p)}],
-            max_tokens=GAAMA_JUDGE_MAX_TOKENS, temperature=temperature, seed=seed,
-            extra=dict(extra or {})) for q, g, p in zip(questions, golds, predictions, strict=True)]
 
-    def request(content: str) -> ChatRequest:
-        return ChatRequest.from_messages([{"role": "user", "content": content}],
-                                         max_tokens=max_tokens, temperature=temperature,
-                                         seed=seed, extra=dict(extra or {}))
-
-    if protocol == "beam_rubric":
-        if rubrics is None or len(rubrics) != len(questions):
-            raise ValueError("judge protocol 'beam_rubric' needs one rubric per question")
-        return [request(RUBRIC_PROMPT.format(question=q, rubric_item=item, generated_answer=p))
-                for q, p, rubric in zip(questions, predictions, rubrics, strict=True)
-                for item in rubric]
-    prompt = {"mem0": ACCURACY_PROMPT, "gaama": COVERAGE_PROMPT, "realtalk": SCORE_PROMPT}[protocol]
-    return [request(prompt.format(question=q, gold_answer=str(g), generated_answer=p))
-            for q, g, p in zip(questions, golds, predictions, strict=True)]
+def _judge(protocol: str) -> Judge:
+    if protocol not in JUDGES:
+        raise ValueError(f"judge protocol must be one of {list(JUDGES)}, got {protocol!r}")
+    return JUDGES[protocol]
 
 
 @dataclass
@@ -377,18 +271,6 @@ class JudgeResult:
                             np.nansum(labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
 
 
-def judge_verdict(protocol: str, text: str) -> float | None:
-    """One judge reply's verdict under ``protocol``: a rubric item satisfied or not (1 or 0;
-    ``beam_rubric``), the coverage score (``gaama``, ``realtalk``) or CORRECT / WRONG as 1 / 0
-    (``mem0``); ``None`` when the reply is unreadable."""
-    if protocol == "beam_rubric":
-        return parse_rubric_verdict(text)
-    if protocol in ("gaama", "realtalk"):
-        return parse_coverage_score(text)
-    label = parse_judge_label(text)
-    return None if label is None else (1.0 if label == "CORRECT" else 0.0)
-
-
 def judge_answers(
     llm: LLM,
     questions: Sequence[str],
@@ -404,7 +286,6 @@ def judge_answers(
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
-    unreadable: str = "protocol",
     prompts: str = "upstream",
     upstream_path: str | None = None,
     batch_size: int = 64,
@@ -419,17 +300,16 @@ def judge_answers(
         n_runs: judge runs (1, as GAAMA's and mem0's code ask; a retry after an unreadable
             reply is not a run); over several, the spread is the judge's own noise.
         extra: backend parameters passed through (e.g. a JSON response format).
-        protocol: ``"mem0"`` (CORRECT/WRONG, 1/0), ``"gaama"`` (fraction of key facts covered),
-            ``"realtalk"`` (a correctness score in [0, 1]) or ``"beam_rubric"`` (share of the
-            rubric's items satisfied).
+        protocol: a registered judge (:func:`~synapse_pt.memory.steps.judge`): ``"mem0"``
+            (CORRECT/WRONG, 1/0), ``"realtalk"`` (a correctness score in [0, 1]),
+            ``"beam_rubric"`` (share of the rubric's items satisfied) or a related system's own.
+            An unreadable reply is counted in ``n_failures``; it scores 0 where the protocol's
+            code does so (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`; under a rubric
+            an unreadable item then counts as not satisfied), else it is left out.
         rubrics: per question, its rubric items (``"beam_rubric"`` only).
-        unreadable: what an unreadable reply counts as (:data:`JUDGE_UNREADABLE`): the
-            protocol's rule (``"protocol"``: 0 under ``"gaama"``, GAAMA's code; left out
-            elsewhere), ``"zero"`` or ``"drop"``. Counted in ``n_failures`` either way; under
-            ``"beam_rubric"`` with 0, an unreadable item counts as not satisfied.
-        prompts: ``"upstream"``: ``"gaama"`` is GAAMA's code (:func:`gaama_judge`, its prompts
-            read from the file in ``upstream_path``, ``max_tokens`` not used); ``"ours"``: our
-            wording (:data:`COVERAGE_PROMPT`). The other protocols are the same under both.
+        prompts: ``"upstream"``: a judge with its code's prompts sends them, read from the files
+            in ``upstream_path`` (:meth:`~synapse_pt.memory.steps.Judge.ask`); ``"ours"``: our
+            wording. mem0's, REALTALK's and BEAM's judges are the same under both.
         batch_size: judge requests per ``llm.generate`` call (the progress a log shows,
             :mod:`synapse_pt.progress`, advances between calls; GAAMA's code judges a run's
             questions in one call).
@@ -438,7 +318,8 @@ def judge_answers(
         ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
             ``"beam_rubric"``, one without rubric items.
     """
-    zero = unreadable_scores_zero(protocol, unreadable)
+    judge = _judge(protocol)
+    zero = judge.unreadable_zero
     served = RecordingLLM(llm)  # what this judge is served: its own spend
     n = len(questions)
     if not (len(golds) == len(predictions) == n):
@@ -455,7 +336,7 @@ def judge_answers(
                         for c in (categories if categories is not None else [None] * n)],
                        dtype=bool)
     todo = [i for i in range(n) if not skipped[i]]
-    rubric = protocol == "beam_rubric"
+    rubric = judge.rubric
     if rubric and (rubrics is None or len(rubrics) != n):
         raise ValueError(f"judge_answers: protocol 'beam_rubric' needs {n} rubrics, got "
                          f"{None if rubrics is None else len(rubrics)}")
@@ -472,30 +353,27 @@ def judge_answers(
     failed = np.zeros((n_runs, n), dtype=bool)
     replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
     seeds = [base_seed + r for r in range(n_runs)]
-    upstream_gaama = protocol == "gaama" and prompts == "upstream"
     step = max(1, batch_size)
     with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
         for r, seed in enumerate(seeds):
-            if upstream_gaama:
-                scores, said = gaama_judge(served, [questions[i] for i in todo],
-                                           [str(golds[i]) for i in todo],
-                                           [predictions[i] for i in todo], seed=seed,
-                                           temperature=temperature, extra=extra,
-                                           upstream_path=upstream_path)
-                for i, score, text in zip(todo, scores, said, strict=True):
+            asked = judge.ask(served, [questions[i] for i in todo], [str(golds[i]) for i in todo],
+                              [predictions[i] for i in todo], seed=seed,
+                              temperature=temperature, extra=extra, prompts=prompts,
+                              upstream_path=upstream_path)
+            if asked is not None:  # the judge's code asks its own way (retries)
+                for i, score, text in zip(todo, *asked, strict=True):
                     replies[r][i] = text
                     failed[r, i] = score is None
                     if score is not None or zero:
                         labels[r, i] = 0.0 if score is None else score
                 bar.update(len(todo))
                 continue
-            requests = build_judge_requests(
+            requests = judge.requests(
                 [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
                 [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
-                temperature=temperature, extra=extra, protocol=protocol,
+                temperature=temperature, extra=extra,
                 rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
-                prompts=prompts, upstream_path=upstream_path,
-            )
+                prompts=prompts, upstream_path=upstream_path)
             responses = []
             for start in range(0, len(requests), step):
                 chunk = requests[start:start + step]
@@ -509,7 +387,7 @@ def judge_answers(
             verdicts: dict[int, list[float | None]] = {}
             texts: dict[int, list[str]] = {}
             for i, resp in zip(owner, responses, strict=True):
-                verdicts.setdefault(i, []).append(judge_verdict(protocol, resp.text))
+                verdicts.setdefault(i, []).append(judge.verdict(resp.text, prompts))
                 texts.setdefault(i, []).append(resp.text)
             for i, items in verdicts.items():
                 replies[r][i] = "\n---\n".join(texts[i])
