@@ -6,7 +6,8 @@ found, its category names, its audited gold if it has one); the config,
 ``synapse_pt.data.realtalk.BENCHMARK``; a dotted name (``dataset.format=mypkg.mybench``) reads the
 ``BENCHMARK`` of that module, so a benchmark may live outside the package.
 :mod:`synapse_pt.data.resolve` reads the declaration and nothing else: it knows no benchmark by
-name. docs/adding_a_benchmark.md works an example. """
+name. docs/adding_a_benchmark.md works an example.
+"""
 
 from __future__ import annotations
 
