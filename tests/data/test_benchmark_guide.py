@@ -65,15 +65,17 @@ def test_a_category_outside_the_declaration_is_named(minichat, tmp_path):
 
 
 def test_the_guide_config_runs(minichat, tmp_path):
+    from synapse_pt.estimate import estimate
     from synapse_pt.run import run
 
     searchpath = f"hydra.searchpath=[file://{tmp_path / 'configs'}]"
-    cfg = make_cfg("dataset=minichat", searchpath, f"dataset.path={minichat}", "memory=bm25",
-                   "embedder=hashing", "logger=none", f"paths.cache_dir={tmp_path / 'cache'}",
-                   output_dir=str(tmp_path / "run"))
-    metrics = run(cfg)
+    common = ("dataset=minichat", searchpath, f"dataset.path={minichat}", "memory=bm25",
+              "embedder=hashing", "logger=none", f"paths.cache_dir={tmp_path / 'cache'}")
+    metrics = run(make_cfg(*common, output_dir=str(tmp_path / "run")))
     predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
     assert predictions["category"].tolist() == [1, 2]
     assert [r[0] for r in predictions["retrieved"]] == ["D1:1", "D1:3"]  # worked by hand
     recall = metrics["metrics"]["recall@10"]
     assert recall["mean_q_1_2"] == 1.0 and recall["n"]["single-hop"] == recall["n"]["recent"] == 1
+    table, _ = estimate(make_cfg(*common, "llm=openai", "eval=qa"))  # the cost, beforehand
+    assert table.loc["answers", "prompt_tokens"] > 0
