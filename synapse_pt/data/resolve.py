@@ -84,7 +84,7 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     name = "sample" if sample else cfg.get("name")
     dataset = bench.load(source.path, name=name,
                          turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
-    if not sample:
+    if name != "sample":  # the sample (dataset=sample, whatever its path) has no upstream
         check = check_upstream(dataset, upstream_manifest(str(cfg.get("name"))))
         dataset.upstream = check.status
         if check.status == "same_content":
