@@ -10,10 +10,12 @@ list and checks every import against it)::
     study_key.py tracking.py    names of resumable studies; W&B or nothing
     run_records.py              Hydra's records and the log, written once a run claims its folder
     eval/                       QA pipeline, scorers, tables
-    memory/                     MemorySystem implementations (synapse, baselines)
+    memory/                     MemorySystem: synapse.py, gaama/, membox/ (none imports another)
+                                on the shared base, declare, episodic, gate; baselines, fused
     retrieval/                  triggers (BM25, dense), scoring, gate
     graph/                      memory graph tensors, consolidation, extraction, PageRank
-    nn/  models/  data/         activation layers; embedder, LLM backends, caches; data sources
+    nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
+                                (data/benchmark.py: each declared beside its loader)
     errors.py progress.py       what every layer may use: ConfigError; a long step's progress
 """
 

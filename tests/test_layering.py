@@ -31,6 +31,10 @@ LAYERS = {
     "__init__": 8,
 }
 
+#: the systems of memory/, each in its own module or package: one imports none of the others, and
+#: memory's shared modules (base, declare, episodic, gate, baselines, fused) import none of them
+SYSTEMS = ("synapse_pt.memory.synapse", "synapse_pt.memory.gaama", "synapse_pt.memory.membox")
+
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -112,6 +116,19 @@ def test_no_import_points_up_or_sideways() -> None:
                                                                      for m, t in wrong)
 
 
+def system_of(name: str) -> str | None:
+    return next((s for s in SYSTEMS if name == s or name.startswith(s + ".")), None)
+
+
+def test_each_memory_system_keeps_to_its_own_room() -> None:
+    wrong = sorted((m, t) for m, targets in import_graph().items() if room(m) == "memory"
+                   for t in targets if room(t) == "memory" and system_of(t) is not None
+                   and system_of(t) != system_of(m) and m != "synapse_pt.memory")
+    assert not wrong, "imports of another memory system: " + ", ".join(f"{m} -> {t}"
+                                                                       for m, t in wrong)
+    assert all(module_path(s) is not None for s in SYSTEMS), SYSTEMS
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -164,5 +181,8 @@ def test_the_checks_catch_what_they_claim() -> None:
     graph = defaultdict(set, {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
     assert cycles(graph) == [["a", "b", "c"]]
     assert LAYERS[room("synapse_pt.eval.pipeline")] > LAYERS[room("synapse_pt.memory.base")]
+    assert system_of("synapse_pt.memory.gaama.llm_build") == "synapse_pt.memory.gaama"
+    assert system_of("synapse_pt.memory.synapse_extra") is None
+    assert system_of("synapse_pt.memory.fused") is None
     with pytest.raises(KeyError):
         LAYERS[room("synapse_pt.no_such_room.x")]

@@ -1,4 +1,5 @@
-"""LoCoMo data layer: typed records, the release-format loader, pandas views, data sources."""
+"""Data layer: typed records, the benchmarks (each loader module declares its ``BENCHMARK``:
+:mod:`synapse_pt.data.benchmark`), pandas views, data sources."""
 
 from .categories import OFFICIAL, category_names
 from .errors import DataFormatError, DatasetNotFoundError

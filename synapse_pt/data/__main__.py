@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="dataset file or folder (default: $SYNAPSE_DATA, "
                              "../shared/data/locomo10.json, the cache, or a download)")
     parser.add_argument("--categories", default=None,
-                        help="category preset: official|amem|realtalk|beam (default: the "
+                        help="category preset: official|realtalk|beam (default: the "
                              "dataset's own)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")

@@ -32,17 +32,25 @@ experiments/audited_gold.md):
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+from synapse_pt.errors import ConfigError
 
 from .errors import DataFormatError
 from .evidence import parse_evidence
 from .records import Dataset, Question
+from .source import resolve_dataset_path, sha256_file
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AUDIT_FILENAME", "AUDIT_SHA256", "AUDIT_URL", "ANSWERABLE", "UNANSWERABLE",
-           "AuditedGold", "GoldAudit", "answering_part", "load_audit", "unanswerable_reason"]
+           "AuditedGold", "GoldAudit", "answering_part", "find_audit", "load_audit",
+           "unanswerable_reason"]
 
 #: which gold a run scores against (``dataset.gold``): the release's, the audit's, or both
 GOLDS = ("official", "audited", "both")
@@ -256,3 +264,31 @@ def load_audit(path: str | Path, dataset: Dataset, sha256: str) -> GoldAudit:
             reason, tuple(resolved), raw_evidence, tuple(unresolved), answer, question.answer,
             correct)
     return GoldAudit(path, sha256, entries, outside)
+
+
+def find_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit:
+    """LoCoMo-10's audited gold (its declared ``audit``): the errata file found as the data file
+    is (``dataset.audit``: an explicit path, ``$SYNAPSE_AUDIT``, beside the checkout, the cache,
+    a download) and loaded. The audit corrects the upstream release: another file is an error, as
+    is an audit entry that does not resolve (:func:`load_audit`)."""
+    gold = cfg.get("gold")
+    if dataset.upstream not in ("identical", "same_content"):
+        raise ConfigError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
+                          f"release, and {dataset.path} is not it (upstream check: "
+                          f"{dataset.upstream}); use dataset.gold=official")
+    a = cfg.get("audit") or {}
+    source = resolve_dataset_path(a.get("path"), candidates=a.get("candidates") or (),
+                                  cache_dir=a.get("cache_dir"), url=a.get("url"),
+                                  filename=AUDIT_FILENAME,
+                                  expected_sha256=a.get("sha256", AUDIT_SHA256),
+                                  allow_download=bool(cfg.get("allow_download", True)),
+                                  env_var="SYNAPSE_AUDIT", key="dataset.audit.path")
+    digest = sha256_file(source.path)
+    expected = a.get("sha256", AUDIT_SHA256)
+    if expected and digest != expected:
+        log.warning("%s: sha256 %s is not the audit file's %s (recorded in the run's identity)",
+                    source.path, digest, expected)
+    audit = load_audit(source.path, dataset, digest)
+    log.info("audited gold: %s (%d of its entries in this dataset, %d unanswerable as asked)",
+             source.path, len(audit.entries), audit.describe()["unanswerable_as_asked"])
+    return audit

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .benchmark import Benchmark
 from .categories import BEAM as BEAM_ABILITIES
 from .errors import DataFormatError
 from .records import Conversation, Dataset, Question, Session, Turn
@@ -178,6 +179,10 @@ def load_beam(folder: str | Path, *, name: str | None = None,
                       content_notes=partial(_notes, truncated=frozenset(
                           c.sample_id for c, t in loaded if t)))
     return dataset.with_content_notes()
+
+
+#: BEAM (``dataset.format=beam``): a scale folder of conversation folders
+BENCHMARK = Benchmark(load_beam, BEAM_ABILITIES, folder=True)
 
 
 def _notes(dataset: Dataset, truncated: frozenset[str]) -> list[str]:

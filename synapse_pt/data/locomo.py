@@ -18,10 +18,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .audit import find_audit
+from .benchmark import Benchmark
+from .categories import OFFICIAL
 from .errors import DataFormatError
 from .evidence import parse_evidence
 from .integrity import upstream_manifest
 from .records import Conversation, Dataset, Question, Session, Turn
+from .source import LOCOMO_FILENAME, sample_path
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +202,9 @@ def _parse_question(path: str, record: str, sample_id: str, k: int, q: Any,
     return Question(sample_id, k, question, answer, category, tuple(resolved),
                     tuple(str(e) for e in evidence_raw), tuple(unresolved),
                     None if adversarial is None else str(adversarial))
+
+
+#: LoCoMo-10 (``dataset.format=locomo``): one file, downloaded when missing, with the shipped
+#: sample conversation in its format and the LoCoMo audit's corrected gold
+BENCHMARK = Benchmark(load_locomo, OFFICIAL, filename=LOCOMO_FILENAME, sample=sample_path(),
+                      audit=find_audit)

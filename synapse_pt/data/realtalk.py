@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .benchmark import Benchmark
 from .categories import REALTALK as REALTALK_CATEGORIES
 from .errors import DataFormatError
 from .evidence import canonical_dia_id
@@ -140,8 +141,10 @@ def _conversation(path: Path) -> tuple[Conversation, bytes]:
     return Conversation(sample_id, speaker_a, speaker_b, tuple(sessions), tuple(questions)), raw
 
 
-def load_realtalk(folder: str | Path, *, name: str = "realtalk") -> Dataset:
-    """Every ``Chat_*.json`` of ``folder``, in the order of their number ``k``."""
+def load_realtalk(folder: str | Path, *, name: str = "realtalk",
+                  turn_offset_seconds: float | None = None) -> Dataset:
+    """Every ``Chat_*.json`` of ``folder``, in the order of their number ``k``
+    (``turn_offset_seconds`` is not read: a message carries its own time)."""
     folder = Path(folder)
     files = sorted(folder.glob("Chat_*.json"),
                    key=lambda p: int(m.group(1)) if (m := re.match(r"Chat_(\d+)", p.name)) else 0)
@@ -159,6 +162,10 @@ def load_realtalk(folder: str | Path, *, name: str = "realtalk") -> Dataset:
                       answerable=(1, 2, 3), unanswerable=None, id_convention="messages",
                       file_sha256=hashes, content_notes=_notes)
     return dataset.with_content_notes()
+
+
+#: REALTALK (``dataset.format=realtalk``): a folder of ``Chat_*.json`` files
+BENCHMARK = Benchmark(load_realtalk, REALTALK_CATEGORIES, folder=True)
 
 
 def _notes(dataset: Dataset) -> list[str]:

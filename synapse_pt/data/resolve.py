@@ -1,12 +1,12 @@
 """Data sources of a run: the dataset and the audited gold named by the ``dataset`` config group,
-found, checked and loaded.
+found, checked and loaded as the benchmark ``dataset.format`` names declares
+(:mod:`synapse_pt.data.benchmark`; no benchmark is known here by name).
 
-* :func:`build_dataset`: LoCoMo-10 (a file: an explicit path, its environment variable, beside
-  the checkout, the cache or a download; its sha256 checked against ``dataset.sha256``; its
-  content against the upstream release) or a folder dataset (REALTALK, BEAM: found the same way,
-  checked file by file against the shipped upstream manifest), its categories checked, then the
-  subset the config asks for;
-* :func:`build_audit`: the LoCoMo audit's corrected gold when ``dataset.gold`` asks for it;
+* :func:`build_dataset`: the file or folder found (an explicit path, its environment variable,
+  beside the checkout, the cache, a download for a file), its sha256 checked against
+  ``dataset.sha256``, its content against the upstream release's manifest, its categories
+  checked, then the subset the config asks for;
+* :func:`build_audit`: the benchmark's corrected gold when ``dataset.gold`` asks for it;
 * :func:`dataset_categories`: the category names of a ``dataset`` config.
 
 Plain functions of the config mapping (no Hydra): ``synapse_pt.build`` and every entry point
@@ -24,16 +24,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.errors import ConfigError
 
-from .audit import AUDIT_FILENAME, AUDIT_SHA256, GOLDS, GoldAudit, load_audit
-from .beam import load_beam
+from .audit import GOLDS, GoldAudit
+from .benchmark import Benchmark, benchmark, benchmarks
 from .categories import category_names
 from .category_check import check_categories
 from .errors import DataFormatError, DatasetNotFoundError
 from .integrity import check_upstream, upstream_manifest
-from .locomo import load_locomo
-from .realtalk import load_realtalk
 from .records import Dataset
-from .source import SAMPLE_FALLBACK_NOTE, resolve_dataset_path, sample_path, sha256_file
+from .source import SAMPLE_FALLBACK_NOTE, resolve_dataset_path, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +45,15 @@ SAMPLE_REFUSED = ("no LoCoMo-10 file was found, and {what} never falls back to t
                   "explicitly with dataset=sample")
 
 
+def benchmark_of(cfg: Mapping[str, Any]) -> Benchmark:
+    """The declaration of ``dataset.format`` (``locomo`` when absent)."""
+    return benchmark(str(cfg.get("format", "locomo")))
+
+
 def dataset_categories(cfg: Mapping[str, Any]) -> dict[int, str]:
     """``dataset.categories`` (a preset name or a mapping) as ``{number: name}``; absent, the
-    preset of ``dataset.format`` (as ``configs/dataset/`` sets it)."""
-    fmt = str(cfg.get("format", "locomo"))
-    categories = cfg.get("categories") or {"locomo": "official"}.get(fmt, fmt)
+    categories the benchmark declares."""
+    categories = cfg.get("categories") or benchmark_of(cfg).categories
     if isinstance(categories, DictConfig):
         categories = OmegaConf.to_container(categories)
     return category_names(categories)
@@ -64,26 +66,25 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
     ``refuse_fallback`` names a context in which falling back to the shipped sample is an error
     (``"a multirun"``, ``"a sweep"``): only a single run may fall back, with a warning, and only
     when the sample was not asked for explicitly."""
-    fmt = cfg.get("format", "locomo")
-    if fmt in FOLDER_FORMATS:
-        dataset = _folder_dataset(cfg, fmt)
-        check_categories(dataset, dataset_categories(cfg))
-        return require_turns(_subset(dataset, cfg, smoke))
-    if fmt != "locomo":
-        raise ConfigError(f"dataset.format must be one of {['locomo', *FOLDER_FORMATS]}, got "
-                          f"{fmt!r}")
+    bench = benchmark_of(cfg)
     path = cfg.get("path")
     if path == "sample":
-        path = str(sample_path())
-    source = resolve_dataset_path(path, candidates=cfg.get("candidates") or (),
-                                  cache_dir=cfg.get("cache_dir"), url=cfg.get("url"),
-                                  expected_sha256=cfg.get("sha256"),
-                                  allow_download=bool(cfg.get("allow_download", True)),
-                                  allow_sample=bool(cfg.get("allow_sample", False)))
-    name = "sample" if source.is_sample or path == str(sample_path()) else cfg.get("name")
-    dataset = load_locomo(source.path, name=name,
-                          turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
-    if name != "sample":
+        if bench.sample is None:
+            raise ConfigError(f"dataset.path=sample: dataset.format={cfg.get('format')} ships "
+                              "no sample")
+        path = str(bench.sample)
+    source = resolve_dataset_path(
+        path, candidates=cfg.get("candidates") or (), cache_dir=cfg.get("cache_dir"),
+        url=cfg.get("url"),
+        filename=str(cfg.get("folder_name") or bench.filename or cfg.get("name")),
+        expected_sha256=cfg.get("sha256"), allow_download=bool(cfg.get("allow_download", True)),
+        allow_sample=bool(cfg.get("allow_sample", False)) and bench.sample is not None,
+        env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
+    sample = source.is_sample or (bench.sample is not None and path == str(bench.sample))
+    name = "sample" if sample else cfg.get("name")
+    dataset = bench.load(source.path, name=name,
+                         turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
+    if name != "sample":  # the sample (dataset=sample, whatever its path) has no upstream
         check = check_upstream(dataset, upstream_manifest(str(cfg.get("name"))))
         dataset.upstream = check.status
         if check.status == "same_content":
@@ -119,33 +120,6 @@ def check_sha256(path: Path, expected: str | None) -> None:
                               "is then checked against upstream and any difference recorded)")
 
 
-#: the datasets read from a folder of files, and their loaders
-FOLDER_FORMATS = {"realtalk": load_realtalk, "beam": load_beam}
-
-
-def _folder_dataset(cfg: Mapping[str, Any], fmt: str) -> Dataset:
-    """REALTALK or BEAM: the folder found as LoCoMo's file is (an explicit path, its environment
-    variable, beside the checkout, the cache), loaded, and checked file by file against the
-    upstream sha256 list shipped in the package (a difference is warned about and named)."""
-    name = str(cfg.get("name"))
-    source = resolve_dataset_path(cfg.get("path"), candidates=cfg.get("candidates") or (),
-                                  cache_dir=cfg.get("cache_dir"), url=cfg.get("url"),
-                                  filename=str(cfg.get("folder_name") or name),
-                                  env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"),
-                                  key="dataset.path", folder=True)
-    kwargs: dict[str, Any] = {"name": name}
-    if fmt == "beam":
-        kwargs["turn_offset_seconds"] = float(cfg.get("turn_offset_seconds", 60))
-    dataset = FOLDER_FORMATS[fmt](source.path, **kwargs)
-    check = check_upstream(dataset, upstream_manifest(name))
-    dataset.upstream = check.status
-    if check.status == "different":
-        dataset.notes.append(f"{source.path}: {check.describe()}")
-        dataset.upstream_change = "; ".join(check.differences)
-        log.warning("%s: %s", source.path, check.describe())
-    return dataset
-
-
 def require_turns(dataset: Dataset) -> Dataset:
     """``dataset`` itself; a :class:`DataFormatError` naming the file and the conversation when a
     conversation has no turn in any session (a memory would hold nothing to retrieve)."""
@@ -174,35 +148,16 @@ def _subset(dataset: Dataset, cfg: Mapping[str, Any], smoke: bool) -> Dataset:
 
 
 def build_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit | None:
-    """The audited gold of ``dataset`` when ``dataset.gold`` asks for it (``audited`` or
-    ``both``), else ``None``. The audit corrects the upstream LoCoMo-10 release: another file is
-    an error, as is an audit entry that does not resolve (:func:`~synapse_pt.data.audit.
-    load_audit`)."""
+    """The benchmark's audited gold of ``dataset`` when ``dataset.gold`` asks for it (``audited``
+    or ``both``), else ``None``; an error for a benchmark that declares none."""
     gold = cfg.get("gold", "official")
     if gold not in GOLDS:
         raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold == "official":
         return None
-    if cfg.get("format", "locomo") != "locomo":
-        raise ConfigError(f"dataset.gold={gold}: only LoCoMo-10 has an audited gold; "
-                          f"{cfg.get('name')} takes dataset.gold=official")
-    if dataset.upstream not in ("identical", "same_content"):
-        raise ConfigError(f"dataset.gold={gold}: the audit corrects the upstream LoCoMo-10 "
-                          f"release, and {dataset.path} is not it (upstream check: "
-                          f"{dataset.upstream}); use dataset.gold=official")
-    a = cfg.get("audit") or {}
-    source = resolve_dataset_path(a.get("path"), candidates=a.get("candidates") or (),
-                                  cache_dir=a.get("cache_dir"), url=a.get("url"),
-                                  filename=AUDIT_FILENAME,
-                                  expected_sha256=a.get("sha256", AUDIT_SHA256),
-                                  allow_download=bool(cfg.get("allow_download", True)),
-                                  env_var="SYNAPSE_AUDIT", key="dataset.audit.path")
-    digest = sha256_file(source.path)
-    expected = a.get("sha256", AUDIT_SHA256)
-    if expected and digest != expected:
-        log.warning("%s: sha256 %s is not the audit file's %s (recorded in the run's identity)",
-                    source.path, digest, expected)
-    audit = load_audit(source.path, dataset, digest)
-    log.info("audited gold: %s (%d of its entries in this dataset, %d unanswerable as asked)",
-             source.path, len(audit.entries), audit.describe()["unanswerable_as_asked"])
-    return audit
+    audit = benchmark_of(cfg).audit
+    if audit is None:
+        audited = sorted(f for f, b in benchmarks().items() if b.audit is not None)
+        raise ConfigError(f"dataset.gold={gold}: only dataset.format={audited} has an audited "
+                          f"gold; {cfg.get('name')} takes dataset.gold=official")
+    return audit(cfg, dataset)

@@ -1,30 +1,20 @@
-"""The memory graph layer: graph tensors, batching, concept extraction, consolidation, PageRank.
+"""The memory graph layer: graph tensors (:mod:`.memory_graph`, :mod:`.batch`), concept extraction
+(:mod:`.extraction`), consolidation (:mod:`.consolidation`), PageRank (:mod:`.pagerank`,
+:mod:`.ppr`) and upkeep (:mod:`.maintenance`).
 
-Names are resolved lazily (PEP 562) so that importing one submodule, e.g.
-``synapse_pt.graph.pagerank``, does not pull in the extraction backends.
+Import a name from its module: the graph tensors need PyTorch Geometric, which a run of a
+turn-level memory never loads (``tests/test_imports.py``); only the type codes are re-exported.
 """
 
-from __future__ import annotations
+from .types import (
+    ABSTRACTION,
+    ASSOCIATION,
+    EDGE_TYPE_NAMES,
+    EPISODIC,
+    NODE_TYPE_NAMES,
+    SEMANTIC,
+    TEMPORAL,
+)
 
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "EPISODIC": "types", "SEMANTIC": "types", "TEMPORAL": "types", "ABSTRACTION": "types",
-    "ASSOCIATION": "types", "NODE_TYPE_NAMES": "types", "EDGE_TYPE_NAMES": "types",
-    "MemoryGraph": "memory_graph",
-    "GraphBatch": "batch",
-    "ConceptExtractor": "extraction", "LLMConceptExtractor": "extraction",
-    "KeywordConceptExtractor": "extraction", "ConceptExtractionError": "extraction",
-    "NoConceptExtractor": "extraction",
-    "GraphBuilder": "consolidation",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+__all__ = ["ABSTRACTION", "ASSOCIATION", "EDGE_TYPE_NAMES", "EPISODIC", "NODE_TYPE_NAMES",
+           "SEMANTIC", "TEMPORAL"]

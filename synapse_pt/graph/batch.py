@@ -114,11 +114,6 @@ class GraphBatch:
             self.speakers.extend(g.speakers)
             self.key_to_index.append({k: offset + i for k, i in g.key_to_index.items()})
 
-    @classmethod
-    def from_graphs(cls, graphs: Sequence[MemoryGraph], *,
-                    device: str | torch.device | None = None) -> GraphBatch:
-        return cls(graphs, device=device)
-
     @property
     def num_graphs(self) -> int:
         return len(self.sample_ids)

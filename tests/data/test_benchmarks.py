@@ -132,3 +132,26 @@ def test_the_real_beam_files(scale, counts):
     with_evidence = sum(bool(q.evidence) for q in built.questions())
     assert (len(built), built.num_turns, built.num_questions, with_evidence) == counts
     assert built.upstream == "identical"  # every file read against the data folder's SHA256SUMS
+
+
+def test_the_registry_reads_each_declaration():
+    """Each benchmark is found by its ``dataset.format`` alone (synapse_pt/data/benchmark.py)."""
+    from synapse_pt.data.benchmark import benchmarks
+    from synapse_pt.data.categories import BEAM, OFFICIAL, REALTALK
+    from synapse_pt.data.resolve import build_audit, dataset_categories
+    from synapse_pt.errors import ConfigError
+
+    found = benchmarks()
+    assert sorted(found) == ["beam", "locomo", "realtalk"]
+    assert (found["beam"].folder, found["realtalk"].folder, found["locomo"].folder) == (
+        True, True, False)
+    assert [f for f, b in found.items() if b.audit is not None] == ["locomo"]
+    assert dataset_categories({"format": "beam"}) == BEAM
+    assert dataset_categories({"format": "realtalk"}) == REALTALK
+    assert dataset_categories({}) == OFFICIAL
+    with pytest.raises(ConfigError, match=r"dataset.format must be one of \['beam', 'locomo', "
+                                          r"'realtalk'\].*got 'nope'"):
+        build_dataset({"format": "nope"})
+    with pytest.raises(ConfigError, match=r"only dataset.format=\['locomo'\] has an audited gold; "
+                                          "realtalk takes dataset.gold=official"):
+        build_audit({"format": "realtalk", "name": "realtalk", "gold": "audited"}, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse, LLMError
-from synapse_pt.models.llm.cache import CachedLLM, ResponseCache, request_key
+from synapse_pt.models.llm.cache import CachedLLM, ResponseCache, canonical_request
 from synapse_pt.models.llm.openai_compat import OpenAICompatibleLLM
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +94,8 @@ def test_parameters_model_and_backend_are_part_of_the_key(tmp_path):
         assert not llm.generate([request])[0].cached
     assert not CachedLLM(FakeLLM(model="fake-2"), cache).generate([ask("a")])[0].cached
     assert CachedLLM(FakeLLM(), cache).generate([ask("a")])[0].cached
-    assert request_key("fake", "fake-1", ask("a")) != request_key("other", "fake-1", ask("a"))
+    assert canonical_request("fake", "fake-1", ask("a")) != canonical_request("other", "fake-1",
+                                                                              ask("a"))
 
 
 def test_duplicates_in_one_batch_are_asked_once(tmp_path):
@@ -169,7 +171,8 @@ def test_concurrent_writer_processes(tmp_path):
     cache = ResponseCache(path)
     assert len(cache) == 4 * 40 + 40
     texts = [f"w{w}-{i}" for w in range(4) for i in range(40)] + [f"shared-{i}" for i in range(40)]
-    found = cache.get_many([request_key("fake", "fake-1", ask(t)) for t in texts])
+    found = cache.get_many([hashlib.sha256(canonical_request("fake", "fake-1", ask(t)).encode())
+                            .hexdigest() for t in texts])
     assert sorted(r.text for r in found.values()) == sorted(f"answer to {t}" for t in texts)
     hits = sum(int(out.split()[0]) for out, _ in outputs)
     misses = sum(int(out.split()[1]) for out, _ in outputs)

@@ -1,4 +1,4 @@
-"""scripts/misses_found.py on two hand-made runs: counts worked out by hand."""
+"""experiments/misses_found.py on two hand-made runs: counts worked out by hand."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "misses_found.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "misses_found.py"
 
 
 def load():
-    return load_script("misses_found")
+    return load_script("misses_found", "experiments")
 
 
 def frame(retrieved: list[list[str]]) -> pd.DataFrame:

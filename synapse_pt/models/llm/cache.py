@@ -43,11 +43,6 @@ def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
         raise TypeError(f"ChatRequest.extra must hold JSON values to be cached: {err}") from err
 
 
-def request_key(backend: str, model: str, request: ChatRequest) -> str:
-    """sha256 hex digest of :func:`canonical_request`."""
-    return hashlib.sha256(canonical_request(backend, model, request).encode()).hexdigest()
-
-
 def _dump_response(response: ChatResponse) -> str:
     doc = dataclasses.asdict(response)
     doc.pop("cached")

@@ -129,12 +129,6 @@ def _stop_criterion(tokenizer: Any, stops: Sequence[str], prompt_width: int) -> 
     return StopOnStrings()
 
 
-def clear_loaded_models() -> None:
-    """Forget the per-process model cache (frees memory once nothing else holds the models)."""
-    with _LOAD_LOCK:
-        _LOADED.clear()
-
-
 class TransformersLLM(LLM):
     """A local transformers chat model behind the :class:`LLM` interface.
 

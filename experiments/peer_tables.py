@@ -2,7 +2,7 @@
 under the official and the audited gold (with the ranks), the gate on the audit's groups, and
 each system under the retrieval rules peers publish.
 
-    python scripts/peer_tables.py multirun/study_golds [--out FILE.md]
+    python experiments/peer_tables.py multirun/study_golds [--out FILE.md]
 
 Reads every run folder's ``metrics.json`` below the study folder. The last line is the largest
 change of recall@10 (categories 1-4) between the golds, ``max_gold_shift: <value> recall``.

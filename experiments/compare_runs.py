@@ -1,6 +1,6 @@
 """Compare the run folders of two trees of outputs, column by column: is the behaviour unchanged?
 
-    python scripts/compare_runs.py BEFORE AFTER
+    python experiments/compare_runs.py BEFORE AFTER
 
 Every sub-folder of BEFORE holding a ``predictions.parquet`` is compared with the folder of the
 same name in AFTER: the columns (every value as its string, so NaN equals NaN and a float that

@@ -1,7 +1,7 @@
 """What each concept extractor makes of a conversation's windows, side by side.
 
-    python scripts/extract_concepts.py --sample-id conv-26 --extractors keyword keybert yake llm \
-        --llm smollm2 --windows 8
+    python experiments/extract_concepts.py --sample-id conv-26 --extractors keyword keybert yake \
+        llm --llm smollm2 --windows 8
 
 For every extractor (a config of ``configs/extractor/``, built as a run builds it) over the
 conversation's consolidation windows (N = ``memory.graph.window`` turns): windows, concepts per

@@ -4,7 +4,7 @@ GAAMA's and Membox's LLM-free builds on the shipped sample (hashing embedder), `
 the defaults (their code's own answer step, read from the upstream files): the request of one
 question of the sample's conversation, its budget, stop and roles, then its last message.
 
-    python scripts/answer_prompt_examples.py [question index, default 0]
+    python experiments/answer_prompt_examples.py [question index, default 0]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Each peer's published LoCoMo retrieval figure at the peer's own retrieval depth, beside a run's
 figure at the run's depth and cut at the peer's (issue 42).
 
-    python scripts/peer_depths.py RUN_DIR [--data locomo10.json] [--out FILE.md]
+    python experiments/peer_depths.py RUN_DIR [--data locomo10.json] [--out FILE.md]
 
 Reads ``RUN_DIR/predictions.parquet`` (each question's ranked turns, ``retrieved_turns``) and the
 LoCoMo file (the raw evidence strings and each conversation's turn order), applies each peer's

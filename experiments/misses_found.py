@@ -1,6 +1,6 @@
 """Which of one run's missed evidence turns another run finds (issue 34's misses study).
 
-    python scripts/misses_found.py BASE_RUN OTHER_RUN [--k 30]
+    python experiments/misses_found.py BASE_RUN OTHER_RUN [--k 30]
 
 Reads both runs' ``predictions.parquet`` (the same questions, e.g. ``memory=fused`` with MiniLM
 and with all-mpnet-base-v2) and, over the answerable questions (categories 1-4) that carry

@@ -1,7 +1,7 @@
 """Embed every LoCoMo-10 turn and question with the bundled all-MiniLM-L6-v2 and report throughput.
 
-    .venv/bin/python scripts/embed_locomo.py                 # first run: embeds 7,868 texts
-    .venv/bin/python scripts/embed_locomo.py                 # second run: all from the disk cache
+    .venv/bin/python experiments/embed_locomo.py  # first run: embeds 7,868 texts
+    .venv/bin/python experiments/embed_locomo.py  # second run: all from the disk cache
 
 The last line is ``embed_throughput: <value> texts/s`` (model loading excluded; cache lookups
 included, so a rerun measures the cache).

@@ -1,6 +1,6 @@
 """Every entry of the LoCoMo audit and what synapse_pt's rule makes of it.
 
-    python scripts/audited_gold.py [--data PATH] [--audit PATH] [--out FILE.md]
+    python experiments/audited_gold.py [--data PATH] [--audit PATH] [--out FILE.md]
 
 For each of the audit's entries: its question, error type, the official answer and the audited
 gold the rule of :mod:`synapse_pt.data.audit` derives (or "unanswerable as asked", and why), and

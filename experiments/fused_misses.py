@@ -1,6 +1,6 @@
 """Why the fused retriever misses the evidence it misses (issue 16's recall goals).
 
-    python scripts/fused_misses.py [--k 30] [overrides...]
+    python experiments/fused_misses.py [--k 30] [overrides...]
 
 Builds ``memory=fused`` (``configs/memory/fused.yaml`` plus overrides), ranks every turn of each
 answerable question's conversation by the fused score and by each signal alone, and classifies
