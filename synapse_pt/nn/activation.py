@@ -223,9 +223,13 @@ class ActivationDynamics(nn.Module):
         B = a.size(1)
         S, delta, beta, gamma, theta = (column_param(v, B, a, name) for name, v in (
             ("S", S), ("delta", delta), ("beta", beta), ("gamma", gamma), ("theta", theta)))
+        # the frontier storage is exact where silent nodes stay silent; else why not
+        loud = (None if self.frontier == "dense"
+                else "fire_zero=True makes every node fire" if self.fire_zero
+                else "beta < 0 excites silent nodes" if bool((beta < 0).any()) else None)
         x = activation_storage(a, GraphInput(edge_index, edge_weight, normalized, self.fan),
                                NodeMasks.of(a, node_mask, inhibitor_mask), mode=self.frontier,
-                               density=self.frontier_density, fire_zero=self.fire_zero, beta=beta)
+                               density=self.frontier_density, inexact=loud)
         retain = 1.0 - delta
         potential = None
         for t in range(self.T):

@@ -271,7 +271,7 @@ class FrontierActivations(DenseActivations):
 
 
 def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: str,
-                       density: float, fire_zero: bool, beta: Tensor) -> DenseActivations:
+                       density: float, inexact: str | None) -> DenseActivations:
     r"""The storage of a call's activations from ``a`` = :math:`\mathbf{a}(0)`.
 
     ``mode`` (:data:`FRONTIER_MODES`): ``"auto"`` keeps the frontier while it holds at most
@@ -280,7 +280,8 @@ def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: 
     frontier covers about 1 % and wins by 2-16x (experiments/bench_retrieval.md,
     bench_scaling.md). The frontier is exact where silent nodes stay silent (not ``fire_zero``,
     :math:`\beta \ge 0`) and no autograd runs; ``"auto"`` otherwise (no autograd) runs the first
-    step's neighbour sum on it. On a sparse adjacency a step reads only its active nodes'
+    step's neighbour sum on it. ``inexact``: why silent nodes may fire in this call (the layer
+    knows its dynamics; ``None``: they stay silent). On a sparse adjacency a step reads only its active nodes'
     out-edges (sorted by source once, kept with the adjacency:
     :func:`~synapse_pt.nn.sparse.out_edges`); on an edge list, one pass over the sources per
     step, each step normalising only its own edges' weights.
@@ -289,9 +290,7 @@ def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: 
         raise ValueError(f"frontier must be one of {FRONTIER_MODES}, got {mode!r}")
     if mode == "dense" or (mode == "auto" and needs_grad(a)):
         return DenseActivations(a, graph, masks)
-    why = ("autograd needs the dense graph" if needs_grad(a)
-           else "fire_zero=True makes every node fire" if fire_zero
-           else "beta < 0 excites silent nodes" if bool((beta < 0).any()) else None)
+    why = "autograd needs the dense graph" if needs_grad(a) else inexact
     if why is not None and mode == "sparse":
         raise ValueError(f"frontier='sparse' is not exact here: {why}")
     if graph.edge_index.layout != torch.strided and not graph.normalized:
