@@ -44,15 +44,18 @@ INHIBITION_SCOPES = ("all", "neighbourhood")
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "configs" / "memory" / "synapse.yaml"
 _CONFIG = yaml.safe_load(CONFIG_FILE.read_text())
 DEFAULTS: dict[str, Any] = {**_CONFIG["params"], **_CONFIG["readings"]}
+if (tuple(_CONFIG["params"]), tuple(_CONFIG["readings"])) != (PAPER_FIELDS, READING_FIELDS):
+    raise ConfigError(f"{CONFIG_FILE}: memory.params and memory.readings must hold "
+                      f"{list(PAPER_FIELDS)} and {list(READING_FIELDS)}, in this order")
 
 
 @dataclass
 class SynapseParams:
-    """Retrieval hyperparameters, named as in SPEC §1.2 (defaults: the paper's values, read from
-    :data:`CONFIG_FILE`), and the
-    readings of SPEC §1.5: one value object for the retrieval maths, composed from the config's
-    two nodes ``memory.params`` (:data:`PAPER_FIELDS`) and ``memory.readings``
-    (:data:`READING_FIELDS`) by :meth:`from_config`.
+    """Retrieval hyperparameters, named as in SPEC §1.2, and the readings of SPEC §1.5: one value
+    object for the retrieval maths, composed from the config's two nodes ``memory.params``
+    (:data:`PAPER_FIELDS`) and ``memory.readings`` (:data:`READING_FIELDS`) by
+    :meth:`from_config`. Its defaults are the config's values (:data:`CONFIG_FILE`: the paper's,
+    and the literal readings), read from there.
 
     The continuous ones may be ``[B]`` tensors (one value per query column), which is how a batched
     sweep evaluates many configurations in one pass. The string-valued fields are the readings
