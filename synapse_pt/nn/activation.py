@@ -212,6 +212,8 @@ class ActivationDynamics(nn.Module):
                 node_mask: Tensor | None = None, inhibitor_mask: Tensor | None = None,
                 normalized: bool = False, return_potential: bool = False
                 ) -> Tensor | tuple[Tensor, Tensor]:
+        r""":math:`\mathbf{a}(T)` from ``a0`` (and the last :math:`\hat{\mathbf{u}}` with
+        ``return_potential``); ``normalized``: the graph is already the fan-normalised ``adj_t``."""
         if self.T == 0:
             return (a0, a0) if return_potential else a0
         if a0.dim() != 2:

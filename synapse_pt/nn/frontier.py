@@ -278,10 +278,10 @@ def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: 
     ``density`` of the :math:`N \times B` cells. Measured on LoCoMo-10 (1,100-node graphs, a
     first-step frontier of 5-35 % of them) the dense step is cheaper there; from 10^4 nodes on the
     frontier covers about 1 % and wins by 2-16x (experiments/bench_retrieval.md,
-    bench_scaling.md). The frontier is exact where silent nodes stay silent (not ``fire_zero``,
-    :math:`\beta \ge 0`) and no autograd runs; ``"auto"`` otherwise (no autograd) runs the first
-    step's neighbour sum on it. ``inexact``: why silent nodes may fire in this call (the layer
-    knows its dynamics; ``None``: they stay silent). On a sparse adjacency a step reads only its active nodes'
+    bench_scaling.md). ``inexact``: why silent nodes may fire in this call (the layer knows its
+    dynamics: ``fire_zero``, :math:`\beta < 0`; ``None``: they stay silent, and the frontier is
+    exact unless autograd runs); where it is not exact, ``"auto"`` (no autograd) still runs the
+    first step's neighbour sum on it. On a sparse adjacency a step reads only its active nodes'
     out-edges (sorted by source once, kept with the adjacency:
     :func:`~synapse_pt.nn.sparse.out_edges`); on an edge list, one pass over the sources per
     step, each step normalising only its own edges' weights.
