@@ -76,7 +76,6 @@ step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFI
 # the image and $IN/site hold (no nltk, yake)
 step cuda_tests $PY -m pytest -p no:cacheprovider -o addopts="" -q -ra -k cuda \
   tests/nn/test_activation_frontier.py tests/nn/test_activation_functional.py \
-  tests/nn/test_activation_modules.py \
   tests/graph/test_consolidation.py tests/graph/test_graph_maintenance.py \
   tests/graph/test_memory_graph.py tests/graph/test_pagerank.py tests/graph/test_graph_batch.py \
   tests/retrieval/test_synapse_retrieval.py tests/retrieval/test_bm25.py \
