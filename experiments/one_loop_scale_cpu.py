@@ -22,7 +22,7 @@ else:
     torch.save((ei, w), cache)
 from bench_scaling import ANCHORS  # noqa: E402 (after the scripts path)
 
-from synapse_pt.retrieval.synapse import SynapseParams, activation_layer  # noqa: E402
+from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer  # noqa: E402
 
 g = torch.Generator().manual_seed(1)
 a0 = torch.zeros(n, b)
@@ -31,7 +31,7 @@ a0[torch.randint(0, n, (ANCHORS, b), generator=g), torch.arange(b)] = torch.rand
 )
 p = SynapseParams()
 hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
-layer = activation_layer(p, frontier=path, frontier_density=0.05)
+layer = activation_layer(p, **dict(STORAGE, frontier=path))
 with torch.no_grad():
     layer(a0, ei, w, **hyper)  # warm-up
     cpu, wall = [], []

@@ -30,7 +30,7 @@ import torch
 
 from synapse_pt.eval.profile import op_breakdown
 from synapse_pt.nn import activation_adjacency
-from synapse_pt.retrieval.synapse import SynapseParams, activation_layer
+from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
 
 def _sync(device: torch.device) -> None:
@@ -104,7 +104,7 @@ def main() -> None:
     print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}  "
           f"fire_zero = {args.fire_zero}")
     p = SynapseParams(T=args.T, fire_zero=args.fire_zero)
-    layer = activation_layer(p, frontier="auto", frontier_density=0.05)
+    layer = activation_layer(p, **STORAGE)
     hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
 
     def functional() -> torch.Tensor:

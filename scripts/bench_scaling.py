@@ -79,7 +79,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
                   device: str = "cpu") -> dict:
     """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
     calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
-    from synapse_pt.retrieval.synapse import SynapseParams, activation_layer
+    from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
     g = torch.Generator().manual_seed(seed + 1)
@@ -102,7 +102,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
     for path in paths:
         p = SynapseParams()  # the config's values
         hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
-        layer = activation_layer(p, frontier=path, frontier_density=0.05)
+        layer = activation_layer(p, **dict(STORAGE, frontier=path))
         layer(a0, edge_index, edge_weight, **hyper)  # warm-up
         sync()
         if cuda:

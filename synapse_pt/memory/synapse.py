@@ -25,6 +25,7 @@ from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.synapse import (
     PAPER_FIELDS,
     READING_FIELDS,
+    STORAGE,
     RankedBatch,
     SynapseInputs,
     SynapseParams,
@@ -54,8 +55,7 @@ def _question_key(questions: Sequence[Question]) -> tuple:
 
 
 #: ``memory.engine``: how SYNAPSE's maths runs, never what it computes
-ENGINE_DEFAULTS: dict[str, Any] = {"device": "cpu", "group_by_graph": True, "frontier": "auto",
-                                   "frontier_density": 0.05}
+ENGINE_DEFAULTS: dict[str, Any] = {"device": "cpu", "group_by_graph": True, **STORAGE}
 
 
 def _engine(engine: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -44,6 +44,8 @@ INHIBITION_SCOPES = ("all", "neighbourhood")
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "configs" / "memory" / "synapse.yaml"
 _CONFIG = yaml.safe_load(CONFIG_FILE.read_text())
 DEFAULTS: dict[str, Any] = {**_CONFIG["params"], **_CONFIG["readings"]}
+#: how the activation layer stores its activations unless told (the same config's ``engine``)
+STORAGE: dict[str, Any] = {k: _CONFIG["engine"][k] for k in ("frontier", "frontier_density")}
 if (tuple(_CONFIG["params"]), tuple(_CONFIG["readings"])) != (PAPER_FIELDS, READING_FIELDS):
     raise ConfigError(f"{CONFIG_FILE}: memory.params and memory.readings must hold "
                       f"{list(PAPER_FIELDS)} and {list(READING_FIELDS)}, in this order")
@@ -311,8 +313,9 @@ def query_triggers(inputs: SynapseInputs, params: SynapseParams) -> Triggers:
 
 def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
                     adj_t: torch.Tensor | None = None,
-                    dynamics: ActivationDynamics | None = None, frontier: str = "auto",
-                    frontier_density: float = 0.05, repeat: int = 1,
+                    dynamics: ActivationDynamics | None = None,
+                    frontier: str = STORAGE["frontier"],
+                    frontier_density: float = STORAGE["frontier_density"], repeat: int = 1,
                     triggers: Triggers | None = None) -> SynapseSignals:
     """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
     once (what :func:`synapse_retrieve` ranks); what a figure or an analysis of one question's
@@ -352,8 +355,9 @@ def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
 
 def synapse_retrieve(inputs: SynapseInputs, params: SynapseParams, *,
                      adj_t: torch.Tensor | None = None,
-                     dynamics: ActivationDynamics | None = None, frontier: str = "auto",
-                     frontier_density: float = 0.05, repeat: int = 1,
+                     dynamics: ActivationDynamics | None = None,
+                     frontier: str = STORAGE["frontier"],
+                     frontier_density: float = STORAGE["frontier_density"], repeat: int = 1,
                      triggers: Triggers | None = None) -> RankedBatch:
     """Retrieve for the ``B`` queries of ``inputs`` at once (SPEC §1.2 steps 1-7).
 
