@@ -182,8 +182,7 @@ def csr_by_row(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tenso
 def spmm_sum(adj_t: Tensor, x: Tensor) -> Tensor:
     r"""Sparse-dense product :math:`\mathbf{P}\mathbf{X}` (``[N, N] x [N, B] -> [N, B]``).
 
-    One code path for the functional form and the module, so both give bit-identical results.
-    Never materialises an ``[E, B]`` message tensor. Always returns a fresh tensor.
+    Never materialises an ``[E, B]`` message tensor; always returns a fresh tensor.
 
     On the CPU without autograd the product is written straight into a fresh, unfilled tensor
     (``addmm`` with ``beta = 0`` and ``out``): ``torch.sparse.mm`` zero-fills its output and
@@ -411,7 +410,7 @@ def column_topk(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tens
     The values are exactly ``torch.topk(x, k, dim=0, sorted=sorted)``'s. Where several rows tie
     across the ``k``-th value, which of them is returned (and the order among equal values) is
     unspecified, as for ``torch.topk``; callers that rank canonicalise (see
-    :func:`~synapse_pt.retrieval.dense.masked_topk`), lateral inhibition does not depend on it.
+    :func:`~synapse_pt.retrieval.dense.masked_topk`); lateral inhibition does not depend on it.
     Large CPU blocks take the grouped path (see ``_GROUPED_MIN_ROWS``), the rest ``topk``.
     """
     n = x.size(0) if x.dim() == 2 else 0
