@@ -1,17 +1,38 @@
-"""Old-vs-new bit-identity harness: python harness.py OUT.pt (PYTHONPATH picks the code)."""
+"""Old-vs-new bit-identity harness: python harness.py OUT.pt (PYTHONPATH picks the code).
+
+Runs the public layer only (ActivationDynamics; at 202f8ca the same keys come from its functional
+forms). Compare two outputs with: python harness.py --compare OLD.pt NEW.pt"""
 
 import itertools
 import sys
 
 import torch
 
-from synapse_pt.nn import (
-    ActivationDynamics,
-    activation_adjacency,
-    activation_dynamics,
-    activation_step,
-    spreading_activation,
-)
+from synapse_pt.nn import ActivationDynamics, activation_adjacency
+
+if sys.argv[1] == "--compare":
+    old, new = torch.load(sys.argv[2]), torch.load(sys.argv[3])
+
+    def same(x, y):
+        if isinstance(x, tuple):
+            return len(x) == len(y) and all(same(u, v) for u, v in zip(x, y, strict=True))
+        return torch.equal(x, y) and x.dtype == y.dtype
+
+    bad = [k for k in new if not same(old[k], new[k])]
+    print(f"{len(new)} entries compared, {len(bad)} differ; not in new: "
+          f"{sorted(map(str, set(old) - set(new)))}")
+    for k in bad[:20]:
+        print("DIFFERS", k)
+    sys.exit(1 if bad else 0)
+
+PAPER = dict(S=0.8, delta=0.5, beta=0.15, gamma=5.0, theta=0.5)
+
+
+def layer_of(M=7, T=3, fan=True, fire_zero=False, inhibition="every_step", frontier="auto",
+             frontier_density=0.05):
+    return ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero, inhibition=inhibition,
+                              frontier=frontier, frontier_density=frontier_density)
+
 
 torch.manual_seed(0)
 out = {}
@@ -68,15 +89,9 @@ for n, b, deg, anchors in [(60, 5, 3, 2), (3000, 16, 4, 2), (20000, 8, 3, 3), (5
                 continue
             if mode != "auto" and dens != 0.05:
                 continue
-            layer = ActivationDynamics(
-                M=5,
-                T=T,
-                fire_zero=fz,
-                frontier=mode,
-                frontier_density=dens,
-                inhibition_schedule=sched,
-            )
-            kw = dict(S=S, theta=theta, beta=-0.1 if negb else 0.2, return_potential=pot)
+            layer = layer_of(M=5, T=T, fire_zero=fz, frontier=mode, frontier_density=dens,
+                             inhibition=sched)
+            kw = dict(PAPER, S=S, theta=theta, beta=-0.1 if negb else 0.2, return_potential=pot)
             if msk == "node":
                 kw["node_mask"] = mask
             elif msk == "both":
@@ -89,29 +104,20 @@ for n, b, deg, anchors in [(60, 5, 3, 2), (3000, 16, 4, 2), (20000, 8, 3, 3), (5
             r = layer(*args, **kw)
             out[(n, str(dtype), mode, dens, sched, fz, negb, T, pot, msk, graphform)] = r
             cases += 1
-    # functional forms and cached / no-inhibition layers
+    # what the functional forms and retired switches of 202f8ca computed, by the layer
     a = a0(n, b, anchors, n, torch.float32)
     adj = activation_adjacency(ei, w, n)
-    out[(n, "spreading_activation")] = spreading_activation(ei, w, a, num_nodes=n)
-    out[(n, "activation_dynamics")] = activation_dynamics(adj, a, return_potential=True, T=4)
-    pl = []
-    out[(n, "activation_step")] = activation_step(adj, a, potential=pl)
-    out[(n, "activation_step_pot")] = pl[0]
-    out[(n, "noinh")] = ActivationDynamics(inhibition=False)(a, ei, w, return_potential=True)
-    out[(n, "cached")] = ActivationDynamics(cached=True, fan=False)(a, ei, w)
-    out[(n, "unfused")] = ActivationDynamics(fused=False, frontier="dense")(a, ei, w)
-    out[(n, "T0")] = ActivationDynamics(T=0)(a, ei, w, return_potential=True)
-    if n <= 3000:
-        for sched in ("every_step", "last_step"):
-            out[(n, "compile", sched)] = ActivationDynamics(
-                compile=True, T=3, inhibition_schedule=sched
-            )(a, ei, w, return_potential=True)
-            out[(n, "compile_np", sched)] = ActivationDynamics(
-                compile=True, T=3, inhibition_schedule=sched, frontier="dense"
-            )(a, ei, w)
+    out[(n, "spreading_activation")] = layer_of()(a, ei, w, **PAPER)
+    out[(n, "activation_dynamics")] = layer_of(T=4)(a, adj, normalized=True,
+                                                     return_potential=True, **PAPER)
+    a1, pot1 = layer_of(T=1)(a, adj, normalized=True, return_potential=True, **PAPER)
+    out[(n, "activation_step")], out[(n, "activation_step_pot")] = a1, pot1
+    out[(n, "noinh")] = layer_of(M=0)(a, ei, w, return_potential=True, **PAPER)
+    out[(n, "cached")] = layer_of(fan=False)(a, ei, w, **PAPER)
+    out[(n, "T0")] = layer_of(T=0)(a, ei, w, return_potential=True, **PAPER)
     # autograd
     S_g = torch.tensor(0.8, requires_grad=True)
-    r = ActivationDynamics(T=2)(a.double(), ei, w.double(), S=S_g)
+    r = layer_of(T=2)(a.double(), ei, w.double(), **dict(PAPER, S=S_g))
     r.sum().backward()
     out[(n, "grad")] = (r.detach(), S_g.grad)
 torch.save(out, sys.argv[1])

@@ -1,4 +1,4 @@
-"""CPU (process) time of one spreading_activation call on bench_scaling's synthetic memory:
+"""CPU (process) time of one activation-layer call on bench_scaling's synthetic memory:
 python scale_cpu.py N B PATH REPEATS (PYTHONPATH picks the code). Memory cached in /tmp."""
 
 import json
@@ -22,20 +22,22 @@ else:
     torch.save((ei, w), cache)
 from bench_scaling import ANCHORS  # noqa: E402 (after the scripts path)
 
-from synapse_pt.nn.activation import ActivationDynamics  # noqa: E402
+from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer  # noqa: E402
 
 g = torch.Generator().manual_seed(1)
 a0 = torch.zeros(n, b)
 a0[torch.randint(0, n, (ANCHORS, b), generator=g), torch.arange(b)] = torch.rand(
     ANCHORS, b, generator=g
 )
-layer = ActivationDynamics(frontier=path)
+p = SynapseParams()
+hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
+layer = activation_layer(p, **dict(STORAGE, frontier=path))
 with torch.no_grad():
-    layer(a0, ei, w)  # warm-up
+    layer(a0, ei, w, **hyper)  # warm-up
     cpu, wall = [], []
     for _ in range(reps):
         c, t = time.process_time(), time.perf_counter()
-        out = layer(a0, ei, w)
+        out = layer(a0, ei, w, **hyper)
         cpu.append(time.process_time() - c)
         wall.append(time.perf_counter() - t)
 print(

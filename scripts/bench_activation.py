@@ -6,11 +6,12 @@ Builds a random directed graph with ``N`` nodes and about ``in_degree * N`` edge
 sources and targets, weights in [0, 1)), ``B`` query columns with energy on ``anchors`` random
 nodes each, and times ``T = 3`` steps: warm-up runs, then the median of ``repeats`` runs
 (``torch.cuda.synchronize`` around each on CUDA); the minimum is printed too, as a figure
-less sensitive to other load on a shared machine. Two figures:
+less sensitive to other load on a shared machine. The layer is
+:func:`~synapse_pt.retrieval.synapse.activation_layer` of the config's values (``SynapseParams()``,
+the engine's default storage ``frontier=auto``). Two figures:
 
-* ``functional``: :func:`synapse_pt.nn.activation.spreading_activation` per call, including the
-  fan-normalised adjacency build (what the retrieval code calls);
-* ``cached``: :func:`synapse_pt.nn.activation.activation_dynamics` on a prebuilt adjacency.
+* ``functional``: the layer on the edge list per call (normalising the graph it reads);
+* ``cached``: the layer on a prebuilt fan-normalised adjacency (what retrieval calls).
 
 The last line is ``activation_queries_per_s: <value> queries/s`` for the functional call
 (median).
@@ -28,8 +29,8 @@ import time
 import torch
 
 from synapse_pt.eval.profile import op_breakdown
-from synapse_pt.nn.activation import activation_dynamics, spreading_activation
-from synapse_pt.nn.sparse import activation_adjacency
+from synapse_pt.nn import activation_adjacency
+from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
 
 def _sync(device: torch.device) -> None:
@@ -67,9 +68,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--fire-zero", action="store_true",
                         help="literal firing: every node fires (the dense path)")
-    parser.add_argument("--compile", action="store_true",
-                        help="inhibition and firing as one compiled kernel (torch.compile; "
-                             "compiled in the warm-up)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one cached call and print its largest operators")
     parser.add_argument("--chain", action="store_true",
@@ -104,17 +102,18 @@ def main() -> None:
         f"threads {torch.get_num_threads()}, dtype {args.dtype}"
     )
     print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}  "
-          f"fire_zero = {args.fire_zero}  compile = {args.compile}")
+          f"fire_zero = {args.fire_zero}")
+    p = SynapseParams(T=args.T, fire_zero=args.fire_zero)
+    layer = activation_layer(p, **STORAGE)
+    hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
 
     def functional() -> torch.Tensor:
-        return spreading_activation(edge_index, edge_weight, a0, num_nodes=N, T=args.T,
-                                    fire_zero=args.fire_zero, compile=args.compile)
+        return layer(a0, edge_index, edge_weight, **hyper)
 
     adj_t = activation_adjacency(edge_index, edge_weight, N, dtype=dtype)
 
     def cached() -> torch.Tensor:
-        return activation_dynamics(adj_t, a0, T=args.T, fire_zero=args.fire_zero,
-                                   compile=args.compile)
+        return layer(a0, adj_t, normalized=True, **hyper)
 
     t_cached = _time(cached, device, args.warmup, args.repeats)
     t_func = _time(functional, device, args.warmup, args.repeats)

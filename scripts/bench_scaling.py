@@ -10,7 +10,7 @@ concept nodes drawn from a skewed (squared-uniform) distribution over the concep
 concepts recur, the window's concepts joined pairwise (association), weights in [0, 1), then at
 most 15 in-edges per node (:func:`synapse_pt.graph.maintenance.in_edge_keep_mask`, the builder's
 cap). ``B`` queries with energy on 20 random nodes each. Timed: one call of
-:func:`synapse_pt.nn.activation.spreading_activation` (T = 3, default hyperparameters and firing
+:class:`synapse_pt.nn.ActivationDynamics` (T = 3, default hyperparameters and firing
 rule; edge list in, dense ``[N, B]`` out, the fan normalisation included), on the frontier path
 (``auto``) and, where ``N x B`` is small enough, the dense one; best of ``--repeats`` calls after
 a warm-up. Each size runs in a fresh child process, so its peak resident memory
@@ -79,7 +79,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
                   device: str = "cpu") -> dict:
     """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
     calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
-    from synapse_pt.nn import ActivationDynamics
+    from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
     g = torch.Generator().manual_seed(seed + 1)
@@ -100,8 +100,10 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
 
     out: dict = {"N": num_nodes, "E": int(edge_index.size(1)), "B": batch, "device": device}
     for path in paths:
-        layer = ActivationDynamics(frontier=path)
-        layer(a0, edge_index, edge_weight)  # warm-up
+        p = SynapseParams()  # the config's values
+        hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
+        layer = activation_layer(p, **dict(STORAGE, frontier=path))
+        layer(a0, edge_index, edge_weight, **hyper)  # warm-up
         sync()
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
@@ -109,7 +111,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
         best = math.inf
         for _ in range(repeats):
             start = time.perf_counter()
-            act = layer(a0, edge_index, edge_weight)
+            act = layer(a0, edge_index, edge_weight, **hyper)
             sync()
             best = min(best, time.perf_counter() - start)
         peak = peak_gib()

@@ -19,8 +19,7 @@ block holds at most ``CPU_BLOCK_CELLS`` cells (cache-sized blocks run faster).
     python scripts/bench_sweep.py [--configs 256] [--chunk auto|N] [--device cpu|cuda] [--seed 0]
                                   [--profile] [overrides...]
 
-``memory.engine.compile=true`` (an override) runs each step's inhibition and firing as one compiled
-kernel (compiled in the warm-up). ``--profile`` profiles one more batched call after the timed
+``--profile`` profiles one more batched call after the timed
 sweep and prints its largest operators and the rate the top-k and sparse products alone allow.
 
 The same sweep split into jobs (Hydra's submitit launcher; one merged parquet table):

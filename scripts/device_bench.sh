@@ -6,8 +6,7 @@
 #      benchmark and is left out);
 #   3. bench_retrieval: batched SYNAPSE over all 1,986 LoCoMo questions against the numpy loop;
 #   4. bench_sweep: configurations per minute of the batched sweep, chunked to the device memory,
-#      eager and with the compiled inhibition-and-firing kernel (memory.engine.compile=true), each with
-#      the profile of one batched call;
+#      with the profile of one batched call;
 #   5. the tests that parametrise over CUDA, their CUDA cases.
 # A failed step shows its log's tail and the next step runs; the script fails at the end.
 # Inputs: the folder scripts/device_inputs.py writes here (embeddings from the cache, LoCoMo-10,
@@ -72,15 +71,11 @@ step scaling $PY scripts/bench_scaling.py --device "$DEVICE" --threads "$(nproc)
 step retrieval $PY scripts/bench_retrieval.py --device "$DEVICE" --repeats 3 --profile "${EMBED[@]}"
 step sweep $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" --profile \
   "${EMBED[@]}"
-# last: the compiled kernel needs torch.compile's backend on the device (Triton on CUDA)
-step sweep_compile $PY scripts/bench_sweep.py --device "$DEVICE" --configs "$SWEEP_CONFIGS" \
-  --profile "${EMBED[@]}" memory.engine.compile=true
 # the tests that parametrise over CUDA (tests/conftest.py DEVICES), their CUDA cases only; the
 # encoder's tests need model weights the device lacks and stay here; the files import only what
 # the image and $IN/site hold (no nltk, yake)
 step cuda_tests $PY -m pytest -p no:cacheprovider -o addopts="" -q -ra -k cuda \
   tests/nn/test_activation_frontier.py tests/nn/test_activation_functional.py \
-  tests/nn/test_activation_modules.py tests/nn/test_compiled_step.py \
   tests/graph/test_consolidation.py tests/graph/test_graph_maintenance.py \
   tests/graph/test_memory_graph.py tests/graph/test_pagerank.py tests/graph/test_graph_batch.py \
   tests/retrieval/test_synapse_retrieval.py tests/retrieval/test_bm25.py \

@@ -19,20 +19,18 @@ from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
 from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.graph.types import SEMANTIC as SEMANTIC_NODE
 from synapse_pt.models.base import TextEncoder
-from synapse_pt.nn.activation import ActivationDynamics
-from synapse_pt.nn.frontier import FRONTIER_MODES
-from synapse_pt.nn.sparse import activation_adjacency
+from synapse_pt.nn import FRONTIER_MODES, activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.synapse import (
     PAPER_FIELDS,
     READING_FIELDS,
+    STORAGE,
     RankedBatch,
     SynapseInputs,
     SynapseParams,
     SynapseSignals,
     Triggers,
-    activation_layer,
     query_triggers,
     synapse_retrieve,
     synapse_signals,
@@ -57,8 +55,7 @@ def _question_key(questions: Sequence[Question]) -> tuple:
 
 
 #: ``memory.engine``: how SYNAPSE's maths runs, never what it computes
-ENGINE_DEFAULTS: dict[str, Any] = {"device": "cpu", "compile": False, "group_by_graph": True,
-                                   "frontier": "auto", "frontier_density": 0.05}
+ENGINE_DEFAULTS: dict[str, Any] = {"device": "cpu", "group_by_graph": True, **STORAGE}
 
 
 def _engine(engine: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -69,8 +66,7 @@ def _engine(engine: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ConfigError(f"memory.engine: unknown settings {unknown}; known: "
                           f"{list(ENGINE_DEFAULTS)}")
     out = {**ENGINE_DEFAULTS, **engine}
-    for key in ("compile", "group_by_graph"):
-        out[key] = bool(out[key])
+    out["group_by_graph"] = bool(out["group_by_graph"])
     out["device"] = str(out["device"])
     out["frontier_density"] = float(out["frontier_density"])
     if out["frontier"] not in FRONTIER_MODES:
@@ -124,11 +120,10 @@ class SynapseMemory(MemorySystem):
         readings: the readings SPEC §1.5 leaves open and our defaults where the paper is silent
             (:data:`~synapse_pt.retrieval.synapse.READING_FIELDS`).
         engine: how the maths runs, never what it computes (:data:`ENGINE_DEFAULTS`):
-            ``device`` (where the graph tensors and the retrieval maths run), ``compile`` (each
-            activation step's inhibition and firing as one compiled kernel; the first retrieval
-            compiles it: worth it for sweeps and large batches), ``group_by_graph`` (the maths
-            per conversation block, see :meth:`rank`; ``False``: one ``[N, B]`` block),
-            ``frontier`` and ``frontier_density`` (:class:`~synapse_pt.nn.frontier.FrontierEngine`).
+            ``device`` (where the graph tensors and the retrieval maths run), ``group_by_graph``
+            (the maths per conversation block, see :meth:`rank`; ``False``: one ``[N, B]``
+            block), ``frontier`` and ``frontier_density`` (how the activation layer stores its
+            activations: :mod:`synapse_pt.nn.frontier`).
         use_graph: False for the ``no_graph`` ablation: episodic nodes only, no edges.
         bm25: ``k1``, ``b``, ``epsilon`` of the lexical trigger.
         turn_template: how an episodic node renders its turn for embedding, BM25 and the prompt
@@ -219,10 +214,6 @@ class SynapseMemory(MemorySystem):
     @property
     def group_by_graph(self) -> bool:
         return self.engine["group_by_graph"]
-
-    @property
-    def compile(self) -> bool:
-        return self.engine["compile"]
 
     def configure_retrieval(self, **settings: object) -> None:
         unknown = sorted(set(settings) - set(self.retrieval_fields))
@@ -359,7 +350,7 @@ class SynapseMemory(MemorySystem):
                 node_active=g.active, episodic=g.node_type != SEMANTIC_NODE,
                 similarity=similarity)
             return synapse_retrieve(inputs, params, adj_t=self.adjacency(None, params.fan),
-                                    dynamics=self.dynamics(params))
+                                    **self.storage)
         Q, k = query_graph.shape[0], params.k + params.k_concepts
         B = Q * copies
         index = torch.zeros(B, k, dtype=torch.long, device=self.device)
@@ -375,8 +366,7 @@ class SynapseMemory(MemorySystem):
                                        pagerank, triggers)
             ranked = synapse_retrieve(inputs, params.select(cols),
                                       adj_t=self.adjacency(graph, params.fan),
-                                      dynamics=self.dynamics(params), repeat=copies,
-                                      triggers=kept)
+                                      repeat=copies, triggers=kept, **self.storage)
             n0 = int(g.ptr[graph])
             kk = ranked.index.shape[1]
             index[cols, :kk] = ranked.index + n0
@@ -431,7 +421,7 @@ class SynapseMemory(MemorySystem):
                                     pagerank)
             out.append((graph, cols, synapse_signals(
                 inputs, self.params.select(cols), adj_t=self.adjacency(graph, self.params.fan),
-                dynamics=self.dynamics(self.params))))
+                **self.storage)))
         return out
 
     def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
@@ -442,11 +432,12 @@ class SynapseMemory(MemorySystem):
         return padded_rows([[self.batch.index_of(q.sample_id, e) for e in q.evidence]
                             for q in questions], self.device)
 
-    def dynamics(self, params: SynapseParams) -> ActivationDynamics:
-        """The activation layer of ``params``, run by the memory's engine settings."""
-        e = self.engine
-        return activation_layer(params, compile=e["compile"], frontier=e["frontier"],
-                                frontier_density=e["frontier_density"])
+    @property
+    def storage(self) -> dict[str, Any]:
+        """How the activation layer stores its activations: the engine's ``frontier`` and
+        ``frontier_density``."""
+        return {"frontier": self.engine["frontier"],
+                "frontier_density": self.engine["frontier_density"]}
 
     def adjacency(self, graph: int | None, fan: bool) -> torch.Tensor:
         """The fan-normalised sparse adjacency of one conversation's graph (``graph``: its

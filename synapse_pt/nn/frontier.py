@@ -1,21 +1,22 @@
-r"""How :class:`~synapse_pt.nn.ActivationDynamics` stores its activations between steps: a dense
-``[N, B]`` matrix (:class:`DenseActivations`) or each column's packed active frontier
-(:class:`FrontierActivations`), picked per call by :class:`FrontierEngine`. The layer's loop is
-the same on both (``spread``, ``mask``, its inhibition and firing stages, ``fire``); a storage
-decides only where the numbers live and how a step's propagation reads them.
+r"""Where :class:`~synapse_pt.nn.ActivationDynamics` keeps :math:`\mathbf{a}(t)` between steps:
+a dense ``[N, B]`` matrix (:class:`DenseActivations`) or each column's packed active frontier
+(:class:`FrontierActivations`); :func:`activation_storage` picks one per call.
 
-Under the default firing rule a silent node stays silent (:math:`a_i = 0 \Rightarrow` it sends
-nothing, and with :math:`\beta \ge 0` inhibition never excites it), so a step only touches each
-column's *active frontier*: its nodes with :math:`a_{ib} \ne 0` and their out-neighbours. While
-that frontier holds a small share of the :math:`N \times B` cells, the frontier storage packs it
+The interface the layer's loop reads, the same for both: :meth:`~DenseActivations.neighbours`
+gives :math:`\mathbf{P}\mathbf{a}` and :math:`\mathbf{a}` over this step's rows; ``outside`` (the
+cells held at 0), ``candidates`` (the cells that may inhibit) and ``zero_outside`` are the masks
+in that layout; :meth:`~DenseActivations.update` stores the fired activations and
+:meth:`~DenseActivations.dense` turns a step's rows into ``[N, B]``.
+
+Under the default firing rule a silent node stays silent (:math:`a_i = 0` sends nothing, and
+with :math:`\beta \ge 0` inhibition never excites it), so a step only touches each column's
+*active frontier*: its nodes with :math:`a_{ib} \ne 0` and their out-neighbours. While that
+frontier holds a small share of the :math:`N \times B` cells, the frontier storage packs it
 ``[L, B]`` (:func:`~synapse_pt.nn.sparse.frontier_messages`) instead of a sparse product over the
-whole graph, and turns dense once it grows past ``density``. The result is the dense storage's
-(up to float summation order). Where only firing or inhibition reaches every node
-(``fire_zero=True``, :math:`\beta < 0`), the first step's propagation still runs on
-:math:`\mathbf{a}(0)`'s frontier and the storage turns dense after it.
-
-Everything a storage needs of the layer (its spreading stage) it reads from the layer passed in,
-so a layer with swapped stages and an engine of another kind compose.
+whole graph, and turns dense once it grows past ``density``: the dense result up to float
+summation order. Where firing or inhibition reaches every node (``fire_zero=True``,
+:math:`\beta < 0`), the first step's propagation still runs on :math:`\mathbf{a}(0)`'s frontier and
+the storage turns dense after it.
 """
 
 from __future__ import annotations
@@ -24,30 +25,26 @@ import math
 from typing import NamedTuple
 
 import torch
-from torch import Tensor, nn
-from torch_geometric.utils import is_torch_sparse_tensor
+from torch import Tensor
 
-from .functional import NodeMasks, StepParams, _apply_node_mask, _retain_and_spread_
 from .sparse import (
     FrontierEdges,
     OutEdges,
-    _check_edge_index,
-    _needs_grad,
+    activation_adjacency,
+    check_edge_index,
     frontier_edges,
     frontier_messages,
     gather_mask,
+    needs_grad,
     out_edges,
+    spmm_sum,
 )
 
-#: the layer a storage serves (:class:`~synapse_pt.nn.ActivationDynamics`, whose module imports
-#: this one): a storage reads its ``spreading`` and ``firing`` stages and ``stock_spreading()``
-Layer = nn.Module
+__all__ = ["FRONTIER_MODES", "DenseActivations", "FrontierActivations", "GraphInput",
+           "NodeMasks", "activation_storage"]
 
-__all__ = ["FRONTIER_MODES", "DenseActivations", "FrontierActivations", "FrontierEngine",
-           "GraphInput"]
-
-#: How :class:`ActivationDynamics` propagates: ``"auto"`` (the frontier while it is sparse),
-#: ``"sparse"`` (always the frontier; an error where it is not exact), ``"dense"``.
+#: ``"auto"`` (the frontier while it is sparse), ``"sparse"`` (always the frontier; an error
+#: where it is not exact), ``"dense"``
 FRONTIER_MODES = ("auto", "sparse", "dense")
 
 
@@ -109,107 +106,144 @@ def _bound_exceeds(a: Tensor, graph: OutEdges, num_cols: int, limit: float) -> b
 class GraphInput(NamedTuple):
     """The graph of one call as the layer got it: an edge list ``[2, E]`` (source, target) with
     raw weights, or a sparse transposed adjacency; ``normalized``: already the fan-normalised
-    ``adj_t`` of :meth:`~synapse_pt.nn.SpreadingActivation.normalize`."""
+    ``adj_t`` of :func:`~synapse_pt.nn.sparse.activation_adjacency`; ``fan``: the normalisation
+    to apply otherwise."""
 
     edge_index: Tensor
     edge_weight: Tensor | None
     normalized: bool
+    fan: bool
+
+
+def _check_mask(mask: Tensor | None, a: Tensor, name: str) -> Tensor | None:
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool:
+        raise ValueError(f"{name} must be bool, got {mask.dtype}")
+    if mask.dim() == 1:
+        mask = mask.unsqueeze(1)
+    N, B = a.shape
+    if mask.dim() != 2 or mask.size(0) != N or mask.size(1) not in (1, B):
+        raise ValueError(f"{name} has shape {tuple(mask.shape)}; expected [N, B] or [N, 1] "
+                         f"with N = {N}, B = {B}")
+    return mask.to(a.device)
+
+
+class NodeMasks(NamedTuple):
+    """The node masks of one call, each bool ``[N, B]`` or ``[N, 1]`` on the activations'
+    device, or ``None`` (every node): ``node_mask`` (each column's graph), ``candidates`` (the
+    nodes that may inhibit: in the graph and in the inhibitor mask), ``zero_outside`` (no
+    inhibitor mask narrows the candidates, so the non-candidates hold 0)."""
+
+    node_mask: Tensor | None
+    candidates: Tensor | None
+    zero_outside: bool
+
+    @classmethod
+    def of(cls, a: Tensor, node_mask: Tensor | None = None,
+           inhibitor_mask: Tensor | None = None) -> NodeMasks:
+        node_mask = _check_mask(node_mask, a, "node_mask")
+        inhibitor_mask = _check_mask(inhibitor_mask, a, "inhibitor_mask")
+        candidates = node_mask
+        if inhibitor_mask is not None:
+            candidates = inhibitor_mask if node_mask is None else node_mask & inhibitor_mask
+        return cls(node_mask, candidates, inhibitor_mask is None)
 
 
 class DenseActivations:
-    r"""The activations as one dense ``[N, B]`` matrix: a step's propagation is the layer's
-    spreading stage over the whole graph (normalised on the first step).
+    r"""The activations as one dense ``[N, B]`` matrix; a step's neighbour sum is one sparse
+    product over the whole graph (normalised on the first step)."""
 
-    The layer's loop reads ``candidates`` (the nodes that may inhibit, in the storage's layout)
-    and calls :meth:`spread`, :meth:`mask`, :meth:`fire` and :meth:`dense`."""
-
-    def __init__(self, layer: Layer, a: Tensor, graph: GraphInput,
-                 masks: NodeMasks) -> None:
-        self.layer, self.graph, self.masks = layer, graph, masks
-        self.a = a
-        self._adj: tuple[Tensor, Tensor | None] | None = None
+    def __init__(self, a: Tensor, graph: GraphInput, masks: NodeMasks) -> None:
+        self.a, self.graph, self.masks = a, graph, masks
+        self.zero_outside = masks.zero_outside
         self._dense_masks()
 
     def _dense_masks(self) -> None:
-        """The masks in the dense layout: ``outside`` (nodes kept at 0) and the candidates."""
         self.outside = None if self.masks.node_mask is None else ~self.masks.node_mask
         self.candidates = self.masks.candidates
 
-    def spread(self, p: StepParams) -> Tensor:
-        r""":math:`u = (1 - \delta)\, a + S\, P a` of the stored activations (a new tensor)."""
-        if self._adj is None:
-            g = self.graph
-            self._adj = (g.edge_index, g.edge_weight) if g.normalized else (
-                self.layer.spreading.normalize(g.edge_index, g.edge_weight, self.a.size(0),
-                                               self.a.dtype))
-        return self.layer.spreading(self.a, *self._adj, S=p.S, delta=p.delta, normalized=True)
+    def neighbours(self) -> tuple[Tensor, Tensor]:
+        r""":math:`(\mathbf{P}\mathbf{a}, \mathbf{a})` over this step's rows (a fresh first
+        tensor: the step may overwrite it)."""
+        g = self.graph
+        if not g.normalized:
+            self.graph = g = GraphInput(_normalize(g, self.a), None, True, g.fan)
+        return spmm_sum(g.edge_index, self.a), self.a
 
-    def mask(self, x: Tensor) -> Tensor:
-        """``x`` (this step's layout) with the nodes outside each column's graph set to 0."""
-        return _apply_node_mask(x, self.outside)
-
-    def fire(self, a: Tensor) -> None:
-        """Store the step's fired activations ``a`` (this step's layout), masked."""
-        self.a = self.mask(a)
+    def update(self, a: Tensor) -> None:
+        """Store the step's fired activations ``a`` (this step's layout, already masked)."""
+        self.a = a
 
     def dense(self, x: Tensor | None = None) -> Tensor:
         """The stored activations as ``[N, B]``, or ``x`` of this step's layout as ``[N, B]``."""
         return self.a if x is None else x
 
 
+def _normalize(graph: GraphInput, a: Tensor) -> Tensor:
+    """The fan-normalised sparse ``adj_t`` of a raw edge list or sparse adjacency."""
+    edge_index, edge_weight, num_nodes = graph.edge_index, graph.edge_weight, a.size(0)
+    if edge_index.layout != torch.strided:
+        coo = edge_index.to_sparse_coo().coalesce()
+        target, source = coo.indices()
+        edge_index, edge_weight, num_nodes = torch.stack([source, target]), coo.values(), \
+            coo.size(0)
+    return activation_adjacency(edge_index, edge_weight, num_nodes, fan=graph.fan,
+                                dtype=a.dtype)
+
+
 class FrontierActivations(DenseActivations):
-    r"""The activations as each column's non-zero cells; a step propagates, inhibits and fires on
-    their frontier packed ``[L, B]`` (:func:`~synapse_pt.nn.sparse.frontier_messages`). A node
-    outside its column's frontier has :math:`u_i = 0`, hence :math:`\hat{u}_i = 0` (for
-    :math:`\beta \ge 0`) and :math:`a_i = 0` (silent nodes do not fire), and its zero inhibits
-    nobody (nor does a padding slot).
+    r"""The activations as each column's non-zero cells; a step's neighbour sum covers their
+    frontier packed ``[L, B]``. A node outside its column's frontier has :math:`u_i = 0`, hence
+    :math:`\hat{u}_i = 0` (:math:`\beta \ge 0`) and :math:`a_i = 0`, and its zero inhibits nobody
+    (nor does a padding slot). Turns dense when a step's frontier would exceed ``limit`` cells
+    and, where silent nodes may fire (not ``exact``), after the first step's neighbour sum."""
 
-    The storage turns dense (:class:`DenseActivations`' steps from then on) when a step's
-    frontier would hold more than the engine's ``density`` of the ``N x B`` cells, and, where
-    silent nodes may fire (``exact=False``: ``fire_zero``, :math:`\beta < 0`), right after the
-    first step's propagation.
-    """
-
-    def __init__(self, engine: FrontierEngine, layer: Layer, a: Tensor,
-                 graph: GraphInput, masks: NodeMasks, edges: OutEdges,
-                 cells: tuple[Tensor, Tensor], exact: bool) -> None:
-        self.engine, self.edges, self.exact = engine, edges, exact
+    def __init__(self, a: Tensor, graph: GraphInput, masks: NodeMasks, edges: OutEdges,
+                 cells: tuple[Tensor, Tensor], exact: bool, limit: float) -> None:
+        self.edges, self.exact, self.limit = edges, exact, limit
         nodes, cols = cells  # sorted by node
         #: the non-zero cells ``(nodes, cols, values)``, sorted by node; ``None`` once dense
         self.cells: tuple[Tensor, Tensor, Tensor] | None = (nodes, cols, a[nodes, cols])
         self.packed: Tensor | None = None  # this step's frontier nodes [L, B] (-1: padding)
         self.steps = 0  # steps fired on the frontier
-        super().__init__(layer, a, graph, masks)
+        super().__init__(a, graph, masks)
 
     def _dense_masks(self) -> None:
         if self.cells is None:
             super()._dense_masks()
-        else:  # each step's spread sets them for its packed frontier (no [N, B] mask here)
+        else:  # each step sets them for its packed frontier
             self.outside = self.candidates = None
 
-    def spread(self, p: StepParams) -> Tensor:
+    def neighbours(self) -> tuple[Tensor, Tensor]:
         if self.cells is None:
-            return super().spread(p)
+            return super().neighbours()
         N, B = self.a.shape
-        step = self.engine.potential(*self.cells, self.edges, N, B, p.S, p.delta)
-        if step is None:  # the frontier overflows: dense from here
+        nodes, cols, values = self.cells
+        selected = frontier_edges(self.edges, nodes, N)
+        if self.limit < math.inf and _column_bound(nodes, cols, selected, B,
+                                                   values.dtype) * B > self.limit:
+            self._densify()  # the frontier overflows: dense from here
+            return super().neighbours()
+        e = self.edges
+        packed, spread, a = frontier_messages(e.source, e.target, e.weight, nodes, cols, values,
+                                              N, B, ptr=e.ptr, fan=e.fan, selected=selected)
+        if packed.numel() > self.limit:
             self._densify()
-            return super().spread(p)
-        packed, u = step
-        if not self.exact:  # silent nodes may fire: every later stage is dense
+            return super().neighbours()
+        if not self.exact:  # silent nodes may fire: dense from this step's u on (a is a(0))
             self._densify()
-            return scatter_packed(u, packed, N)
+            return scatter_packed(spread, packed, N), self.a
         node_mask, candidates = self.masks.node_mask, self.masks.candidates
         self.packed = packed
         self.outside = ~gather_mask(node_mask, packed) if node_mask is not None else packed < 0
         self.candidates = (gather_mask(candidates, packed) if candidates is not None
                            else ~self.outside)
-        return u
+        return spread, a
 
-    def fire(self, a: Tensor) -> None:
+    def update(self, a: Tensor) -> None:
         if self.cells is None:
-            return super().fire(a)
-        a = self.mask(a)
+            return super().update(a)
         slot, cols = a.nonzero(as_tuple=True)
         nodes, values = self.packed[slot, cols], a[slot, cols]
         order = torch.argsort(nodes, stable=True)
@@ -236,116 +270,41 @@ class FrontierActivations(DenseActivations):
         self._dense_masks()
 
 
-class FrontierEngine:
-    r"""Picks how a call's activations are stored: each column's active frontier while it is
-    sparse (:class:`FrontierActivations`), else dense (:class:`DenseActivations`; see the module
-    docstring).
+def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: str,
+                       density: float, inexact: str | None) -> DenseActivations:
+    r"""The storage of a call's activations from ``a`` = :math:`\mathbf{a}(0)`.
 
-    Args:
-        mode (str): ``"auto"``: the frontier while it holds at most ``density`` of the
-            :math:`N \times B` cells, then dense; ``"sparse"``: always the frontier (an error
-            where it is not exact); ``"dense"``: never. (default: ``"auto"``)
-        density (float): the largest frontier, as a fraction of the :math:`N \times B` cells,
-            that ``"auto"`` propagates sparsely. Measured on LoCoMo-10 (1,100-node graphs, a
-            first-step frontier of 5-35 % of them) the dense step is cheaper there; from 10^4
-            nodes on the frontier covers about 1 % and wins by 2-16x
-            (experiments/bench_retrieval.md, bench_scaling.md). (default: ``0.05``)
-
-    On a sparse adjacency a step reads only its active nodes' out-edges (the entries sorted by
-    source, built on the first call and kept with the adjacency:
+    ``mode`` (:data:`FRONTIER_MODES`): ``"auto"`` keeps the frontier while it holds at most
+    ``density`` of the :math:`N \times B` cells. Measured on LoCoMo-10 (1,100-node graphs, a
+    first-step frontier of 5-35 % of them) the dense step is cheaper there; from 10^4 nodes on the
+    frontier covers about 1 % and wins by 2-16x (experiments/bench_retrieval.md,
+    bench_scaling.md). ``inexact``: why silent nodes may fire in this call (the layer knows its
+    dynamics: ``fire_zero``, :math:`\beta < 0`; ``None``: they stay silent, and the frontier is
+    exact unless autograd runs); where it is not exact, ``"auto"`` (no autograd) still runs the
+    first step's neighbour sum on it. On a sparse adjacency a step reads only its active nodes'
+    out-edges (sorted by source once, kept with the adjacency:
     :func:`~synapse_pt.nn.sparse.out_edges`); on an edge list, one pass over the sources per
     step, each step normalising only its own edges' weights.
     """
-
-    def __init__(self, mode: str = "auto", density: float = 0.05) -> None:
-        if mode not in FRONTIER_MODES:
-            raise ValueError(f"frontier must be one of {FRONTIER_MODES}, got {mode!r}")
-        self.mode = mode
-        self.density = float(density)
-
-    def __repr__(self) -> str:
-        return f"FrontierEngine(mode={self.mode!r}, density={self.density})"
-
-    def store(self, layer: Layer, a: Tensor, graph: GraphInput, masks: NodeMasks,
-              p: StepParams) -> DenseActivations:
-        r"""The storage of ``layer``'s activations from ``a`` = :math:`\mathbf{a}(0)`: the
-        frontier where it gives the dense result exactly (every step, while it stays sparse),
-        or, where only firing or inhibition needs every node, for the first step's propagation
-        alone; dense elsewhere."""
-        exact = self.applies(layer, a, p.beta)
-        if exact or (self.mode == "auto" and self.blocker(layer, a) is None):
-            edges = self.edge_list(layer, a, graph)
-            cells = self.active_cells(a, edges)
-            if cells is not None:
-                return FrontierActivations(self, layer, a, graph, masks, edges, cells, exact)
-        return DenseActivations(layer, a, graph, masks)
-
-    def blocker(self, layer: Layer, a: Tensor) -> str | None:
-        """Why the frontier cannot compute a step's propagation (``None``: it can)."""
-        if not layer.stock_spreading():
-            return "the spreading stage is swapped (the frontier computes the stock one)"
-        if _needs_grad(a):
-            return "autograd needs the dense graph"
-        return None
-
-    def applies(self, layer: Layer, a: Tensor, beta_t: Tensor | None) -> bool:
-        """Whether the frontier path gives the dense result exactly (see ``mode``)."""
-        if self.mode == "dense":
-            return False
-        why = self.blocker(layer, a)
-        if why is None and layer.firing.fire_zero:
-            why = "fire_zero=True makes every node fire"
-        elif why is None and beta_t is not None and bool((beta_t < 0).any()):
-            why = "beta < 0 excites silent nodes"
-        if why is not None and self.mode == "sparse":
-            raise ValueError(f"frontier='sparse' is not exact here: {why}")
-        return why is None
-
-    def edge_list(self, layer: Layer, a: Tensor, graph: GraphInput) -> OutEdges:
-        """The graph's edges for the frontier path, without building the sparse adjacency when
-        an edge list is given: a sparse (normalised) adjacency gives its entries sorted by
-        source, built once and kept with it (:func:`~synapse_pt.nn.sparse.out_edges`); an
-        edge list is read as it is, each step normalising only its own edges' weights."""
-        sp = layer.spreading
-        edge_index, edge_weight, normalized = graph
-        if normalized or is_torch_sparse_tensor(edge_index) or sp.cached:
-            if not normalized:
-                edge_index, edge_weight = sp.normalize(edge_index, edge_weight, a.size(0),
-                                                       a.dtype)
-            if edge_weight is None:
-                return out_edges(edge_index)
-            return OutEdges(edge_index[0], edge_index[1], edge_weight.to(a.dtype))
-        _check_edge_index(edge_index, a.size(0))
-        if edge_weight is not None:
-            edge_weight = edge_weight.to(a.dtype)
-        return OutEdges(edge_index[0], edge_index[1], edge_weight, fan=sp.fan)
-
-    def limit(self, N: int, B: int) -> float:
-        """The most packed cells a frontier step of ``N x B`` may hold (``"auto"``)."""
-        return self.density * N * B if self.mode == "auto" else math.inf
-
-    def active_cells(self, a: Tensor, edges: OutEdges) -> tuple[Tensor, Tensor] | None:
-        """``a``'s non-zero cells ``(nodes, cols)``, sorted by node, or ``None`` where a few
-        probed columns of a wide block already show the first step's frontier too large."""
-        N, B = a.shape
-        if self.mode == "auto" and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
-                a[:, :_PROBE_COLUMNS], edges, B, self.limit(N, B)):
-            return None
-        return _nonzero_cells(a)
-
-    def potential(self, nodes: Tensor, cols: Tensor, values: Tensor, edges: OutEdges, N: int,
-                  B: int, S_t: Tensor, delta_t: Tensor) -> tuple[Tensor, Tensor] | None:
-        r"""One step's propagation on the frontier of the active cells ``(nodes, cols)``
-        (values ``values``): the packed nodes and :math:`u = S\,\mathrm{spread} + (1 -
-        \delta)\,a`, each ``[L, B]``; ``None`` where the frontier would hold more than
-        ``density`` of the cells."""
-        limit = self.limit(N, B)
-        selected = frontier_edges(edges, nodes, N)
-        if limit < math.inf and _column_bound(nodes, cols, selected, B, values.dtype) * B > limit:
-            return None
-        packed, spread, a_p = frontier_messages(
-            edges.source, edges.target, edges.weight, nodes, cols, values, N, B,
-            ptr=edges.ptr, fan=edges.fan, selected=selected)
-        if packed.numel() > limit:
-            return None
-        return packed, _retain_and_spread_(spread, a_p, S_t, delta_t)
+    if mode not in FRONTIER_MODES:
+        raise ValueError(f"frontier must be one of {FRONTIER_MODES}, got {mode!r}")
+    if mode == "dense" or (mode == "auto" and needs_grad(a)):
+        return DenseActivations(a, graph, masks)
+    why = "autograd needs the dense graph" if needs_grad(a) else inexact
+    if why is not None and mode == "sparse":
+        raise ValueError(f"frontier='sparse' is not exact here: {why}")
+    if graph.edge_index.layout != torch.strided and not graph.normalized:
+        graph = GraphInput(_normalize(graph, a), None, True, graph.fan)
+    if graph.normalized:
+        edges = out_edges(graph.edge_index)
+    else:
+        check_edge_index(graph.edge_index, a.size(0))
+        w = None if graph.edge_weight is None else graph.edge_weight.to(a.dtype)
+        edges = OutEdges(graph.edge_index[0], graph.edge_index[1], w, fan=graph.fan)
+    N, B = a.shape
+    limit = density * N * B if mode == "auto" else math.inf
+    if mode == "auto" and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
+            a[:, :_PROBE_COLUMNS], edges, B, limit):
+        return DenseActivations(a, graph, masks)
+    cells = _nonzero_cells(a)
+    return FrontierActivations(a, graph, masks, edges, cells, why is None, limit)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from synapse_pt.nn.functional import row_blocks
+from synapse_pt.nn.sparse import row_blocks
 
 from .dense import masked_topk
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from synapse_pt.errors import ConfigError
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
-from synapse_pt.nn.activation import ActivationDynamics
-from synapse_pt.nn.functional import INHIBITION_SCHEDULES
-from synapse_pt.nn.sparse import activation_adjacency
+from synapse_pt.nn import INHIBITION_SCHEDULES, ActivationDynamics, activation_adjacency
 
 from .anchors import initial_energy
 from .dense import cosine_scores, own_graph_mask
@@ -39,13 +39,25 @@ ENERGY_READINGS = ("cosine", "max", "constant")
 C_RET_READINGS = ("activation", "max_activation", "potential", "score", "similarity")
 INHIBITION_SCOPES = ("all", "neighbourhood")
 
+#: the config that runs SYNAPSE; its nodes ``params`` and ``readings`` are the one place each
+#: default of :class:`SynapseParams` is written (the dataclass reads them, the layers take none)
+CONFIG_FILE = Path(__file__).resolve().parents[2] / "configs" / "memory" / "synapse.yaml"
+_CONFIG = yaml.safe_load(CONFIG_FILE.read_text())
+DEFAULTS: dict[str, Any] = {**_CONFIG["params"], **_CONFIG["readings"]}
+#: how the activation layer stores its activations unless told (the same config's ``engine``)
+STORAGE: dict[str, Any] = {k: _CONFIG["engine"][k] for k in ("frontier", "frontier_density")}
+if (tuple(_CONFIG["params"]), tuple(_CONFIG["readings"])) != (PAPER_FIELDS, READING_FIELDS):
+    raise ConfigError(f"{CONFIG_FILE}: memory.params and memory.readings must hold "
+                      f"{list(PAPER_FIELDS)} and {list(READING_FIELDS)}, in this order")
+
 
 @dataclass
 class SynapseParams:
-    """Retrieval hyperparameters, named as in SPEC §1.2 (defaults: the paper's values), and the
-    readings of SPEC §1.5: one value object for the retrieval maths, composed from the config's
-    two nodes ``memory.params`` (:data:`PAPER_FIELDS`) and ``memory.readings``
-    (:data:`READING_FIELDS`) by :meth:`from_config`.
+    """Retrieval hyperparameters, named as in SPEC §1.2, and the readings of SPEC §1.5: one value
+    object for the retrieval maths, composed from the config's two nodes ``memory.params``
+    (:data:`PAPER_FIELDS`) and ``memory.readings`` (:data:`READING_FIELDS`) by
+    :meth:`from_config`. Its defaults are the config's values (:data:`CONFIG_FILE`: the paper's,
+    and the literal readings), read from there.
 
     The continuous ones may be ``[B]`` tensors (one value per query column), which is how a batched
     sweep evaluates many configurations in one pass. The string-valued fields are the readings
@@ -68,29 +80,29 @@ class SynapseParams:
       are listed after the k turns (for the answer model; recall counts turns only).
     """
 
-    S: Scalar = 0.8
-    delta: Scalar = 0.5
-    beta: Scalar = 0.15
-    M: int = 7
-    gamma: Scalar = 5.0
-    theta: Scalar = 0.5
-    T: int = 3
-    fan: bool = True
-    fire_zero: bool = False
-    lambda1: Scalar = 0.5
-    lambda2: Scalar = 0.3
-    lambda3: Scalar = 0.2
-    tau_gate: Scalar = 0.12
-    k: int = 30
-    k_anchor: int = 10
-    bm25_trigger: bool = True
-    energy: str = "cosine"
-    c_ret_source: str = "activation"
-    inhibition: str = "every_step"
-    inhibition_scope: str = "all"
-    pagerank_scale: str = "minmax"
-    rank_episodic_only: bool = False  # True: semantic nodes spread activation but are not returned
-    k_concepts: int = 0
+    S: Scalar = DEFAULTS["S"]
+    delta: Scalar = DEFAULTS["delta"]
+    beta: Scalar = DEFAULTS["beta"]
+    M: int = DEFAULTS["M"]
+    gamma: Scalar = DEFAULTS["gamma"]
+    theta: Scalar = DEFAULTS["theta"]
+    T: int = DEFAULTS["T"]
+    fan: bool = DEFAULTS["fan"]
+    fire_zero: bool = DEFAULTS["fire_zero"]
+    lambda1: Scalar = DEFAULTS["lambda1"]
+    lambda2: Scalar = DEFAULTS["lambda2"]
+    lambda3: Scalar = DEFAULTS["lambda3"]
+    tau_gate: Scalar = DEFAULTS["tau_gate"]
+    k: int = DEFAULTS["k"]
+    k_anchor: int = DEFAULTS["k_anchor"]
+    bm25_trigger: bool = DEFAULTS["bm25_trigger"]
+    energy: str = DEFAULTS["energy"]
+    c_ret_source: str = DEFAULTS["c_ret_source"]
+    inhibition: str = DEFAULTS["inhibition"]
+    inhibition_scope: str = DEFAULTS["inhibition_scope"]
+    pagerank_scale: str = DEFAULTS["pagerank_scale"]
+    rank_episodic_only: bool = DEFAULTS["rank_episodic_only"]
+    k_concepts: int = DEFAULTS["k_concepts"]
 
     @classmethod
     def from_config(cls, params: Mapping[str, Any] | None,
@@ -177,15 +189,14 @@ def _node(name: str) -> str:
     return "memory.readings" if name in READING_FIELDS else "memory.params"
 
 
-def activation_layer(params: SynapseParams, compile: bool = False, frontier: str = "auto",
-                     frontier_density: float = 0.05) -> ActivationDynamics:
-    """The activation layer of ``params`` (its structural settings: M, T, firing rule, inhibition
-    schedule; the continuous hyperparameters go to each call, scalar or one per column), run by
-    the engine settings: ``compile`` (inhibition and firing as one compiled kernel) and the
-    frontier (:class:`~synapse_pt.nn.frontier.FrontierEngine`); same result either way."""
-    return ActivationDynamics(M=params.M, T=params.T, fire_zero=params.fire_zero,
-                              fan=params.fan, inhibition_schedule=params.inhibition,
-                              compile=compile, frontier=frontier,
+def activation_layer(params: SynapseParams, frontier: str, frontier_density: float
+                     ) -> ActivationDynamics:
+    """The activation layer of ``params`` (its structure: M, T, fan, firing rule, inhibition
+    schedule; the continuous hyperparameters go to each call, scalar or one per column), storing
+    its activations as the engine settings say (``memory.engine.frontier``,
+    ``frontier_density``: :mod:`synapse_pt.nn.frontier`; same result either way)."""
+    return ActivationDynamics(M=params.M, T=params.T, fan=params.fan, fire_zero=params.fire_zero,
+                              inhibition=params.inhibition, frontier=frontier,
                               frontier_density=frontier_density)
 
 
@@ -303,7 +314,9 @@ def query_triggers(inputs: SynapseInputs, params: SynapseParams) -> Triggers:
 def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
                     adj_t: torch.Tensor | None = None,
                     dynamics: ActivationDynamics | None = None,
-                    repeat: int = 1, triggers: Triggers | None = None) -> SynapseSignals:
+                    frontier: str = STORAGE["frontier"],
+                    frontier_density: float = STORAGE["frontier_density"], repeat: int = 1,
+                    triggers: Triggers | None = None) -> SynapseSignals:
     """Triggers, initial energy, the activation layer and the triple score for ``B`` queries at
     once (what :func:`synapse_retrieve` ranks); what a figure or an analysis of one question's
     activation reads. The arguments are :func:`synapse_retrieve`'s."""
@@ -325,7 +338,7 @@ def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
     if p.inhibition_scope == "neighbourhood":  # anchors and the nodes they send energy to
         reached = torch.sparse.mm(adj_t, anchors.to(a0.dtype)) > 0 if adj_t._nnz() else anchors
         inhibitors = anchors | reached
-    layer = activation_layer(p) if dynamics is None else dynamics
+    layer = activation_layer(p, frontier, frontier_density) if dynamics is None else dynamics
     out = layer(a0, adj_t, normalized=True, node_mask=inner, inhibitor_mask=inhibitors,
                 S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
                 return_potential=p.c_ret_source == "potential")
@@ -343,7 +356,9 @@ def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
 def synapse_retrieve(inputs: SynapseInputs, params: SynapseParams, *,
                      adj_t: torch.Tensor | None = None,
                      dynamics: ActivationDynamics | None = None,
-                     repeat: int = 1, triggers: Triggers | None = None) -> RankedBatch:
+                     frontier: str = STORAGE["frontier"],
+                     frontier_density: float = STORAGE["frontier_density"], repeat: int = 1,
+                     triggers: Triggers | None = None) -> RankedBatch:
     """Retrieve for the ``B`` queries of ``inputs`` at once (SPEC §1.2 steps 1-7).
 
     Args:
@@ -353,8 +368,10 @@ def synapse_retrieve(inputs: SynapseInputs, params: SynapseParams, *,
             (:func:`~synapse_pt.nn.sparse.activation_adjacency` with ``fan=params.fan``, in
             the energies' dtype); given, it is used as is (the memory caches it per graph),
             else it is built here.
-        dynamics: the activation layer; default :func:`activation_layer` of ``params``. A
-            subclass (or one with a swapped stage) changes retrieval and sweeps alike.
+        dynamics: the activation layer; default :func:`activation_layer` of ``params``,
+            ``frontier`` and ``frontier_density`` (how it stores its activations, the engine
+            settings ``memory.engine.frontier`` and ``frontier_density``). A subclass changes
+            retrieval and sweeps alike.
         repeat: ``C`` configurations of the same queries (a sweep): ``inputs`` holds ``B / C``
             queries and ``params`` ``B`` columns, configuration-major. What does not depend on
             the continuous hyperparameters (the own-graph mask, the cosine, the anchors and
@@ -365,8 +382,8 @@ def synapse_retrieve(inputs: SynapseInputs, params: SynapseParams, *,
             ``inputs.similarity`` are not read and may be ``None``).
     """
     p = params
-    sig = synapse_signals(inputs, p, adj_t=adj_t, dynamics=dynamics, repeat=repeat,
-                          triggers=triggers)
+    sig = synapse_signals(inputs, p, adj_t=adj_t, dynamics=dynamics, frontier=frontier,
+                          frontier_density=frontier_density, repeat=repeat, triggers=triggers)
     mask, cos, score, rank_mask = sig.mask, sig.cos, sig.score, sig.rank_mask
     activation, potential = sig.activation, sig.potential
     top_score, top_index = rank(score, None if sig.unmasked and rank_mask is mask else rank_mask,

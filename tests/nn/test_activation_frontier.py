@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from forms import VALUES, layer, spreading_activation
 
-from synapse_pt.nn import ActivationDynamics, activation_adjacency, spreading_activation
+from synapse_pt.nn import activation_adjacency
 from tests.reference import reference_dynamics
 
 N, B = 60, 5
@@ -54,9 +55,9 @@ def test_frontier_matches_reference(seed, schedule):
     mask = torch.rand(N, B, generator=g) < 0.8
     mask |= a0 > 0
     inhibitors = torch.rand(N, B, generator=g) < 0.5
-    layer = ActivationDynamics(M=4, T=3, frontier="sparse", inhibition_schedule=schedule)
+    run = layer(M=4, T=3, frontier="sparse", inhibition=schedule)
     adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
-    out, pot = layer(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
+    out, pot = run(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
                      return_potential=True, **PARAMS)
     edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
     masks = [set(torch.nonzero(mask[:, b]).flatten().tolist()) for b in range(B)]
@@ -77,8 +78,8 @@ def test_auto_equals_dense_whatever_the_switch_point(device, frontier_density):
     ei, w = _graph(3, degree=4)
     a0 = _sparse_a0(3, anchors=3).to(device)
     ei, w = ei.to(device), w.to(device)
-    dense = ActivationDynamics(M=5, T=4, frontier="dense")
-    auto = ActivationDynamics(M=5, T=4, frontier="auto", frontier_density=frontier_density)
+    dense = layer(M=5, T=4, frontier="dense")
+    auto = layer(M=5, T=4, frontier="auto", frontier_density=frontier_density)
     want = dense(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
                                for k, v in PARAMS.items()})
     got = auto(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
@@ -110,8 +111,8 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(frontier_module, "frontier_messages", spy)
-        layer = ActivationDynamics(M=5, T=3, frontier="auto", frontier_density=frontier_density)
-        runs[probe] = (layer(a0, ei, w, **PARAMS), len(steps))
+        run = layer(M=5, T=3, frontier="auto", frontier_density=frontier_density)
+        runs[probe] = (run(a0, ei, w, **PARAMS), len(steps))
     assert runs[0][1] == runs[2][1]
     assert torch.equal(runs[0][0], runs[2][0])
 
@@ -126,21 +127,21 @@ def test_the_probe_runs_only_on_wide_blocks(monkeypatch):
     monkeypatch.setattr(frontier_module, "_bound_exceeds",
                         lambda a, *rest: probed.append(a.shape[1]) or real(a, *rest))
     ei, w = _graph(6, degree=4)
-    layer = ActivationDynamics(M=5, T=3, frontier="auto")
+    probe_layer = layer(M=5, T=3, frontier="auto")
     for width in (frontier_module._PROBE_MIN_COLUMNS - 1, frontier_module._PROBE_MIN_COLUMNS):
         a0 = torch.zeros(N, width, dtype=torch.float64)
         a0[torch.randint(0, N, (3, width)), torch.arange(width)] = 1.0
-        layer(a0, ei, w)
+        probe_layer(a0, ei, w, **VALUES)
     assert probed == [frontier_module._PROBE_COLUMNS]
 
 
-def test_functional_edge_list_path_equals_dense():
-    """spreading_activation keeps its signature; on an edge list the frontier path needs no
-    sparse adjacency and agrees with the dense layer."""
+def test_edge_list_path_equals_dense():
+    """On an edge list the frontier path needs no sparse adjacency and agrees with the dense
+    storage."""
     ei, w = _graph(4, num_nodes=N, degree=3)
     a0 = _sparse_a0(4).float()
-    got = spreading_activation(ei, w.float(), a0, num_nodes=N)
-    want = ActivationDynamics(frontier="dense")(a0, ei, w.float())
+    got = spreading_activation(ei, w.float(), a0)
+    want = spreading_activation(ei, w.float(), a0, frontier="dense")
     torch.testing.assert_close(got, want)
 
 
@@ -150,7 +151,7 @@ def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_
     """Where only inhibition or firing needs every node (fire_zero, beta < 0), ``auto`` still
     propagates a sparse a(0) on its frontier: one sparse product fewer than the dense path, the
     same result as the plain-Python reference (with a node mask), and as ``dense``."""
-    from synapse_pt.nn import activation as activation_module
+    from synapse_pt.nn import frontier as frontier_module
 
     ei, w = _graph(6, degree=3)
     a0 = _sparse_a0(6)
@@ -160,15 +161,14 @@ def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_
     graph = (ei, w) if graph_form == "edge_list" else (
         activation_adjacency(ei, w, N, dtype=torch.float64),)
     products = []
-    real = activation_module.spmm_sum
-    monkeypatch.setattr(activation_module, "spmm_sum",
+    real = frontier_module.spmm_sum
+    monkeypatch.setattr(frontier_module, "spmm_sum",
                         lambda adj_t, x: products.append(x.size(1)) or real(adj_t, x))
     runs = {}
     for frontier in ("dense", "auto"):
         products.clear()
-        layer = ActivationDynamics(M=4, T=3, fire_zero=fire_zero, frontier=frontier,
-                                   frontier_density=0.5)
-        runs[frontier] = layer(a0, *graph, normalized=graph_form == "adjacency",
+        run = layer(M=4, T=3, fire_zero=fire_zero, frontier=frontier, frontier_density=0.5)
+        runs[frontier] = run(a0, *graph, normalized=graph_form == "adjacency",
                                node_mask=mask, **params)
         assert len(products) == (3 if frontier == "dense" else 2)
     edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
@@ -181,7 +181,7 @@ def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_
     torch.testing.assert_close(runs["auto"], runs["dense"])
     # a dense a(0) (a frontier past frontier_density) runs every product densely
     products.clear()
-    ActivationDynamics(M=4, T=3, fire_zero=fire_zero, frontier_density=0.5)(
+    layer(M=4, T=3, fire_zero=fire_zero, frontier_density=0.5)(
         torch.rand(N, B, dtype=torch.float64), *graph, normalized=graph_form == "adjacency",
         **params)
     assert len(products) == 3
@@ -208,14 +208,14 @@ def test_sparse_refuses_where_not_exact():
     ei, w = _graph(5)
     a0 = _sparse_a0(5)
     with pytest.raises(ValueError, match="fire_zero"):
-        ActivationDynamics(fire_zero=True, frontier="sparse")(a0, ei, w)
+        layer(fire_zero=True, frontier="sparse")(a0, ei, w, **VALUES)
     with pytest.raises(ValueError, match="beta < 0"):
-        ActivationDynamics(frontier="sparse")(a0, ei, w, beta=-0.1)
+        layer(frontier="sparse")(a0, ei, w, **dict(VALUES, beta=-0.1))
     # auto runs densely there and still gives the literal result: every node fires
-    out = ActivationDynamics(fire_zero=True)(a0, ei, w)
+    out = layer(fire_zero=True)(a0, ei, w, **VALUES)
     assert (out > 0).all()
     with pytest.raises(ValueError, match="frontier must be one of"):
-        ActivationDynamics(frontier="fast")
+        layer(frontier="fast")
 
 
 def test_out_edges_sorted_by_source_and_kept_with_the_adjacency():
@@ -320,19 +320,19 @@ def test_dense_and_frontier_storages_agree_bit_for_bit_at_every_step(monkeypatch
     adj_t = activation_adjacency(ei, w, n)
     trace: list = []  # per step: (stored on the packed frontier, a(t) as [N, B])
     for storage in (frontier_module.DenseActivations, frontier_module.FrontierActivations):
-        def recording_fire(self, a, _real=storage.fire, _storage=storage):
+        def recording_update(self, a, _real=storage.update, _storage=storage):
             packed = getattr(self, "cells", None) is not None
             _real(self, a)
             if type(self) is _storage:  # the outermost call (FrontierActivations' super())
                 trace.append((packed, self.dense().clone()))
 
-        monkeypatch.setattr(storage, "fire", recording_fire)
+        monkeypatch.setattr(storage, "update", recording_update)
     for kwargs in ({}, {"node_mask": mask}):
         runs = {}
         for frontier, density in (("dense", 0.05), ("sparse", 0.05), ("auto", 5e-3)):
             trace.clear()
-            layer = ActivationDynamics(M=5, T=T, frontier=frontier, frontier_density=density)
-            _, potential = layer(a0, adj_t, normalized=True, return_potential=True, **kwargs,
+            run = layer(M=5, T=T, frontier=frontier, frontier_density=density)
+            _, potential = run(a0, adj_t, normalized=True, return_potential=True, **kwargs,
                                  **params)
             runs[frontier] = ([packed for packed, _ in trace], [a for _, a in trace], potential)
         assert runs["dense"][0] == [False] * T

@@ -1,14 +1,14 @@
-"""Functional SYNAPSE dynamics (SPEC §1.2 steps 3-5): hand-worked values, a plain-loop reference
+"""The SYNAPSE dynamics (SPEC §1.2 steps 3-5): hand-worked values, a plain-loop reference
 written straight from the spec, invariances and ablation switches."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from forms import activation_dynamics, layer, propagate, spreading_activation
 from reference import reference_dynamics, sigmoid
 
-from synapse_pt.nn.activation import activation_dynamics, spreading_activation
-from synapse_pt.nn.functional import fire, lateral_inhibition, propagate
+from synapse_pt.nn import fire, lateral_inhibition
 from synapse_pt.nn.sparse import (
     activation_adjacency,
     csr_by_row,
@@ -228,8 +228,8 @@ def test_one_pass_inhibition_equals_the_loop_under_masks(device, seed):
     u[:2, 5] = u[2, 5]  # ties at the top of a column
     beta = torch.rand(b, generator=g, dtype=torch.float64).to(device) * 0.3
     mask = mask.to(device)
-    fast = lateral_inhibition(u, 7, beta, node_mask=mask, zero_outside=True)
-    loop = lateral_inhibition(u, 7, beta, node_mask=mask)  # zero_outside unknown: the loop
+    fast = lateral_inhibition(u, 7, beta, candidates=mask, zero_outside=True)
+    loop = lateral_inhibition(u, 7, beta, candidates=mask)  # zero_outside unknown: the loop
     top = u.masked_fill(~mask, float("-inf")).topk(7, dim=0).values
     ref = (u - beta * sum(torch.relu(top[k] - u) for k in range(7))).clamp(min=0)
     torch.testing.assert_close(loop, ref)
@@ -245,7 +245,7 @@ def test_firing_by_hand(device):
     # a = sigmoid(5 * (uhat - 0.5)):
     #   0.5 -> sigmoid(0) = 0.5;  0.9 -> sigmoid(2); 0.1 -> sigmoid(-2)
     #   0.0 -> 0 by default; sigmoid(-2.5) with fire_zero (the literal formula)
-    out = fire(uhat, gamma=5.0, theta=0.5)
+    out = fire(uhat, gamma=5.0, theta=0.5, fire_zero=False)
     torch.testing.assert_close(out[:, 0], uhat.new_tensor([0.5, 0.0, sigmoid(2.0), sigmoid(-2.0)]))
     assert out[1, 0].item() == 0.0  # exactly 0
     out_z = fire(uhat, gamma=5.0, theta=0.5, fire_zero=True)
@@ -262,10 +262,10 @@ def test_one_full_step_by_hand(device):
     # u = [0.5*1, 0.8*1/2, 0.8*1/2] = [0.5, 0.4, 0.4]
     # M = 7 -> 3; uhat1 = 0.4 - 0.15*(0.5-0.4) = 0.385 (same for node 2); uhat0 = 0.5
     # a = [sigmoid(0), sigmoid(5*(0.385-0.5)), same] = [0.5, sigmoid(-0.575), sigmoid(-0.575)]
-    a1 = spreading_activation(ei, w, a0, num_nodes=3, T=1)
+    a1 = spreading_activation(ei, w, a0, T=1)
     torch.testing.assert_close(a1[:, 0], a0.new_tensor([0.5, sigmoid(-0.575), sigmoid(-0.575)]))
     # T = 0 returns a(0) itself
-    assert spreading_activation(ei, w, a0, num_nodes=3, T=0) is a0
+    assert spreading_activation(ei, w, a0, T=0) is a0
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,7 +300,6 @@ def test_batched_equals_plain_loop_reference(device, seed, fan, fire_zero):
         ei,
         w,
         a0.to(device),
-        num_nodes=num_nodes,
         M=M,
         T=3,
         fan=fan,
@@ -334,7 +333,6 @@ def test_node_mask_matches_reference_and_separate_graphs(device):
         ei.to(device),
         w.to(device),
         a0.to(device),
-        num_nodes=9,
         M=3,
         fire_zero=True,
         node_mask=mask.to(device),
@@ -345,7 +343,7 @@ def test_node_mask_matches_reference_and_separate_graphs(device):
         nodes = (batch == q).nonzero().view(-1)
         ei_q, w_q = (ei_a, w_a) if q == 0 else (ei_b, w_b)
         alone = spreading_activation(
-            ei_q, w_q, a0[nodes, b : b + 1], num_nodes=nodes.numel(), M=3, fire_zero=True
+            ei_q, w_q, a0[nodes, b : b + 1], M=3, fire_zero=True
         )
         torch.testing.assert_close(out[nodes, b : b + 1], alone, atol=1e-12, rtol=1e-12)
     # and the plain-loop reference with masks
@@ -361,7 +359,6 @@ def test_node_mask_matches_reference_and_separate_graphs(device):
         ei.to(device),
         w.to(device),
         a0.to(device),
-        num_nodes=9,
         fire_zero=True,
         node_mask=(batch == 1).view(-1, 1).to(device),
     )
@@ -371,11 +368,11 @@ def test_node_mask_matches_reference_and_separate_graphs(device):
 def test_permutation_equivariance(device):
     ei, w, g = random_graph(5, 10, 30, device)
     a0 = torch.rand(10, 6, generator=g, dtype=torch.float64).to(device)
-    out = spreading_activation(ei, w, a0, num_nodes=10)
+    out = spreading_activation(ei, w, a0)
     perm = torch.randperm(10, generator=g).to(device)  # new node k is old node perm[k]
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(10, device=device)
-    out_p = spreading_activation(inv[ei], w, a0[perm], num_nodes=10)
+    out_p = spreading_activation(inv[ei], w, a0[perm])
     torch.testing.assert_close(out_p, out[perm], atol=1e-12, rtol=1e-12)
 
 
@@ -383,13 +380,13 @@ def test_trailing_isolated_nodes_keep_their_rows(device):
     ei = torch.tensor([[0], [1]], device=device)
     a0 = torch.zeros(6, 1, device=device)
     a0[5, 0] = 1.0  # energy on an isolated trailing node
-    out = spreading_activation(ei, None, a0, num_nodes=6, T=1)
+    out = spreading_activation(ei, None, a0, T=1)
     assert out.shape == (6, 1)
     # u5 = 0.5 -> uhat5 = 0.5 (nobody above it) -> sigmoid(0) = 0.5
     assert out[5, 0].item() == pytest.approx(0.5)
     # and a graph without edges
     out0 = spreading_activation(
-        torch.empty(2, 0, dtype=torch.long, device=device), None, a0, num_nodes=6, T=2
+        torch.empty(2, 0, dtype=torch.long, device=device), None, a0, T=2
     )
     assert out0.shape == (6, 1) and (out0[:5] == 0).all()
 
@@ -402,10 +399,10 @@ def test_no_fan_equals_weights_divided_by_one(device):
     a0 = torch.rand(8, 3, generator=g, dtype=torch.float64).to(device)
     fan = fan_out(ei, 8).to(w.dtype)
     # fan=False with weights w equals fan=True with weights w * fan(j)
-    off = spreading_activation(ei, w, a0, num_nodes=8, fan=False)
-    on_scaled = spreading_activation(ei, w * fan[ei[0]], a0, num_nodes=8, fan=True)
+    off = spreading_activation(ei, w, a0, fan=False)
+    on_scaled = spreading_activation(ei, w * fan[ei[0]], a0, fan=True)
     torch.testing.assert_close(off, on_scaled, atol=1e-12, rtol=1e-12)
-    assert not torch.allclose(off, spreading_activation(ei, w, a0, num_nodes=8))
+    assert not torch.allclose(off, spreading_activation(ei, w, a0))
 
 
 def manual_dynamics(
@@ -414,7 +411,7 @@ def manual_dynamics(
     for _ in range(T):
         u = propagate(adj, a, S=S, delta=delta)
         uhat = lateral_inhibition(u, M, beta) if inhibit else u.clamp(min=0)
-        a = fire(uhat, gamma, theta)
+        a = fire(uhat, gamma, theta, False)
     return a
 
 
@@ -423,13 +420,13 @@ def test_beta0_equals_skipping_inhibition(device):
     a0 = torch.rand(9, 4, generator=g, dtype=torch.float64).to(device)
     adj = activation_adjacency(ei, w, 9)
     skipped = manual_dynamics(adj, a0, 3, inhibit=False)
-    assert torch.equal(spreading_activation(ei, w, a0, num_nodes=9, beta=0.0), skipped)
+    assert torch.equal(spreading_activation(ei, w, a0, beta=0.0), skipped)
     assert torch.equal(
-        spreading_activation(ei, w, a0, num_nodes=9, beta=torch.zeros(4, device=device)), skipped
+        spreading_activation(ei, w, a0, beta=torch.zeros(4, device=device)), skipped
     )
-    assert torch.equal(spreading_activation(ei, w, a0, num_nodes=9, M=0), skipped)
+    assert torch.equal(spreading_activation(ei, w, a0, M=0), skipped)
     # inhibition on changes the result, and matches the composed building blocks
-    on = spreading_activation(ei, w, a0, num_nodes=9)
+    on = spreading_activation(ei, w, a0)
     assert not torch.allclose(on, skipped)
     assert torch.equal(on, manual_dynamics(adj, a0, 3))
 
@@ -452,15 +449,15 @@ def test_T_composes_steps(device):
     a = a0
     for T in range(1, 5):
         a = manual_dynamics(adj, a, 1)
-        assert torch.equal(spreading_activation(ei, w, a0, num_nodes=8, T=T), a)
+        assert torch.equal(spreading_activation(ei, w, a0, T=T), a)
         assert torch.equal(activation_dynamics(adj, a0, T=T), a)
 
 
 def test_fire_zero_only_changes_silent_nodes(device):
     ei = torch.tensor([[0], [1]], device=device)
     a0 = torch.tensor([[1.0], [0.0], [0.0]], dtype=torch.float64, device=device)
-    quiet = spreading_activation(ei, None, a0, num_nodes=3, T=1)
-    loud = spreading_activation(ei, None, a0, num_nodes=3, T=1, fire_zero=True)
+    quiet = spreading_activation(ei, None, a0, T=1)
+    loud = spreading_activation(ei, None, a0, T=1, fire_zero=True)
     # node 2 gets nothing: 0 by default, sigmoid(-gamma*theta) = sigmoid(-2.5) literally
     assert quiet[2, 0].item() == 0.0
     assert loud[2, 0].item() == pytest.approx(sigmoid(-2.5))
@@ -486,10 +483,10 @@ def test_per_column_hyperparameters_equal_separate_runs(device, dtype):
     # columns = (config, query) pairs, config-major
     a0 = a_q.repeat(1, n_configs)
     per_col = {k: v.repeat_interleave(n_queries).to(device) for k, v in configs.items()}
-    out = spreading_activation(ei, w, a0, num_nodes=10, **per_col)
+    out = spreading_activation(ei, w, a0, **per_col)
     for c in range(n_configs):
         scalars = {k: v[c].item() for k, v in configs.items()}
-        sep = spreading_activation(ei, w, a_q, num_nodes=10, **scalars)
+        sep = spreading_activation(ei, w, a_q, **scalars)
         tol = 1e-6 if dtype == torch.float32 else 1e-12
         torch.testing.assert_close(
             out[:, c * n_queries : (c + 1) * n_queries], sep, atol=tol, rtol=tol
@@ -500,25 +497,24 @@ def test_bad_hyperparameter_shape_and_inputs_raise():
     ei = torch.tensor([[0], [1]])
     a0 = torch.rand(2, 3)
     with pytest.raises(ValueError, match="'S'"):
-        spreading_activation(ei, None, a0, num_nodes=2, S=torch.ones(2))
-    with pytest.raises(ValueError, match="num_nodes"):
-        spreading_activation(ei, None, torch.rand(1, 3), num_nodes=1)
+        spreading_activation(ei, None, a0, S=torch.ones(2))
+    with pytest.raises(ValueError, match="num_nodes"):  # an edge past the activations' rows
+        spreading_activation(ei, None, torch.rand(1, 3))
     with pytest.raises(ValueError, match="a0"):
-        spreading_activation(ei, None, torch.rand(3, 3), num_nodes=2)
+        spreading_activation(ei, None, torch.rand(3))
+    with pytest.raises(ValueError, match="T must be"):
+        layer(T=-1)
     with pytest.raises(ValueError, match="node_mask"):
-        spreading_activation(ei, None, a0, num_nodes=2, node_mask=torch.ones(2, 2, dtype=bool))
+        spreading_activation(ei, None, a0, node_mask=torch.ones(2, 2, dtype=bool))
 
 
-def test_vector_a0_and_gradients():
+def test_gradients():
     ei, w, g = random_graph(30, 6, 12, "cpu")
     a0 = torch.rand(6, generator=g, dtype=torch.float64)
-    out = spreading_activation(ei, w, a0, num_nodes=6)
-    assert out.shape == (6,)
-    torch.testing.assert_close(out, spreading_activation(ei, w, a0[:, None], num_nodes=6)[:, 0])
     # differentiable in a(0) and in the (per-column) hyperparameters
     gamma = torch.full((1,), 5.0, dtype=torch.float64, requires_grad=True)
     a0g = a0[:, None].clone().requires_grad_(True)
-    spreading_activation(ei, w, a0g, num_nodes=6, gamma=gamma).sum().backward()
+    spreading_activation(ei, w, a0g, gamma=gamma).sum().backward()
     assert a0g.grad is not None and gamma.grad is not None
     assert torch.isfinite(a0g.grad).all() and torch.isfinite(gamma.grad).all()
 
@@ -530,7 +526,7 @@ def test_inputs_untouched_and_inplace_variants(device):
     ei, w, g = random_graph(40, 300, 900, device)
     a0 = torch.rand(300, 50, generator=g, dtype=torch.float64).to(device)  # several CPU blocks
     a0_copy = a0.clone()
-    out = spreading_activation(ei, w, a0, num_nodes=300)
+    out = spreading_activation(ei, w, a0)
     assert torch.equal(a0, a0_copy)
     u = propagate(activation_adjacency(ei, w, 300), a0)
     u_copy = u.clone()
@@ -538,12 +534,12 @@ def test_inputs_untouched_and_inplace_variants(device):
     assert torch.equal(u, u_copy)
     assert torch.equal(lateral_inhibition(u_copy, 7, 0.15, inplace=True), uhat)
     assert torch.equal(u_copy, uhat)  # written in place
-    a = fire(uhat, 5.0, 0.5)
-    assert torch.equal(fire(uhat.clone(), 5.0, 0.5, inplace=True), a)
+    a = fire(uhat, 5.0, 0.5, False)
+    assert torch.equal(fire(uhat.clone(), 5.0, 0.5, False, inplace=True), a)
     # the autograd path (out-of-place formulas) gives the same values
     a0_g = a0.clone().requires_grad_(True)
     torch.testing.assert_close(
-        spreading_activation(ei, w, a0_g, num_nodes=300), out, atol=1e-12, rtol=1e-12
+        spreading_activation(ei, w, a0_g), out, atol=1e-12, rtol=1e-12
     )
 
 
@@ -625,3 +621,17 @@ def test_column_topk_takes_the_grouped_path_on_large_blocks(monkeypatch) -> None
     for shape in [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 3_000), (500, 7)]:
         F.column_topk(torch.rand(shape), 7)
     assert calls == [(20_000, 40), (12_001, 48), (2_003, 300)]
+
+
+def test_a_raw_sparse_adjacency_equals_the_edge_list():
+    """A sparse ``adj_t`` with raw weights (row = target) is normalised by the layer as the edge
+    list is (no repeated edges here: the sparse input coalesces them)."""
+    ei, w, g = random_graph(1, 20, 60, "cpu")
+    uniq = torch.unique(ei[0] * 20 + ei[1])
+    ei, w = torch.stack([uniq // 20, uniq % 20]), w[: uniq.numel()]
+    a = torch.rand(20, 5, generator=g, dtype=torch.float64)
+    adj_t = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (20, 20),
+                                    check_invariants=True).to_sparse_csr()
+    for frontier in ("dense", "auto"):
+        torch.testing.assert_close(spreading_activation(adj_t, None, a, frontier=frontier),
+                                   spreading_activation(ei, w, a), atol=1e-12, rtol=1e-12)

@@ -222,30 +222,6 @@ def test_sweep_equals_separate_retrievals(two_conversations, device):
         assert torch.equal(swept.gated[rows].cpu(), one.gated.cpu())
 
 
-def test_compiled_memory_retrieves_and_sweeps_as_eager(two_conversations, monkeypatch):
-    """memory.engine.compile=true (one compiled kernel for inhibition and firing) changes no
-    ranking."""
-    import synapse_pt.nn.activation as activation
-
-    questions = [q for c in two_conversations for q in c.questions]
-    mem = _memory(k=8)
-    mem.ingest(two_conversations)
-    configs = SynapseParams(k=8, beta=torch.tensor([0.0, 0.15, 0.4]),
-                            theta=torch.tensor([0.5, 0.2, 0.7]))
-    eager = mem.retrieve(questions), mem.sweep(questions, configs)
-    calls = []
-    kernel = activation.inhibit_and_fire
-    monkeypatch.setattr(activation, "inhibit_and_fire",
-                        lambda *a, **k: calls.append(a[0].shape) or kernel(*a, **k))
-    mem.configure_retrieval(engine={**mem.engine, "compile": True})
-    compiled = mem.retrieve(questions), mem.sweep(questions, configs)
-    assert calls  # the kernel ran (every block is unmasked)
-    assert compiled[0].node_ids() == eager[0].node_ids()
-    assert torch.equal(compiled[1].index, eager[1].index)
-    assert torch.equal(compiled[1].gated, eager[1].gated)
-    torch.testing.assert_close(compiled[1].c_ret, eager[1].c_ret)
-
-
 def test_sweep_table_keeps_the_memory_settings_and_equals_runs_alone(two_conversations):
     """A swept configuration's row is what a retrieval with the memory's own settings (here
     k, T, M, k_anchor and the inhibition schedule off their defaults) and that configuration's
@@ -429,7 +405,7 @@ def test_retrieval_runs_the_activation_layer_over_the_cached_adjacency(two_conve
     """The layer is the hot path: a retrieve runs ``ActivationDynamics`` once per conversation,
     over an adjacency built once per conversation after ingest and reused by later calls."""
     import synapse_pt.memory.synapse as memory_module
-    from synapse_pt.nn.activation import ActivationDynamics
+    from synapse_pt.nn import ActivationDynamics
 
     calls = {"layer": 0, "adjacency": 0}
     forward = ActivationDynamics.forward
@@ -461,24 +437,18 @@ def test_retrieval_runs_the_activation_layer_over_the_cached_adjacency(two_conve
 
 
 def test_a_subclassed_layer_changes_retrieval(two_conversations):
-    """Swapping a stage of the layer (here: no firing, :math:`a = \\hat{u}`) changes what
-    synapse_retrieve returns, and equals the same maths run by hand."""
-    from synapse_pt.nn.activation import ActivationDynamics, Firing
-    from synapse_pt.nn.sparse import activation_adjacency
-
-    class NoFiring(Firing):
-        def forward(self, uhat, *, gamma=None, theta=None):
-            return uhat
+    """A subclass of the layer (here: one step, no inhibition, no firing: :math:`a = u`)
+    changes what synapse_retrieve returns, and equals the same maths run by hand."""
+    from synapse_pt.nn import ActivationDynamics, activation_adjacency
 
     class Linear(ActivationDynamics):
         def __init__(self) -> None:
-            super().__init__(T=1, inhibition=False)
-            self.firing = NoFiring()
+            super().__init__(M=0, T=1, fan=True, fire_zero=False, inhibition="every_step",
+                             frontier="dense", frontier_density=0.05)
 
         def forward(self, a0, adj_t, edge_weight=None, **kwargs):
-            kwargs = {k: v for k, v in kwargs.items() if k in ("normalized", "node_mask", "S",
-                                                                "delta", "return_potential")}
-            return super().forward(a0, adj_t, edge_weight, **kwargs)
+            kwargs["return_potential"] = True  # the step's max(0, u) = u (no inhibition)
+            return super().forward(a0, adj_t, edge_weight, **kwargs)[1]
 
     x = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), dim=1)
     inputs = dict(x=x, node_graph=torch.zeros(3, dtype=torch.long),
