@@ -21,7 +21,7 @@ import pandas as pd
 from synapse_pt.data import load_locomo
 from synapse_pt.data.audit import UNANSWERABLE, load_audit
 from synapse_pt.data.source import default_locomo_path, sha256_file
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.reports.tables import to_markdown
 
 
 def main(argv: Sequence[str] | None = None) -> int:

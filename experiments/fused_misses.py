@@ -28,8 +28,8 @@ import torch
 
 from synapse_pt.build import composed_memory
 from synapse_pt.data import category_names
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.reports.tables import to_markdown
 from synapse_pt.memory.baselines import descending_rank
 from synapse_pt.memory.fused import FusedMemory
 from synapse_pt.retrieval.dense import own_graph_mask

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from synapse_pt.data import category_names
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.reports.tables import to_markdown
 
 KEY = ["sample_id", "qa_index"]
 

@@ -5,7 +5,7 @@ figure at the run's depth and cut at the peer's (issue 42).
 
 Reads ``RUN_DIR/predictions.parquet`` (each question's ranked turns, ``retrieved_turns``) and the
 LoCoMo file (the raw evidence strings and each conversation's turn order), applies each peer's
-rule (:mod:`synapse_pt.eval.scorers.peer_rules`) to the whole ranking, to its first ``depth``
+rule (:mod:`synapse_pt.eval.qa.scorers.peer_rules`) to the whole ranking, to its first ``depth``
 turns (:func:`cut_at_depth`: as many items as the peer retrieves) and, for Hebb Mind, to those
 turns with each one's two neighbours on either side (:func:`with_neighbours`). Percent over the
 questions each rule counts, all five categories. The whole-ranking column is checked against the
@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from synapse_pt.data.locomo import load_locomo
-from synapse_pt.eval.scorers.peer_rules import cut_at_depth, peer_metrics, with_neighbours
+from synapse_pt.eval.qa.scorers.peer_rules import cut_at_depth, peer_metrics, with_neighbours
 
 #: (peer figure, published percent, rule@k, the peer's depth in its own items, what they are,
 #: our cut in turns, neighbours on either side)

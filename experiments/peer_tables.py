@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from synapse_pt.eval.collect import find_runs, load_runs
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.records.collect import find_runs, load_runs
+from synapse_pt.eval.reports.tables import to_markdown
 
 #: (rule@k, the published figure it is set beside)
 PEER_COLUMNS = (("session_hit@5", "Engram R@5"), ("session_hit@10", "Engram R@10"),

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from synapse_pt.eval.profile import op_breakdown
+from synapse_pt.eval.reports.profile import op_breakdown
 from synapse_pt.nn import activation_adjacency
 from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 

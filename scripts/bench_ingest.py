@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from synapse_pt.eval.aggregate import run_summary_names
+from synapse_pt.eval.qa.aggregate import run_summary_names
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

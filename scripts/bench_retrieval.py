@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"identical top-k lists: {same} / {len(questions)}; identical top-k sets: "
           f"{same_set} / {len(questions)}")
     if args.profile:
-        from synapse_pt.eval.profile import op_breakdown, primitive_seconds
+        from synapse_pt.eval.reports.profile import op_breakdown, primitive_seconds
 
         table, total = op_breakdown(lambda: memory.rank(query_graph, query_emb, bm25, params),
                                     cuda=cuda)

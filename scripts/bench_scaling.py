@@ -296,7 +296,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"retrieval": retrieval, "ingestion": ingestion,
                                          "exponents": exps}, indent=1))
     if str(args.plot) not in ("", ".") and (retrieval or ingestion):
-        from synapse_pt.eval.plots import scaling_plot
+        from synapse_pt.eval.reports.plots import scaling_plot
 
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         written = scaling_plot(retrieval, ingestion, exps, args.plot)

@@ -6,7 +6,8 @@ combinations, on all LoCoMo questions, thresholds and weights chosen on other co
 
 The memory of the overrides (default ``experiment=synapse_tuned``) is built once and retrieves
 for every question (its ``C_ret``); a :class:`~synapse_pt.memory.gate.RejectionGate` over the same
-turns computes the turn signals. Per fold (:func:`synapse_pt.eval.gate_fit.heldout_gates`) each
+turns computes the turn signals. Per fold (:func:`synapse_pt.eval.tuning.gate_fit.heldout_gates`)
+each
 plain signal gets the threshold giving ``--target-fr`` false rejection on the other
 conversations, and each combination is a logistic regression fitted there. The signals were
 designed looking at the first five conversations only (``--design``); the table is also given for
@@ -29,11 +30,11 @@ import pandas as pd
 import torch
 
 from synapse_pt.build import composed_config, ingested_memory, run_category_names
-from synapse_pt.eval.gate_fit import fit_combination, gate_table, heldout_gates, roc_frame
-from synapse_pt.eval.heldout import calibrate_tau, make_folds
-from synapse_pt.eval.outputs import git_commit
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.records.outputs import git_commit
+from synapse_pt.eval.reports.tables import to_markdown
+from synapse_pt.eval.tuning.gate_fit import fit_combination, gate_table, heldout_gates, roc_frame
+from synapse_pt.eval.tuning.heldout import calibrate_tau, make_folds
 from synapse_pt.memory.gate import TURN_SIGNALS, RejectionGate
 from synapse_pt.retrieval.gate_signals import logistic_combination
 from synapse_pt.retrieval.text import named_speaker

@@ -14,7 +14,8 @@ and each gate signal's distribution for category 5 against 1-4; a ``scripts/benc
 gets its landscape (recall@10 over the two most influential hyperparameters).
 ``--activation RUN_DIR`` rebuilds that SYNAPSE run's memory from its ``config.yaml`` (cached
 embeddings: no model call when they are there) and draws the activated subgraph of the question
-chosen by :func:`~synapse_pt.eval.activation_view.pick_activation_example`'s criterion. The last
+chosen by :func:`~synapse_pt.eval.reports.activation_view.pick_activation_example`'s criterion. The
+last
 line is the number of figures written.
 """
 
@@ -28,8 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from synapse_pt.eval.collect import find_runs, load_runs
-from synapse_pt.eval.plots import (
+from synapse_pt.eval.records.collect import find_runs, load_runs
+from synapse_pt.eval.reports.plots import (
     ablation_delta_plot,
     bar_chart,
     budget_frame,
@@ -52,8 +53,8 @@ SWEPT = ("S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3"
 def activation_figure(run_dir: Path, out: Path) -> list[Path]:
     """Rebuild the SYNAPSE memory of ``run_dir`` and draw its chosen question's subgraph."""
     from synapse_pt.build import rebuild_memory
-    from synapse_pt.eval.activation_view import pick_activation_example
-    from synapse_pt.eval.plots import activation_subgraph_plot
+    from synapse_pt.eval.reports.activation_view import pick_activation_example
+    from synapse_pt.eval.reports.plots import activation_subgraph_plot
     from synapse_pt.memory.synapse import SynapseMemory
 
     memory, dataset = rebuild_memory(run_dir)

@@ -24,7 +24,7 @@ plus everything in one ``tables.md``:
 - ``judges_scores``, ``judges_orders``, ``judges_tau``, ``judges_swaps`` (runs judged, two or
   more): each system under each judge (``eval.judges``) and scorer, each one's order of the
   systems, the Kendall tau-b between orders and the pairs they swap
-  (``synapse_pt.eval.judge_sensitivity``);
+  (``synapse_pt.eval.reports.judge_sensitivity``);
 - ``paper_ablations``: the paper's reported ablation effects (F1, gpt-4o-mini), for reference;
 - ``runs``: which folder, commit, dataset, questions (count and set), gold and settings made each
   row.
@@ -34,7 +34,7 @@ reads ``system (official gold)``); a ``dataset.gold=both`` run's audited numbers
 their own, ``main_<metric>_audited``, where every run has them. Runs made under different
 protocols (the strict setting or its exceptions, the strict-evidence instruction, the answer
 style, the judge and its unreadable replies, the gold and its audit file, the prompt texts:
-``PROTOCOL_FIELDS`` of ``synapse_pt.eval.collect``) are refused, naming what differs;
+``PROTOCOL_FIELDS`` of ``synapse_pt.eval.records.collect``) are refused, naming what differs;
 ``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying how each row
 was made and the difference printed, tables only under the golds every run was scored against
 (an official-gold and an audited-gold run share none: refused all the same).
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from synapse_pt.eval.collect import (
+from synapse_pt.eval.records.collect import (
     build_tables,
     find_runs,
     load_runs,

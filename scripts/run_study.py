@@ -31,11 +31,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from synapse_pt.eval.collect import build_tables, load_runs, write
-from synapse_pt.eval.judge_sensitivity import has_judges, sensitivity_markdown
-from synapse_pt.eval.paper_table import paper_table
-from synapse_pt.eval.study import best_lines, load_study, study_table
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.records.collect import build_tables, load_runs, write
+from synapse_pt.eval.reports.judge_sensitivity import has_judges, sensitivity_markdown
+from synapse_pt.eval.reports.paper_table import paper_table
+from synapse_pt.eval.reports.tables import to_markdown
+from synapse_pt.eval.tuning.study import best_lines, load_study, study_table
 from synapse_pt.study import (
     estimate_study,
     format_study_estimate,

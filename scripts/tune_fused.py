@@ -6,9 +6,11 @@
 ``memory=fused`` is built once (``configs/run.yaml`` plus overrides); every signal is computed for
 all questions once, for each BM25 variant (``--k1`` x ``--b``). Candidates are random weight
 vectors over the signals with a neighbour-propagation ``rho`` and a BM25 variant
-(:mod:`synapse_pt.eval.fusion_search`); per fold the candidate with the best recall@10 over the
+(:mod:`synapse_pt.eval.tuning.fusion_search`); per fold the candidate with the best recall@10 over
+the
 other conversations' answerable questions is read on the fold's questions
-(:func:`synapse_pt.eval.heldout.heldout`). Fixed reference rows need no tuning (dense as asked =
+(:func:`synapse_pt.eval.tuning.heldout.heldout`). Fixed reference rows need no tuning (dense as
+asked =
 ``memory=vector_rag``, plain-token BM25 = ``memory=bm25``), and one held-out ablation per signal
 repeats the search with that signal's weight forced to 0. Writes ``OUT/fused.md``,
 ``OUT/folds.json``, ``OUT/per_question_<scheme>.parquet`` and ``OUT/chosen_on_all.json`` (the
@@ -30,11 +32,11 @@ import pandas as pd
 import torch
 
 from synapse_pt.build import composed_config, ingested_memory, run_category_names
-from synapse_pt.eval.fusion_search import fusion_candidates, fusion_sweep
-from synapse_pt.eval.heldout import KS, HeldoutStudy, SweepMatrix, fold_table, summary_table
-from synapse_pt.eval.outputs import git_commit
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.tables import to_markdown
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.records.outputs import git_commit
+from synapse_pt.eval.reports.tables import to_markdown
+from synapse_pt.eval.tuning.fusion_search import fusion_candidates, fusion_sweep
+from synapse_pt.eval.tuning.heldout import KS, HeldoutStudy, SweepMatrix, fold_table, summary_table
 from synapse_pt.memory.fused import FusedMemory, bm25_variant_name
 
 

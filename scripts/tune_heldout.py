@@ -14,7 +14,7 @@ Every candidate is evaluated on every question (SYNAPSE in batched sweeps, any o
 reconfigured and retrieved per candidate); then, per fold, the candidate with the best
 recall@10 over the *other* conversations' answerable questions is read on the fold's questions,
 and tau_gate is calibrated on the other conversations for ``--target-fr`` false rejection
-(:mod:`synapse_pt.eval.heldout`).
+(:mod:`synapse_pt.eval.tuning.heldout`).
 Writes ``OUT/heldout.md`` (held-out table, folds, chosen configs), ``OUT/folds.json``,
 ``OUT/per_question_<scheme>.parquet``, ``OUT/candidates.parquet`` (in-sample recall of every
 candidate, labelled as such) and ``OUT/chosen_on_all.json`` (the configuration the same
@@ -38,15 +38,15 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from synapse_pt.build import composed_config, ingested_memory, run_category_names
-from synapse_pt.eval.heldout import (
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.records.outputs import git_commit
+from synapse_pt.eval.reports.tables import to_markdown
+from synapse_pt.eval.tuning.heldout import (
     HeldoutStudy,
     candidates,
     fold_table,
     search_matrix,
 )
-from synapse_pt.eval.outputs import git_commit
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.tables import to_markdown
 
 
 def main(argv: Sequence[str] | None = None) -> int:

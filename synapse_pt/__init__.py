@@ -9,7 +9,8 @@ list and checks every import against it)::
     preflight.py                the checks a run makes before ingesting
     study_key.py tracking.py    names of resumable studies; W&B or nothing
     run_records.py              Hydra's records and the log, written once a run claims its folder
-    eval/                       QA pipeline, scorers, tables
+    eval/                       rooms by job, bottom up: qa/ (answering, scorers), reports/
+                                (tables, plots), records/ (run folders), tuning/ (held out, studies)
     memory/                     MemorySystem: synapse.py, gaama/, membox/ (none imports another)
                                 on the shared base, declare, episodic, gate; baselines, fused
     retrieval/                  triggers (BM25, dense), scoring, gate

@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from synapse_pt.data import Conversation, Dataset
 from synapse_pt.data.resolve import build_dataset, dataset_categories
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.outputs import config_hash
+from synapse_pt.eval.records.outputs import config_hash
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.models.accounting import price_for, price_table

@@ -18,7 +18,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.run_folder import OutputDirNotWritable, claim_new_folder, holds_outputs
+from synapse_pt.eval.records.run_folder import OutputDirNotWritable, claim_new_folder, holds_outputs
 from synapse_pt.models import threads
 
 # third-party loggers that log every request at INFO (httpx, and httpx2 under the openai SDK: one
@@ -129,7 +129,7 @@ class WritableRunDir(Callback):
     def _claim(config: DictConfig, mode: str) -> None:
         """A stamped folder (``hydra.run.dir``/``hydra.sweep.dir`` with ``${now:...}``, the
         default) is made here, atomically, and renamed ``<stamp>-2``, ``-3``, ... when another run
-        made it first (:func:`~synapse_pt.eval.run_folder.claim_new_folder`): two runs (two
+        made it first (:func:`~synapse_pt.eval.records.run_folder.claim_new_folder`): two runs (two
         multiruns) never share it. A multirun's jobs compose their configs anew from its hydra
         overrides, so the claimed sweep folder is added to them. A literal folder is left as given
         (the same command resumes there; the run's lock refuses a second run while one writes

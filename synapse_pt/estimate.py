@@ -24,7 +24,7 @@ What is exact and what is a bound:
   category left out but under the rubric judge; GAAMA's retries after an unreadable reply not
   counted: a failure case); the answer is bounded
   by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
-  under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.pipeline.answer_limits`).
+  under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.qa.pipeline.answer_limits`).
 * GAAMA's and Membox's LLM builds (:class:`ModelDependentBuild`): their extraction depends on
   the model's replies (the facts GAAMA's reflections group, the boxes Membox's Topic Loom
   closes); they are not estimated, and a row says so.
@@ -52,7 +52,7 @@ from synapse_pt.build import memory_class
 from synapse_pt.cli import drop_unused_folder
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import (
+from synapse_pt.eval.qa.pipeline import (
     EvalSettings,
     answer_limits,
     answer_request,
@@ -61,9 +61,9 @@ from synapse_pt.eval.pipeline import (
     judge_protocols,
     judge_skip_categories,
 )
-from synapse_pt.eval.prompts import format_item
-from synapse_pt.eval.scorers.judge import build_judge_requests
-from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.eval.qa.prompts import format_item
+from synapse_pt.eval.qa.scorers.judge import build_judge_requests
+from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory import steps
@@ -150,7 +150,7 @@ def _turn_items(conv: Conversation, renderer: TurnRenderer) -> list[RetrievedIte
 
 
 def _longest(items: list[RetrievedItem], k: int, counter: HFTokenCounter) -> list[RetrievedItem]:
-    """The ``k`` items whose context lines (:func:`~synapse_pt.eval.prompts.format_item`) have
+    """The ``k`` items whose context lines (:func:`~synapse_pt.eval.qa.prompts.format_item`) have
     the most tokens: the largest context any ``k`` of them can make."""
     tokens = counter.count_many([format_item(it) for it in items])
     order = sorted(range(len(items)), key=lambda i: -tokens[i])
@@ -203,7 +203,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
     """``{question key: prompt tokens}`` of each question's answer request, and the basis.
 
     For the turn memories (and full context) a bound: the request is rendered exactly as the run
-    renders it (:func:`~synapse_pt.eval.pipeline.answer_request`: instruction, date instruction,
+    renders it (:func:`~synapse_pt.eval.qa.pipeline.answer_request`: instruction, date instruction,
     category-5 options) around the largest context the memory can retrieve, its ``k`` longest
     turns. For a memory whose units exist only once built (GAAMA, Membox) an estimate, not a
     bound: the instruction exact, the context at its declared rule (a ``max_words`` pack at

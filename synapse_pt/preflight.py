@@ -9,12 +9,12 @@ setting (:class:`~synapse_pt.errors.ConfigError`, printed by the CLI as one line
   (:meth:`~synapse_pt.models.llm.base.LLM.check_settings`: for an OpenAI-compatible server the
   base URL's form and, where the server needs one, the API key in the environment variable the
   config names), when the run will send it requests. Nothing is sent;
-* the ``objective`` (:func:`~synapse_pt.eval.objective.check_objective`): a metric or section the
+* the ``objective`` (:func:`~synapse_pt.eval.qa.objective.check_objective`): a metric or section the
   run records, over categories the questions asked cover.
 
 The ``eval`` settings (answer style, judge protocol, scorers' options) are checked when
-:class:`~synapse_pt.eval.pipeline.EvalSettings` is built, the upstream prompt files by
-:func:`~synapse_pt.eval.pipeline.require_upstream`; the run does both before the slow part too.
+:class:`~synapse_pt.eval.qa.pipeline.EvalSettings` is built, the upstream prompt files by
+:func:`~synapse_pt.eval.qa.pipeline.require_upstream`; the run does both before the slow part too.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from omegaconf import DictConfig
 from synapse_pt.data.records import Dataset
 from synapse_pt.data.resolve import dataset_categories
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.objective import check_objective, run_sections
-from synapse_pt.eval.pipeline import EvalSettings
+from synapse_pt.eval.qa.objective import check_objective, run_sections
+from synapse_pt.eval.qa.pipeline import EvalSettings
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.none import NoLLM
 
@@ -61,7 +61,7 @@ def check_llm(cfg: DictConfig, settings: EvalSettings) -> None:
 def check_run(cfg: DictConfig, dataset: Dataset, settings: EvalSettings) -> None:
     """Everything of ``cfg`` that can be checked before ingesting (see the module), given the
     loaded (and subset) ``dataset`` and the run's ``eval`` settings (the memory's own steps
-    resolved, :func:`~synapse_pt.eval.pipeline.for_memory`)."""
+    resolved, :func:`~synapse_pt.eval.qa.pipeline.for_memory`)."""
     check_llm(cfg, settings)
     sections = run_sections(settings, llm=not issubclass(backend_class(cfg), NoLLM),
                             peer_rules=dataset.id_convention == "locomo",

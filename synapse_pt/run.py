@@ -1,10 +1,12 @@
 """Entry point: ``python -m synapse_pt.run [overrides]``.
 
 A thin ``@hydra.main`` over :func:`run`, a plain function of the composed config: it claims the
-run's folder (:mod:`synapse_pt.eval.run_folder`), finds and loads the data
+run's folder (:mod:`synapse_pt.eval.records.run_folder`), finds and loads the data
 (:mod:`synapse_pt.data.resolve`), builds the models and memory (:mod:`synapse_pt.build`),
-evaluates (:mod:`synapse_pt.eval.pipeline`), records (:mod:`synapse_pt.eval.record`), writes the
-outputs (:func:`~synapse_pt.eval.outputs.write_run_outputs`) into the folder's staging folder,
+evaluates (:mod:`synapse_pt.eval.qa.pipeline`), records (:mod:`synapse_pt.eval.records.record`),
+writes the
+outputs (:func:`~synapse_pt.eval.records.outputs.write_run_outputs`) into the folder's staging
+folder,
 moves them into place once the run has succeeded, and returns the metrics. Tests,
 studies and sweeps call :func:`run` directly; the hydra entry point returns the configured
 ``objective``.
@@ -41,10 +43,10 @@ from synapse_pt.cli import (
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.resolve import build_audit, build_dataset
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.console import render_summary
-from synapse_pt.eval.outputs import write_run_outputs
-from synapse_pt.eval.pipeline import EvalSettings, evaluate, for_memory, require_upstream
-from synapse_pt.eval.record import (
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, for_memory, require_upstream
+from synapse_pt.eval.qa.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.eval.records.outputs import write_run_outputs
+from synapse_pt.eval.records.record import (
     build_tables,
     lookup_metric,
     run_identity,
@@ -53,7 +55,7 @@ from synapse_pt.eval.record import (
     run_spend,
     run_timings,
 )
-from synapse_pt.eval.run_folder import (
+from synapse_pt.eval.records.run_folder import (
     OutputDirInUse,
     OutputDirNotWritable,
     RunFolderLocked,
@@ -65,7 +67,7 @@ from synapse_pt.eval.run_folder import (
     staging,
     writing,
 )
-from synapse_pt.eval.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
+from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
@@ -99,12 +101,14 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
     shipped sample; a Hydra multirun always refuses. The folder is locked while the run writes
-    it (:func:`~synapse_pt.eval.run_folder.holding`: a second run into it is refused); another
+    it (:func:`~synapse_pt.eval.records.run_folder.holding`: a second run into it is refused);
+    another
     configuration's or other data's outputs there are refused unless ``overwrite=true``
-    (:func:`~synapse_pt.eval.run_folder.check_output_dir`,
-    :func:`~synapse_pt.eval.run_folder.check_same_data`). The outputs are written into the
+    (:func:`~synapse_pt.eval.records.run_folder.check_output_dir`,
+    :func:`~synapse_pt.eval.records.run_folder.check_same_data`). The outputs are written into the
     folder's staging folder and replace its own only when the run has succeeded
-    (:func:`~synapse_pt.eval.run_folder.commit`). ``on_claim`` (the CLI's Hydra records) is called
+    (:func:`~synapse_pt.eval.records.run_folder.commit`). ``on_claim`` (the CLI's Hydra records) is
+    called
     once every check has passed, before anything is written: with the staging folder and the
     folder the log goes to (the staging folder when the run replaces another's outputs)."""
     output_dir = Path(cfg.paths.output_dir)

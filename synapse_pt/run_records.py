@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.eval.run_folder import HYDRA_RECORDS
+from synapse_pt.eval.records.run_folder import HYDRA_RECORDS
 
 #: the format of Hydra's default job log (``hydra/job_logging/default.yaml``)
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"

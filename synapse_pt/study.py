@@ -1,6 +1,7 @@
 """Studies as an entry point: every variant of a study file run through :func:`synapse_pt.run.run`.
 
-A study (``studies/<name>.yaml``, read by :func:`synapse_pt.eval.study.load_study`) is one run
+A study (``studies/<name>.yaml``, read by :func:`synapse_pt.eval.tuning.study.load_study`) is one
+run
 configuration's named variants. :func:`run_study` composes each variant's config
 (:func:`synapse_pt.build.composed_config`), runs it into its own folder (labelled by
 ``experiment_name=<label>``, so the usual tables name the rows), and variants that change only

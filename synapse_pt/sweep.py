@@ -2,7 +2,7 @@
 
 A thin ``@hydra.main`` over :func:`sweep`, which builds the memory as a run does
 (:func:`synapse_pt.build.ingested_memory`), evaluates its slice of the configuration grid
-(:mod:`synapse_pt.eval.sweep`) and writes ``sweep.parquet`` (one row per configuration) and
+(:mod:`synapse_pt.eval.tuning.sweep`) and writes ``sweep.parquet`` (one row per configuration) and
 ``timing.json`` into the job's folder. As a multirun over ``sweep.chunk`` the jobs run through
 any Hydra launcher (``hydra/launcher=slurm``: submitit on a cluster; ``local``: processes here),
 and :class:`MergeSweepTables` joins their tables into ``<sweep dir>/sweep.parquet``.
@@ -23,8 +23,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import ingested_memory
 from synapse_pt.cli import configure_threads
-from synapse_pt.eval.outputs import config_hash, git_commit, write_json
-from synapse_pt.eval.sweep import auto_chunk, chunk_bounds, draw_configs, merge_tables, sweep_table
+from synapse_pt.eval.records.outputs import config_hash, git_commit, write_json
+from synapse_pt.eval.tuning.sweep import (
+    auto_chunk,
+    chunk_bounds,
+    draw_configs,
+    merge_tables,
+    sweep_table,
+)
 from synapse_pt.run_records import RunRecords
 
 log = logging.getLogger("synapse_pt.sweep")

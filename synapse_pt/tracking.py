@@ -104,7 +104,7 @@ def log_run(tracker: Tracker, metrics: Mapping[str, Any], timings: Mapping[str, 
     (where the tracker logs them); the config is the tracker run's own. ``metrics.json`` is
     logged once it is in the run's folder (``tracker.log_file``, after the staged outputs moved
     there: W&B links the file it saves)."""
-    from synapse_pt.eval.record import flatten_metrics
+    from synapse_pt.eval.records.record import flatten_metrics
 
     tracker.log_metrics(flatten_metrics(metrics) | {f"timing/{k}": v for k, v in timings.items()})
     for name, table in tables.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from synapse_pt.eval.console import SAMPLE_WARNING
+from synapse_pt.eval.reports.console import SAMPLE_WARNING
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.data.resolve import build_dataset
 from synapse_pt.estimate import _eval_settings, answer_prompt_bounds, estimate, format_estimate
-from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS
 from synapse_pt.run import run
 

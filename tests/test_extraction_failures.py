@@ -14,8 +14,8 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.build import run_category_names
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.console import render_summary
-from synapse_pt.eval.record import extraction_summary
+from synapse_pt.eval.records.record import extraction_summary
+from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.run import run
 
 FIRST_TURN = next(load_locomo(sample_path()).conversations[0].turns()).content

@@ -95,7 +95,7 @@ def test_a_folder_made_read_only_mid_run_is_named_not_its_lock(tmp_path: Path, m
     import errno
     import os
 
-    import synapse_pt.eval.outputs as outputs
+    import synapse_pt.eval.records.outputs as outputs
 
     folder = tmp_path / "run"
 

@@ -116,6 +116,29 @@ def test_no_import_points_up_or_sideways() -> None:
                                                                      for m, t in wrong)
 
 
+#: eval/'s rooms by job, bottom up: answering and scoring; tables, plots and reports; run records
+#: (a run's folder and files, and folders collected into tables); tuning and studies
+EVAL_ROOMS = {"qa": 0, "reports": 1, "records": 2, "tuning": 3}
+
+
+def eval_room(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "eval" else None
+
+
+def test_eval_rooms_import_down() -> None:
+    """Every module of eval/ lives in one of its rooms, and imports only its own room and lower
+    ones."""
+    graph = import_graph()
+    loose = sorted(m for m in graph if room(m) == "eval" and m != "synapse_pt.eval"
+                   and eval_room(m) not in EVAL_ROOMS and not m.endswith(tuple(EVAL_ROOMS)))
+    assert not loose, f"eval modules outside its rooms: {loose}"
+    wrong = sorted((m, t) for m, targets in graph.items() for t in targets
+                   if eval_room(m) in EVAL_ROOMS and eval_room(t) in EVAL_ROOMS
+                   and EVAL_ROOMS[eval_room(t)] > EVAL_ROOMS[eval_room(m)])
+    assert not wrong, "eval imports that point up: " + ", ".join(f"{m} -> {t}" for m, t in wrong)
+
+
 def system_of(name: str) -> str | None:
     return next((s for s in SYSTEMS if name == s or name.startswith(s + ".")), None)
 
@@ -180,7 +203,9 @@ def test_the_checks_catch_what_they_claim() -> None:
     something)."""
     graph = defaultdict(set, {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
     assert cycles(graph) == [["a", "b", "c"]]
-    assert LAYERS[room("synapse_pt.eval.pipeline")] > LAYERS[room("synapse_pt.memory.base")]
+    assert LAYERS[room("synapse_pt.eval.qa.pipeline")] > LAYERS[room("synapse_pt.memory.base")]
+    assert eval_room("synapse_pt.eval.qa.scorers.judge") == "qa"
+    assert eval_room("synapse_pt.eval.qa") is None
     assert system_of("synapse_pt.memory.gaama.llm_build") == "synapse_pt.memory.gaama"
     assert system_of("synapse_pt.memory.synapse_extra") is None
     assert system_of("synapse_pt.memory.fused") is None

@@ -20,8 +20,8 @@ from two_conversations import COPY_ID, write_two_conversations
 from synapse_pt.data.locomo import load_locomo
 from synapse_pt.data.records import Conversation, Question, Session, Turn
 from synapse_pt.data.source import sample_path
-from synapse_pt.eval.pipeline import EvalSettings, blind, evaluate
-from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.eval.qa.pipeline import EvalSettings, blind, evaluate
+from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.models.hashing import HashingEncoder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -214,7 +214,7 @@ def test_estimate_counts_the_requests_a_run_sends(tmp_path: Path) -> None:
     """``python -m synapse_pt.estimate``: its extraction calls and their prompt tokens are those
     the run really sends (counted from the loopback server's log with the same tokenizer); its
     answer calls bound the answers sent."""
-    from synapse_pt.eval.tokens import HFTokenCounter
+    from synapse_pt.eval.qa.tokens import HFTokenCounter
 
     def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
         first = next(m["content"] for m in body["messages"] if m["role"] == "user")

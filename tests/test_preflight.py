@@ -18,8 +18,8 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 import synapse_pt.build
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.objective import check_objective
-from synapse_pt.eval.pipeline import EvalSettings, metric_columns
+from synapse_pt.eval.qa.objective import check_objective
+from synapse_pt.eval.qa.pipeline import EvalSettings, metric_columns
 from synapse_pt.models.llm.openai_compat import OpenAICompatibleLLM
 from synapse_pt.run import run
 

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.eval.record import flatten_metrics, lookup_metric
+from synapse_pt.eval.records.record import flatten_metrics, lookup_metric
 from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -249,7 +249,7 @@ def test_request_logging_is_quiet_by_default() -> None:
 
 
 def test_a_run_folder_of_another_configuration_is_refused(tmp_path):
-    from synapse_pt.eval.run_folder import OutputDirInUse
+    from synapse_pt.eval.records.run_folder import OutputDirInUse
 
     run(smoke_cfg(tmp_path, "memory=bm25"))
     first = (tmp_path / "run" / "metrics.json").read_text()

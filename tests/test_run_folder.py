@@ -11,8 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.eval.outputs import result_neutral_changes, without_result_neutral
-from synapse_pt.eval.run_folder import OutputDirInUse, check_output_dir
+from synapse_pt.eval.records.outputs import result_neutral_changes, without_result_neutral
+from synapse_pt.eval.records.run_folder import OutputDirInUse, check_output_dir
 from synapse_pt.run import run
 
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

@@ -17,7 +17,7 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.cli import WritableRunDir
 from synapse_pt.data import sample_path
-from synapse_pt.eval.run_folder import STAGING, OutputDirInUse
+from synapse_pt.eval.records.run_folder import STAGING, OutputDirInUse
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.run import run
 

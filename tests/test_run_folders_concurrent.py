@@ -73,7 +73,7 @@ def test_runs_started_in_the_same_instant_get_their_own_folders(tmp_path: Path) 
 
 
 def test_threads_claiming_the_same_stamp_get_different_folders(tmp_path: Path) -> None:
-    from synapse_pt.eval.run_folder import claim_new_folder
+    from synapse_pt.eval.records.run_folder import claim_new_folder
 
     stamp = tmp_path / "outputs" / "run" / "2026-01-02_03-04-05_678901"
     barrier = threading.Barrier(8)
@@ -136,7 +136,7 @@ def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path: Path, caplog) -> None
 
 
 def test_a_lock_of_another_host_is_never_taken_over(tmp_path: Path) -> None:
-    from synapse_pt.eval.run_folder import RunFolderLocked, holding
+    from synapse_pt.eval.records.run_folder import RunFolderLocked, holding
 
     lock_file(tmp_path, 999_999_999, host="another-host")  # no such pid here: still refused
     with pytest.raises(RunFolderLocked, match=r"pid 999999999 on another-host"), \

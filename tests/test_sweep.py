@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synapse_pt.eval.record import lookup_metric
+from synapse_pt.eval.records.record import lookup_metric
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # every test here runs a sweep in subprocesses (seconds each)

@@ -20,9 +20,9 @@ from upstream_files import ROOT, gaama_answer_md, membox_qa_template, needs_upst
 
 from synapse_pt.data import upstream
 from synapse_pt.data.records import Question
-from synapse_pt.eval.pipeline import EvalSettings, answer_request, for_memory
-from synapse_pt.eval.prompts import answer_messages
-from synapse_pt.eval.scorers.judge import judge_answers
+from synapse_pt.eval.qa.pipeline import EvalSettings, answer_request, for_memory
+from synapse_pt.eval.qa.prompts import answer_messages
+from synapse_pt.eval.qa.scorers.judge import judge_answers
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.gaama.judge import parse_gaama_reward
 from synapse_pt.memory.gaama.memory import GAAMAMemory

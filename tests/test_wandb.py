@@ -83,7 +83,7 @@ def wandb_env(tmp_path, monkeypatch):
 
 
 def test_offline_run_logs_config_metrics_tables(tmp_path, wandb_env):
-    from synapse_pt.eval.record import flatten_metrics
+    from synapse_pt.eval.records.record import flatten_metrics
     from synapse_pt.run import run
 
     out = tmp_path / "run"

@@ -88,7 +88,7 @@ class RetrievalResult:
 
     def units(self) -> list[list[tuple[str, ...]]]:
         """Per question, the turn ids each item covers, in rank order (the input of
-        :func:`~synapse_pt.eval.scorers.retrieval.unit_recall`)."""
+        :func:`~synapse_pt.eval.qa.scorers.retrieval.unit_recall`)."""
         return [[it.covers for it in row] for row in self.items]
 
     def covered_turns(self) -> list[list[str]]:
@@ -98,7 +98,7 @@ class RetrievalResult:
 
 def padded_rows(rows: Sequence[Sequence[int]], device: torch.device | str) -> torch.Tensor:
     """``[B, E]`` long tensor of ragged index rows, padded with -1 (at least one column): the
-    evidence input of :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+    evidence input of :func:`~synapse_pt.eval.qa.scorers.retrieval.evidence_recall_from_index`."""
     width = max(1, max((len(r) for r in rows), default=0))
     return torch.tensor([list(r) + [-1] * (width - len(r)) for r in rows], dtype=torch.long,
                         device=device)

@@ -107,7 +107,7 @@ class TurnMemory(MemorySystem):
 
     def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
         """``[B, E]`` turn rows of each question's evidence, padded with -1: the input of
-        :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+        :func:`~synapse_pt.eval.qa.scorers.retrieval.evidence_recall_from_index`."""
         row = {key: i for i, key in enumerate(self.keys)}
         missing = [(q.key, e) for q in questions for e in q.evidence if (q.sample_id, e) not in row]
         if missing:

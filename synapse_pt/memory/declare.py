@@ -12,7 +12,7 @@ A memory that declares neither gets an error naming it and what to declare
 (:meth:`~synapse_pt.memory.base.MemorySystem.declared_cost_model`,
 :meth:`~synapse_pt.memory.base.MemorySystem.declared_search_space`): no command falls back on
 another memory's rule. The declarations are data; the commands read them (the estimate's token
-counts live in :mod:`synapse_pt.estimate`, the search in :mod:`synapse_pt.eval.heldout`).
+counts live in :mod:`synapse_pt.estimate`, the search in :mod:`synapse_pt.eval.tuning.heldout`).
 
 Config keys are dotted paths inside the memory's config (``k``, ``params.k``, ``weights.dense``):
 the same keys a run overrides as ``memory.<key>=...``.
@@ -112,7 +112,8 @@ class SearchSpace:
     the public code's), never values tuned on the data a search is scored on (a config such as
     ``configs/fusion/search4.yaml`` was chosen on all of LoCoMo-10: as candidate 0 it would
     leak into every fold). The others are random combinations of the ``discrete`` values, each
-    with random draws of the ``continuous`` ranges (:func:`synapse_pt.eval.heldout.candidates`).
+    with random draws of the ``continuous`` ranges
+    (:func:`synapse_pt.eval.tuning.heldout.candidates`).
     Settings the space does not vary keep the run's values. An empty space (``SearchSpace()``)
     declares that nothing is tuned: the run's configuration is the one candidate, read held out
     as every other memory's choice is (full context).

@@ -334,7 +334,8 @@ class FusedMemory(TurnMemory):
     def search_inputs(self, questions: Sequence[Question],
                       bm25_variants: Sequence[tuple[float, float]],
                       reference_bm25: bool = True) -> FusionSearchInputs:
-        """What a held-out weight search needs (:mod:`synapse_pt.eval.fusion_search`), computed
+        """What a held-out weight search needs (:mod:`synapse_pt.eval.tuning.fusion_search`),
+        computed
         once for all ``questions``: every signal of :data:`SIGNALS` min-max normalised within
         each question's conversation, as one ``[S, N, B]`` stack per BM25 variant ``(k1, b)``
         (the lexical signals recomputed for each), the own-conversation mask and the neighbour

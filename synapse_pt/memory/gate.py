@@ -15,7 +15,7 @@ signal for every question at once and refuses where it falls below the threshold
 * ``ownership_contrast``: best content score of a turn owned by the named person minus the best
   of one owned by the other;
 * ``combined``: a logistic regression over any of the above, its ``weights`` and ``intercept``
-  fitted on training conversations (:mod:`synapse_pt.eval.gate_fit`).
+  fitted on training conversations (:mod:`synapse_pt.eval.tuning.gate_fit`).
 
 The content ranking is the cosine of each turn's rendering with the question stripped of the
 speakers' names (:func:`~synapse_pt.retrieval.text.neutralise_speakers`): which events match,

@@ -2,7 +2,8 @@
 
 A related system whose code answers, judges or scores in its own way declares that step in its
 own package (``memory/gaama/answer.py``, ``memory/membox/score.py``, ...) and registers it here by
-name; the harness (:mod:`synapse_pt.eval.pipeline`) looks every step up by name and knows no system.
+name; the harness (:mod:`synapse_pt.eval.qa.pipeline`) looks every step up by name and knows no
+system.
 A memory names its own answer step and judge in :attr:`~synapse_pt.memory.base.MemorySystem.
 own_steps` (``eval.answer_style=system``, ``eval.judge_protocol=system``); any registered name may
 also be asked for directly (``eval.answer_style=gaama`` for another memory).
@@ -157,7 +158,7 @@ def parse_coverage_score(text: str) -> float | None:
 class Judge:
     """An LLM judge protocol (``eval.judge_protocol=<name>``, ``eval.judges``).
 
-    The harness (:func:`~synapse_pt.eval.scorers.judge.judge_answers`) sends :meth:`requests` and
+    The harness (:func:`~synapse_pt.eval.qa.scorers.judge.judge_answers`) sends :meth:`requests` and
     reads each reply with :meth:`verdict`, unless :meth:`ask` runs the judge its own way.
 
     Attributes:
@@ -223,7 +224,7 @@ class Scorer:
 @dataclass(frozen=True)
 class Published:
     """A related system's published LoCoMo numbers, as data its package declares (SPEC §2): the
-    row the paper tables put beside a build of ours (:mod:`synapse_pt.eval.paper_numbers`).
+    row the paper tables put beside a build of ours (:mod:`synapse_pt.eval.reports.paper_numbers`).
 
     Attributes:
         name: the system as tables name it (``"Membox"``).

@@ -426,7 +426,7 @@ class SynapseMemory(MemorySystem):
 
     def evidence_index(self, questions: Sequence[Question]) -> torch.Tensor:
         """``[B, E]`` global node ids of each question's evidence turns, padded with -1: the input
-        of :func:`~synapse_pt.eval.scorers.retrieval.evidence_recall_from_index`."""
+        of :func:`~synapse_pt.eval.qa.scorers.retrieval.evidence_recall_from_index`."""
         if self.batch is None:
             raise RuntimeError("SynapseMemory.evidence_index called before ingest")
         return padded_rows([[self.batch.index_of(q.sample_id, e) for e in q.evidence]

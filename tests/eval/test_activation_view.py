@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from synapse_pt.eval.activation_view import descending_rank, pick_activation_example
-from synapse_pt.eval.plots import activation_subgraph_plot
+from synapse_pt.eval.reports.activation_view import descending_rank, pick_activation_example
+from synapse_pt.eval.reports.plots import activation_subgraph_plot
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.hashing import HashingEncoder

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from synapse_pt.data.categories import OFFICIAL
-from synapse_pt.eval.aggregate import MACRO, MICRO, OVERALL, per_category, summarize
+from synapse_pt.eval.qa.aggregate import MACRO, MICRO, OVERALL, per_category, summarize
 
 
 def frame() -> pd.DataFrame:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from synapse_pt.eval.pipeline import EvalSettings, answer_limits
-from synapse_pt.eval.prompts import answer_messages
+from synapse_pt.eval.qa.pipeline import EvalSettings, answer_limits
+from synapse_pt.eval.qa.prompts import answer_messages
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.gaama.answer import gaama_sections
 from synapse_pt.memory.membox.answer import rank_order_context

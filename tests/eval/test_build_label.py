@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synapse_pt.eval.collect import load_runs, runs_table
-from synapse_pt.eval.record import build_label
+from synapse_pt.eval.records.collect import load_runs, runs_table
+from synapse_pt.eval.records.record import build_label
 
 GAAMA_FREE = {"memory": "gaama", "build": "gaama-llm-free", "llm_free": True}
 

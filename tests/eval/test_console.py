@@ -4,7 +4,7 @@ says which data was loaded, flagging the shipped sample (issue 10 item 1, issue 
 from __future__ import annotations
 
 from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
-from synapse_pt.eval.console import SAMPLE_WARNING, render_summary
+from synapse_pt.eval.reports.console import SAMPLE_WARNING, render_summary
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 

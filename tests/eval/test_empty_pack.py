@@ -14,7 +14,7 @@ from upstream_files import ROOT, needs_upstream
 
 from synapse_pt.data import load_locomo, sample_path, upstream
 from synapse_pt.data.records import Dataset, Dialogue, Question
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
 from synapse_pt.memory.base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 

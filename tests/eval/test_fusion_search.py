@@ -1,4 +1,5 @@
-"""The held-out fusion search (synapse_pt/eval/fusion_search.py): its batched recall matrix equals
+"""The held-out fusion search (synapse_pt/eval/tuning/fusion_search.py): its batched recall matrix
+equals
 what ``memory=fused`` retrieves through its own path for the same weights."""
 
 from __future__ import annotations
@@ -7,9 +8,9 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.fusion_search import fusion_candidates, fusion_sweep
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_at_k
+from synapse_pt.eval.tuning.fusion_search import fusion_candidates, fusion_sweep
 from synapse_pt.memory.fused import SIGNALS, FusedMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import own_graph_mask

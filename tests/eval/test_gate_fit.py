@@ -1,4 +1,5 @@
-"""Held-out fitting and calibration of gates (synapse_pt/eval/gate_fit.py) against scikit-learn
+"""Held-out fitting and calibration of gates (synapse_pt/eval/tuning/gate_fit.py) against
+scikit-learn
 and by hand."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from synapse_pt.eval.gate_fit import fit_combination, gate_table, heldout_gates, roc_frame
+from synapse_pt.eval.tuning.gate_fit import fit_combination, gate_table, heldout_gates, roc_frame
 from synapse_pt.retrieval.gate_signals import logistic_combination
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -11,9 +11,9 @@ from test_pipeline import QA, Counter, HandMemory, ScriptedLLM, turn_item
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.audit import ANSWERABLE, UNANSWERABLE, AuditedGold, GoldAudit
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
-from synapse_pt.eval.record import run_metrics
-from synapse_pt.eval.scorers.official import score_official
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.qa.scorers.official import score_official
+from synapse_pt.eval.records.record import run_metrics
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -108,7 +108,7 @@ def test_a_gold_needs_its_audit(ds):
 @pytest.mark.locomo
 def test_a_run_on_locomo_scores_both_golds_and_prints_both(locomo_path, tmp_path):
     from synapse_pt.build import composed_config, run_category_names
-    from synapse_pt.eval.console import render_summary
+    from synapse_pt.eval.reports.console import render_summary
     from synapse_pt.run import run
 
     cfg = composed_config(["memory=bm25", "dataset.gold=both", f"dataset.path={locomo_path}",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.eval.collect import protocol_differences
-from synapse_pt.eval.record import build_tables
+from synapse_pt.eval.records.collect import protocol_differences
+from synapse_pt.eval.records.record import build_tables
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from synapse_pt.data.records import Question
-from synapse_pt.eval.heldout import (
+from synapse_pt.eval.tuning.heldout import (
     SweepMatrix,
     calibrate_tau,
     candidates,
@@ -88,7 +88,7 @@ def test_synapse_candidates_start_with_the_paper_values() -> None:
 def test_fold_table_and_write_study(tmp_path, capsys) -> None:
     import json
 
-    from synapse_pt.eval.heldout import fold_table, write_study
+    from synapse_pt.eval.tuning.heldout import fold_table, write_study
 
     records = [{"fold": 0, "test": ["a", "b"], "train_recall@10": 0.5, "test_recall@10": 0.25,
                 "config": {"T": 2}}]

@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy.stats import kendalltau
 
-from synapse_pt.eval.judge_sensitivity import (
+from synapse_pt.eval.reports.judge_sensitivity import (
     has_judges,
     kendall_tau_b,
     run_scores,

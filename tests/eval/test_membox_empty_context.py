@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from synapse_pt.data.records import Question
-from synapse_pt.eval.aggregate import summarize
-from synapse_pt.eval.pipeline import EvalSettings, prediction_frame, retrieval_summary
+from synapse_pt.eval.qa.aggregate import summarize
+from synapse_pt.eval.qa.pipeline import EvalSettings, prediction_frame, retrieval_summary
 from synapse_pt.memory.base import RetrievalResult, RetrievedItem
 from synapse_pt.models.llm.base import ChatResponse
 

@@ -19,14 +19,14 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import synapse_pt.run as run_module
-from synapse_pt.eval.outputs import (
+from synapse_pt.eval.qa.prompts import NO_RECORD_REPLY
+from synapse_pt.eval.records.outputs import (
     PREDICTION_COLUMNS,
     config_hash,
     predictions_table,
     write_json,
     write_predictions,
 )
-from synapse_pt.eval.prompts import NO_RECORD_REPLY
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -248,7 +248,7 @@ def test_writers_are_deterministic(tmp_path: Path) -> None:
 def test_paper_rows_only_beside_locomo_runs() -> None:
     """The paper's Table 1 and efficiency rows are LoCoMo figures: a REALTALK run's tables (its
     categories 1-3, no unanswerable class) carry none of them."""
-    from synapse_pt.eval.report import run_tables
+    from synapse_pt.eval.reports.report import run_tables
 
     def metrics(answerable, unanswerable):
         f1 = {"multi-hop": 0.5, "temporal": 0.4, "open-domain": 0.3, "single-hop": 0.2,

@@ -1,6 +1,6 @@
 """The paper-table studies (studies/paper_table.yaml, paper_ablations.yaml): what each variant
 composes to, the whole study's estimate as the sum of each variant's own, and the table that sets
-the published number beside ours (synapse_pt/eval/paper_table.py)."""
+the published number beside ours (synapse_pt/eval/reports/paper_table.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.estimate import estimate
-from synapse_pt.eval.paper_table import paper_table
-from synapse_pt.eval.study import load_study
+from synapse_pt.eval.reports.paper_table import paper_table
+from synapse_pt.eval.tuning.study import load_study
 from synapse_pt.study import estimate_study
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from synapse_pt.eval.scorers.peer_rules import (
+from synapse_pt.eval.qa.scorers.peer_rules import (
     parse_prefix_sessions,
     parse_strict_sessions,
     peer_metrics,
@@ -115,7 +115,7 @@ def test_cut_at_depth_and_neighbours_hand_worked():
     """Issue 42: a peer's rule at the peer's depth. Ranked turns (sessions 2, 2, 5, 1, 5, 3); the
     gold session 3 is the 4th distinct session but only at the 6th turn: Engram's R@5 over our
     whole ranking finds it, over the first 4 turns (sessions 2, 5, 1) it does not."""
-    from synapse_pt.eval.scorers.peer_rules import cut_at_depth, with_neighbours
+    from synapse_pt.eval.qa.scorers.peer_rules import cut_at_depth, with_neighbours
 
     ranked = [["D2:1", "D2:7", "D5:3", "D1:4", "D5:9", "D3:2"]]
     raw = resolved = [["D3:2"]]

@@ -19,11 +19,11 @@ import torch
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.records import Dataset, Dialogue, Question
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import EvalSettings, evaluate
-from synapse_pt.eval.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
-from synapse_pt.eval.scorers.amem import score_amem
-from synapse_pt.eval.scorers.judge import ACCURACY_PROMPT
-from synapse_pt.eval.scorers.official import score_official
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
+from synapse_pt.eval.qa.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
+from synapse_pt.eval.qa.scorers.amem import score_amem
+from synapse_pt.eval.qa.scorers.judge import ACCURACY_PROMPT
+from synapse_pt.eval.qa.scorers.official import score_official
 from synapse_pt.memory.base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG
 from synapse_pt.memory.membox.score import f1_membox
@@ -479,7 +479,7 @@ def test_settings_validate() -> None:
 
 
 def test_undated_item_kinds_are_marked(ds: Dataset) -> None:
-    from synapse_pt.eval.prompts import format_context
+    from synapse_pt.eval.qa.prompts import format_context
 
     items = [RetrievedItem("F:1", "Nora likes dogs", "fact", 1.0),
              RetrievedItem("D1:1", "Nora: hello", EPISODIC, 0.5, datetime(2024, 3, 3, 14, 15),
@@ -580,7 +580,7 @@ def test_category5_options_only_when_the_flag_is_on(ds: Dataset) -> None:
 
 
 def test_resolve_option_reply_follows_the_official_mapping() -> None:
-    from synapse_pt.eval.prompts import resolve_option_reply
+    from synapse_pt.eval.qa.prompts import resolve_option_reply
 
     options = ("Lisbon", "Not mentioned in the conversation")
     assert resolve_option_reply(" a ", options) == "Lisbon"
@@ -591,7 +591,7 @@ def test_resolve_option_reply_follows_the_official_mapping() -> None:
 
 
 def test_category5_option_order_is_seeded_and_balanced() -> None:
-    from synapse_pt.eval.prompts import NOT_MENTIONED_OPTION, category5_options
+    from synapse_pt.eval.qa.prompts import NOT_MENTIONED_OPTION, category5_options
 
     keys = [f"conv-{c}/{i}" for c in range(10) for i in range(45)]
     first = [category5_options("x", k, seed=0)[0] == NOT_MENTIONED_OPTION for k in keys]

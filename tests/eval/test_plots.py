@@ -1,4 +1,4 @@
-"""Plotting code (synapse_pt/eval/plots.py) and scripts/make_figures.py on small inputs."""
+"""Plotting code (synapse_pt/eval/reports/plots.py) and scripts/make_figures.py on small inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from synapse_pt.eval.plots import budget_frame, budget_plot, roc_plot
+from synapse_pt.eval.reports.plots import budget_frame, budget_plot, roc_plot
 
 pytest.importorskip("matplotlib")
 
@@ -57,7 +57,7 @@ def test_make_figures_script_on_run_folders(tmp_path: Path, capsys) -> None:
 
 
 def test_ablation_deltas_by_hand(tmp_path: Path) -> None:
-    from synapse_pt.eval.plots import ablation_delta_plot, delta_frame, paper_deltas
+    from synapse_pt.eval.reports.plots import ablation_delta_plot, delta_frame, paper_deltas
 
     runs = {"paper_main": metrics(0.50, {}), "no_fan": metrics(0.45, {}),
             "no_decay": metrics(0.52, {})}
@@ -79,7 +79,7 @@ def test_ablation_deltas_by_hand(tmp_path: Path) -> None:
 
 
 def test_paper_comparison_frame_and_plot(tmp_path: Path) -> None:
-    from synapse_pt.eval.plots import paper_comparison_frame, paper_comparison_plot
+    from synapse_pt.eval.reports.plots import paper_comparison_frame, paper_comparison_plot
 
     names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop",
              "5": "adversarial"}
@@ -102,7 +102,7 @@ def test_paper_comparison_frame_and_plot(tmp_path: Path) -> None:
 def test_sweep_influence_by_hand_and_landscape(tmp_path):
     import pandas as pd
 
-    from synapse_pt.eval.plots import sweep_influence, sweep_landscape_plot
+    from synapse_pt.eval.reports.plots import sweep_influence, sweep_landscape_plot
 
     # y is a step function of a (eta^2 = 1); b's two halves hold four 0s and four 1s each (0);
     # c's halves: six 0s + two 1s against two 0s + six 1s: bin means 0.25 / 0.75 -> 0.25 / 0.25
@@ -127,7 +127,7 @@ def test_make_figures_on_a_gate_study_a_benchmark_and_a_sweep_table(tmp_path: Pa
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     import make_figures
 
-    from synapse_pt.eval.gate_fit import roc_frame
+    from synapse_pt.eval.tuning.gate_fit import roc_frame
 
     study = tmp_path / "gate"
     study.mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synapse_pt.eval.profile import op_breakdown, primitive_seconds
+from synapse_pt.eval.reports.profile import op_breakdown, primitive_seconds
 
 
 def test_op_breakdown_counts_the_calls_made_and_shares_sum_to_one():

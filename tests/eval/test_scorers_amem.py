@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from synapse_pt.eval.scorers.amem import (
+from synapse_pt.eval.qa.scorers.amem import (
     amem_tokenize,
     bleu1,
     f1_set,
     score_amem,
 )
-from synapse_pt.eval.scorers.official import f1_tokens
-from synapse_pt.eval.scorers.word_tokenize import word_tokenize
+from synapse_pt.eval.qa.scorers.official import f1_tokens
+from synapse_pt.eval.qa.scorers.word_tokenize import word_tokenize
 
 
 def test_tokenize() -> None:
@@ -93,7 +93,7 @@ def test_score_amem_errors() -> None:
 
 def test_f1_set_with_an_empty_side_is_zero() -> None:
     # survivor of the mutation run: either side empty scores 0, not only both
-    from synapse_pt.eval.scorers.amem import f1_set
+    from synapse_pt.eval.qa.scorers.amem import f1_set
 
     assert f1_set("", "paris") == 0.0 and f1_set("paris", "") == 0.0 and f1_set("", "") == 0.0
     assert f1_set("paris france", "paris") == pytest.approx(2 * 0.5 * 1.0 / 1.5)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from synapse_pt.eval.scorers.judge import (
+from synapse_pt.eval.qa.scorers.judge import (
     ACCURACY_PROMPT,
     build_judge_requests,
     judge_answers,
@@ -152,7 +152,7 @@ def test_judge_parsing_and_request_survivors() -> None:
 
 
 def test_coverage_score_parse_by_hand() -> None:
-    from synapse_pt.eval.scorers.judge import parse_coverage_score
+    from synapse_pt.eval.qa.scorers.judge import parse_coverage_score
 
     assert parse_coverage_score('Key facts: a, b. Covered: a. {"score": 0.5}') == 0.5
     assert parse_coverage_score('```json\n{"score": 1}\n```') == 1.0
@@ -163,7 +163,7 @@ def test_coverage_score_parse_by_hand() -> None:
 
 
 def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> None:
-    from synapse_pt.eval.scorers.judge import judge_answers
+    from synapse_pt.eval.qa.scorers.judge import judge_answers
     from synapse_pt.memory.gaama.judge import COVERAGE_PROMPT
     from synapse_pt.models.llm.base import ChatResponse
 
@@ -216,7 +216,7 @@ class ByPrompt:
 
 
 def test_parse_rubric_verdict_accepts_only_zero_or_one() -> None:
-    from synapse_pt.eval.scorers.judge import parse_rubric_verdict
+    from synapse_pt.eval.qa.scorers.judge import parse_rubric_verdict
 
     assert parse_rubric_verdict('{"score": 1}') == 1.0
     assert parse_rubric_verdict('reasons... ```json\n{"score": 0}\n```') == 0.0
@@ -225,7 +225,7 @@ def test_parse_rubric_verdict_accepts_only_zero_or_one() -> None:
 
 
 def test_realtalk_protocol_scores_in_unit_interval_and_counts_failures() -> None:
-    from synapse_pt.eval.scorers.judge import SCORE_PROMPT
+    from synapse_pt.eval.qa.scorers.judge import SCORE_PROMPT
 
     def reply(prompt: str, seed: int) -> str:
         if "Question: Q2" in prompt:
@@ -243,7 +243,7 @@ def test_realtalk_protocol_scores_in_unit_interval_and_counts_failures() -> None
 
 
 def test_beam_rubric_protocol_share_of_items_by_hand() -> None:
-    from synapse_pt.eval.scorers.judge import RUBRIC_PROMPT
+    from synapse_pt.eval.qa.scorers.judge import RUBRIC_PROMPT
 
     # Q1: 3 items, 2 satisfied -> 2/3; Q2: 2 items, one reply a half mark -> unreadable run;
     # Q3 (abstention category) is judged under the rubric protocol when not skipped: 1 of 1.
@@ -276,7 +276,7 @@ def test_beam_rubric_protocol_share_of_items_by_hand() -> None:
 
 
 def test_judge_skip_categories_per_protocol() -> None:
-    from synapse_pt.eval.pipeline import judge_skip_categories
+    from synapse_pt.eval.qa.pipeline import judge_skip_categories
 
     assert tuple(judge_skip_categories(5, "mem0")) == (5,)
     assert tuple(judge_skip_categories(5, "realtalk")) == (5,)
@@ -289,7 +289,7 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
     """GAAMA's ``_compute_hypothesis_reward`` returns reward 0.0 when its reply cannot be parsed,
     and that 0 enters the mean. By hand, two runs: Q1 0.5 then garbled -> labels [0.5, 0] (mean
     0.25, std 0.25, one failure); Q2 garbled twice -> mean 0 (two failures)."""
-    from synapse_pt.eval.pipeline import judge_summary
+    from synapse_pt.eval.qa.pipeline import judge_summary
 
     class Garbled:
         backend, model = "scripted", "garbled"

@@ -1,4 +1,4 @@
-"""Membox's F1 (synapse_pt/eval/scorers/membox.py) by hand and against a plain reference."""
+"""Membox's F1 (synapse_pt/eval/qa/scorers/membox.py) by hand and against a plain reference."""
 
 from __future__ import annotations
 

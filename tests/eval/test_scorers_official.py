@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from synapse_pt.eval.scorers.official import (
+from synapse_pt.eval.qa.scorers.official import (
     f1_multi,
     f1_tokens,
     is_rejection,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from synapse_pt.eval.scorers.retrieval import (
+from synapse_pt.eval.qa.scorers.retrieval import (
     evidence_recall_at_k,
     rejection_auc,
     rejection_metrics,
@@ -112,7 +112,7 @@ def test_rejection_auc_orientation() -> None:
 def test_survivor_cases_single_evidence_single_positive_and_padding() -> None:
     """Survivors of the mutation run (experiments/hardening.md): a question with one evidence
     turn, an AUC with exactly one positive, and padding slots next to evidence node ids 2."""
-    from synapse_pt.eval.scorers.retrieval import evidence_recall_from_index
+    from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index
 
     rec = evidence_recall_at_k([["D1:1", "D1:2"], ["D1:3"]], [["D1:2"], ["D1:9"]], ks=(1, 2))
     assert rec[1].tolist() == [0.0, 0.0] and rec[2].tolist() == [1.0, 0.0]
@@ -133,7 +133,7 @@ def test_survivor_cases_single_evidence_single_positive_and_padding() -> None:
 
 
 def test_unit_recall_by_hand() -> None:
-    from synapse_pt.eval.scorers.retrieval import unit_recall
+    from synapse_pt.eval.qa.scorers.retrieval import unit_recall
 
     units = [[("D1:1", "D1:2"), (), ("D2:5",)],  # a box of two turns, a concept, a turn
              [("D3:1",)]]
@@ -151,7 +151,7 @@ def test_unit_recall_by_hand() -> None:
 
 
 def test_unit_recall_of_single_turns_is_recall_at_k() -> None:
-    from synapse_pt.eval.scorers.retrieval import unit_recall
+    from synapse_pt.eval.qa.scorers.retrieval import unit_recall
 
     retrieved = [["D1:1", "S:3", "D1:2", "D1:1"], ["D2:2"], []]
     evidence = [["D1:2", "D1:1"], ["D2:1", "D2:2"], ["D3:3"]]

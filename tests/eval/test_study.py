@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from synapse_pt.build import composed_config
-from synapse_pt.eval.study import STUDY_DIR, load_study, study_table
+from synapse_pt.eval.tuning.study import STUDY_DIR, load_study, study_table
 from synapse_pt.study import run_study
 
 

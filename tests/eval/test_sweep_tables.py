@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from synapse_pt.eval.sweep import RANGES, chunk_bounds, draw_configs, merge_tables
+from synapse_pt.eval.tuning.sweep import RANGES, chunk_bounds, draw_configs, merge_tables
 from synapse_pt.retrieval.synapse import SynapseParams
 
 

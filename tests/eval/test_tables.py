@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from synapse_pt.data.categories import OFFICIAL
-from synapse_pt.eval import paper_numbers
-from synapse_pt.eval.aggregate import MACRO, MICRO, OVERALL, summarize
-from synapse_pt.eval.tables import (
+from synapse_pt.eval.qa.aggregate import MACRO, MICRO, OVERALL, summarize
+from synapse_pt.eval.reports import paper_numbers
+from synapse_pt.eval.reports.tables import (
     PAPER_AVERAGE,
     ablation_table,
     cost_per_1k_queries,
@@ -121,7 +121,7 @@ def test_to_latex() -> None:
 
 
 def test_related_systems_table_names_each_protocol() -> None:
-    from synapse_pt.eval.tables import related_systems_table
+    from synapse_pt.eval.reports.tables import related_systems_table
 
     df = related_systems_table()
     assert list(df.index) == ["SYNAPSE", "Membox", "GAAMA"]

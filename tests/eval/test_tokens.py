@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from synapse_pt.eval.tokens import HFTokenCounter
+from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.models.locate import bundled_minilm_path
 from synapse_pt.models.text_cache import TextValueCache
 

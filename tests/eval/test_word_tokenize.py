@@ -13,7 +13,7 @@ import nltk
 import pytest
 from nltk import tokenize as nltk_tokenize
 
-from synapse_pt.eval.scorers.word_tokenize import word_tokenize
+from synapse_pt.eval.qa.scorers.word_tokenize import word_tokenize
 
 CASES = [
     "i went to paris. it was fun.",

@@ -10,7 +10,7 @@ from rank_bm25 import BM25Okapi
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.render import TurnRenderer, format_date
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.memory.baselines import VectorRAG
 from synapse_pt.memory.fused import SIGNALS, FusedMemory
 from synapse_pt.models.hashing import HashingEncoder

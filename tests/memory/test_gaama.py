@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.gaama.graph import CONCEPT, EDGE_TYPES, EPISODE, FACT, concept_label
 from synapse_pt.memory.gaama.graph import Block as _Block

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.gaama.graph import EDGE_TYPES, EPISODE
 from synapse_pt.memory.gaama.graph import Block as _Block

@@ -10,7 +10,7 @@ import torch
 
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import NoConceptExtractor
 from synapse_pt.memory.baselines import VectorRAG
 from synapse_pt.memory.gate import RejectionGate, build_gate

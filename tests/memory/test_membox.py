@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.membox.memory import MemboxMemory, topic_boundaries
 from synapse_pt.models.hashing import HashingEncoder

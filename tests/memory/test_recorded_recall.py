@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_at_k
 from synapse_pt.memory.baselines import VectorRAG
 
 RECORDED_DENSE_RECALL_AT_10 = 0.4446

@@ -8,7 +8,7 @@ import pytest
 from scripted_memory import ScriptedLLM
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory.gaama.memory import FACT, REFLECTION, GAAMAMemory
 from synapse_pt.memory.membox.memory import MemboxMemory

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from synapse_pt.data.records import Conversation, Question, Session, Turn
-from synapse_pt.eval.pipeline import blind
+from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.base import EPISODIC
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG

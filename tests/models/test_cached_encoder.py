@@ -83,7 +83,7 @@ def test_a_memory_on_the_exported_cache_retrieves_exactly_as_on_the_model(tmp_pa
 
     from synapse_pt.data.locomo import load_locomo
     from synapse_pt.data.source import sample_path
-    from synapse_pt.eval.pipeline import blind
+    from synapse_pt.eval.qa.pipeline import blind
     from synapse_pt.memory.baselines import VectorRAG
     from tests.test_configs import make_cfg
 

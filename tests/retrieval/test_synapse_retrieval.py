@@ -226,9 +226,9 @@ def test_sweep_table_keeps_the_memory_settings_and_equals_runs_alone(two_convers
     """A swept configuration's row is what a retrieval with the memory's own settings (here
     k, T, M, k_anchor and the inhibition schedule off their defaults) and that configuration's
     values gives, scored with the id-based recall."""
-    from synapse_pt.eval.pipeline import blind
-    from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k
-    from synapse_pt.eval.sweep import draw_configs, sweep_table
+    from synapse_pt.eval.qa.pipeline import blind
+    from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_at_k
+    from synapse_pt.eval.tuning.sweep import draw_configs, sweep_table
 
     questions = list(two_conversations[0].questions)  # the full conversation: every evidence
     mem = _memory(k=12, T=2, M=4, k_anchor=3, inhibition="last_step")
@@ -304,7 +304,10 @@ def test_sweep_chunks_reuse_each_blocks_triggers(two_conversations, monkeypatch)
 
 
 def test_evidence_recall_from_index_matches_id_based():
-    from synapse_pt.eval.scorers.retrieval import evidence_recall_at_k, evidence_recall_from_index
+    from synapse_pt.eval.qa.scorers.retrieval import (
+        evidence_recall_at_k,
+        evidence_recall_from_index,
+    )
 
     top = torch.tensor([[3, 1, 7, 0], [2, 2, 5, 9], [4, 8, 6, 1]])
     valid = torch.tensor([[True] * 4, [True, True, True, False], [True] * 4])

@@ -235,7 +235,7 @@ UPSTREAM_FILE = "membox/membox.py"
 UPSTREAM_CONSTANTS = {"loom": "PROMPT_MSG_CONTINUATION", "box": "PROMPT_DIALOG_EXTRACT",
                       "verify": "PROMPT_TRACE_EVENT_FILTER", "chains": "PROMPT_TRACE_INIT"}
 #: ``membox.py`` ``LLMWorker.chat_completion`` sets no ``max_tokens``: the model's own completion
-#: limit applies, 16,384 tokens for gpt-4o-mini (as the answer step's budget, eval/prompts.py)
+#: limit applies, 16,384 tokens for gpt-4o-mini (as the answer step's budget, eval/qa/prompts.py)
 UPSTREAM_MAX_TOKENS = 16384
 #: our budgets: a box extraction, verification or chain grouping; a Loom decision
 OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS = 512, 8

@@ -3,7 +3,7 @@
 Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_runs` finds them below
 any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
 name, :func:`build_tables` assembles the main, ablation, delta, rejection, judge-sensitivity
-(:mod:`~synapse_pt.eval.judge_sensitivity`), paper-ablation and provenance tables, and
+(:mod:`~synapse_pt.eval.reports.judge_sensitivity`), paper-ablation and provenance tables, and
 :func:`write` writes them as Markdown and LaTeX.
 """
 
@@ -19,14 +19,13 @@ import pandas as pd
 import yaml
 
 from synapse_pt.data.records import question_set_id
-
-from . import paper_numbers
-from .judge_sensitivity import FORMATS, has_judges, sensitivity_tables
-from .outputs import RESULT_NEUTRAL_KEYS
-from .record import build_label
-from .report import run_gold, run_tables
-from .scorers import answer_scorers, scorer_protocol
-from .tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
+from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
+from synapse_pt.eval.records.outputs import RESULT_NEUTRAL_KEYS
+from synapse_pt.eval.records.record import build_label
+from synapse_pt.eval.reports import paper_numbers
+from synapse_pt.eval.reports.judge_sensitivity import FORMATS, has_judges, sensitivity_tables
+from synapse_pt.eval.reports.report import run_gold, run_tables
+from synapse_pt.eval.reports.tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
 
 REJECTION_COLUMNS = {
     "true_rejection_rate": "true rejection (cat 5 gated)",
@@ -58,7 +57,8 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 
 
 #: Overrides that say nothing of a run's setting (where it wrote, caches, devices, logging, the
-#: result-neutral settings of :data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`), by key or key
+#: result-neutral settings of :data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`), by key
+#: or key
 #: prefix: left out of a row's label
 LABEL_NEUTRAL_KEYS = ("hydra", "paths", "dataset.path", "device", "embedder.cache_dir",
                       "llm.cache", "task_name", "experiment_name", *RESULT_NEUTRAL_KEYS)
@@ -98,7 +98,8 @@ def load_runs(folders: Sequence[Path], baseline: str | None = None
     """``({label: metrics}, {label: folder})``; labels from ``identity.experiment``, else by
     system and setting (:func:`system_label`: the memory's name and the overrides that differ
     between the runs), an LLM-free GAAMA / Membox build named in its label
-    (:func:`~synapse_pt.eval.record.build_label`, e.g. ``gaama_fused (gaama-llm-free)``), made
+    (:func:`~synapse_pt.eval.records.record.build_label`, e.g. ``gaama_fused (gaama-llm-free)``),
+    made
     unique with the folder name; the ``baseline`` row first (its label as asked for)."""
     loaded: list[tuple[Path, dict[str, Any], list[str]]] = []
     for folder in folders:

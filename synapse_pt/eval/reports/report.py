@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from .aggregate import run_summary_names
-from .tables import ablation_table, efficiency_table, main_table
+from synapse_pt.eval.qa.aggregate import run_summary_names
+from synapse_pt.eval.reports.tables import ablation_table, efficiency_table, main_table
 
 TABLE_METRICS = ("f1_official", "f1_amem", "bleu1", "judge", "recall@5", "recall@10", "recall@30")
 #: the golds a run's numbers can be scored against, in table order, and the suffix of their

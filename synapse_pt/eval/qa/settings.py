@@ -9,11 +9,10 @@ import logging
 from dataclasses import dataclass, field
 
 from synapse_pt.errors import ConfigError
+from synapse_pt.eval.qa.prompts import PROMPT_SOURCES
+from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
 from synapse_pt.memory import steps
 from synapse_pt.memory.base import MemorySystem
-
-from .prompts import PROMPT_SOURCES
-from .scorers.judge import JUDGE_PROTOCOLS
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class EvalSettings:
         mode: ``"retrieval"`` (no answer model, retrieval-level metrics only) or ``"qa"``.
         recall_ks: cut-offs of evidence recall@k (k retrieved units).
         recall_budgets: context-token budgets of evidence recall within the first T tokens
-            (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.scorers.retrieval.
+            (``recall@<T>tok``; units counted whole, :func:`~synapse_pt.eval.qa.scorers.retrieval.
             unit_recall`), the fair comparison of systems whose units differ in size.
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
         answer_style: the answer step: ``"system"`` (the default: the memory's own,
@@ -65,12 +64,12 @@ class EvalSettings:
             rubric items satisfied) or a related system's own (:mod:`synapse_pt.memory.steps`).
             An unreadable reply is counted; it scores 0 where the protocol's code does so.
         judges: several judges over the same answers (judge sensitivity): each protocol of
-            :data:`~synapse_pt.eval.scorers.judge.JUDGE_PROTOCOLS` listed scores every answer
+            :data:`~synapse_pt.eval.qa.scorers.judge.JUDGE_PROTOCOLS` listed scores every answer
             ``judge_runs`` times, into columns ``judge_<protocol>`` (:func:`judge_column`) and
             metrics of the same names; empty (the default): the one judge of
             ``judge_protocol``, in the column ``judge``. Needs ``judge_runs >= 1`` in ``qa``.
         peer_ks: cut-offs of the retrieval rules peers publish
-            (:mod:`~synapse_pt.eval.scorers.peer_rules`).
+            (:mod:`~synapse_pt.eval.qa.scorers.peer_rules`).
     """
 
     mode: str = "retrieval"  # "retrieval" | "qa"

@@ -18,9 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
-
-from .aggregate import OVERALL, run_summary_names
-from .scorers import table_columns
+from synapse_pt.eval.qa.aggregate import OVERALL, run_summary_names
+from synapse_pt.eval.qa.scorers import table_columns
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
 QA_HEADLINE = (*table_columns(), "judge")

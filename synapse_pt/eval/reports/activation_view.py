@@ -1,5 +1,5 @@
 """One question's spreading activation, made inspectable: which question shows it, and the
-subgraph it lit up (the input of :func:`synapse_pt.eval.plots.activation_subgraph_plot`).
+subgraph it lit up (the input of :func:`synapse_pt.eval.reports.plots.activation_subgraph_plot`).
 
 The question is chosen from the data, not by hand: among the questions of one category (default
 1, multi-hop), an evidence turn that SYNAPSE ranks within its top ``k`` while similarity alone

@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .scorers import table_columns
-from .scorers.judge import JUDGE_PROTOCOLS
-from .scorers.peer_rules import PEER_RULES
+from synapse_pt.eval.qa.scorers import table_columns
+from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
+from synapse_pt.eval.qa.scorers.peer_rules import PEER_RULES
 
 #: every file a run writes into its folder, and its folder of tables
 RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
@@ -91,8 +91,8 @@ def git_commit(root: str | Path | None = None) -> str:
 
 #: The modules whose prompt texts a run's answers, extraction and judge depend on, besides those of
 #: every registered answer step and judge (:func:`prompt_modules`).
-PROMPT_MODULES = ("synapse_pt.eval.prompts", "synapse_pt.graph.extraction",
-                  "synapse_pt.eval.scorers.judge", "synapse_pt.memory.gaama.llm_build",
+PROMPT_MODULES = ("synapse_pt.eval.qa.prompts", "synapse_pt.graph.extraction",
+                  "synapse_pt.eval.qa.scorers.judge", "synapse_pt.memory.gaama.llm_build",
                   "synapse_pt.memory.membox.llm_build", "synapse_pt.models.structured")
 _PROMPT_SUFFIXES = ("PROMPT", "TEMPLATE", "INSTRUCTION", "STYLES", "EVIDENCE", "REPLY")
 
@@ -245,7 +245,7 @@ def write_predictions(path: Path, df: pd.DataFrame) -> None:
 
 def write_tables(folder: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     """Each table as ``<name>.md`` and ``<name>.tex`` in ``folder``."""
-    from .tables import to_latex, to_markdown
+    from synapse_pt.eval.reports.tables import to_latex, to_markdown
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

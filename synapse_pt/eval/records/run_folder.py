@@ -31,7 +31,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .outputs import RUN_FILES, TABLES, result_neutral_changes, without_result_neutral
+from synapse_pt.eval.records.outputs import (
+    RUN_FILES,
+    TABLES,
+    result_neutral_changes,
+    without_result_neutral,
+)
 
 log = logging.getLogger("synapse_pt.run")
 
@@ -289,7 +294,8 @@ def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False
 
     The same resolved configuration resumes (its cached answers make the rerun cheap and its
     outputs identical). Settings that cannot change results
-    (:data:`~synapse_pt.eval.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts, retries,
+    (:data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts,
+    retries,
     the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
     folder holding no :data:`RUN_OUTPUTS` (a failed start's log) accepts any configuration;
     ``overwrite=true`` replaces another configuration's outputs once the new run has succeeded

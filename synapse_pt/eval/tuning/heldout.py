@@ -35,13 +35,12 @@ import torch
 
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Question
+from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index, roc_auc, unit_recall
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.progress import progress
 from synapse_pt.retrieval.synapse import SynapseParams
-
-from .scorers.retrieval import evidence_recall_from_index, roc_auc, unit_recall
 
 KS = (5, 10, 30)
 
@@ -172,7 +171,7 @@ def retrieval_matrix(memory: MemorySystem, memory_cfg: Mapping[str, Any], space:
     """Evaluate every candidate on every question by setting it on the ingested memory
     (``configure_retrieval``, :func:`retrieval_settings_of`) and retrieving for all questions
     in one call; recall@k counts the evidence the first k items cover, as a run scores it
-    (:func:`~synapse_pt.eval.scorers.retrieval.unit_recall`). The memory is left set to the
+    (:func:`~synapse_pt.eval.qa.scorers.retrieval.unit_recall`). The memory is left set to the
     run's own configuration (``memory_cfg``)."""
     evidence = [list(q.evidence) for q in questions]
     configs = expand(cands)

@@ -9,13 +9,28 @@ F1, :mod:`synapse_pt.memory.membox.score`).
 from collections.abc import Sequence
 from typing import Any
 
+from synapse_pt.eval.qa.scorers.amem import amem_tokenize, bleu1, f1_set, score_amem
+from synapse_pt.eval.qa.scorers.judge import (
+    ACCURACY_PROMPT,
+    JudgeResult,
+    judge_answers,
+    parse_judge_label,
+)
+from synapse_pt.eval.qa.scorers.official import (
+    f1_multi,
+    f1_tokens,
+    is_rejection,
+    normalize_answer,
+    score_official,
+)
+from synapse_pt.eval.qa.scorers.retrieval import (
+    evidence_recall_at_k,
+    rejection_auc,
+    rejection_metrics,
+    roc_auc,
+)
 from synapse_pt.memory.base import RetrievedItem
 from synapse_pt.memory.steps import Scorer, register, scorer_columns, scorers
-
-from .amem import amem_tokenize, bleu1, f1_set, score_amem
-from .judge import ACCURACY_PROMPT, JudgeResult, judge_answers, parse_judge_label
-from .official import f1_multi, f1_tokens, is_rejection, normalize_answer, score_official
-from .retrieval import evidence_recall_at_k, rejection_auc, rejection_metrics, roc_auc
 
 __all__ = ["ACCURACY_PROMPT", "JudgeResult", "amem_tokenize", "answer_scorers", "bleu1",
            "evidence_recall_at_k", "f1_multi", "f1_set", "f1_tokens", "is_rejection",

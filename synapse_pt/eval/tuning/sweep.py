@@ -22,8 +22,8 @@ import pandas as pd
 import torch
 
 from synapse_pt.data.records import Question
-from synapse_pt.eval.pipeline import blind
-from synapse_pt.eval.scorers.retrieval import evidence_recall_from_index
+from synapse_pt.eval.qa.pipeline import blind
+from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.synapse import SynapseParams
 

@@ -1,9 +1,10 @@
 """Result tables: main (per category), ablations, efficiency; Markdown and LaTeX writers.
 
-Inputs are what :func:`synapse_pt.eval.aggregate.summarize` writes to ``metrics.json``
+Inputs are what :func:`synapse_pt.eval.qa.aggregate.summarize` writes to ``metrics.json``
 (``{metric: {<category name>: mean, "mean_cat_1_4": ..., "mean_q_1_4": ..., "n": {...}}}``), one
 per system or config. Our scores are fractions; tables multiply them by ``scale`` (100: percent,
-like the papers). Rows holding numbers a paper reports (:mod:`synapse_pt.eval.paper_numbers`) are
+like the papers). Rows holding numbers a paper reports
+(:mod:`synapse_pt.eval.reports.paper_numbers`) are
 named ``"paper: <system>"``; the paper's own "average" (which matches neither of our two means, SPEC
 §1.4) gets its own column, ``paper_average``, never ours.
 """
@@ -16,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from . import paper_numbers
-from .aggregate import OVERALL, summary_names
+from synapse_pt.eval.qa.aggregate import OVERALL, summary_names
+from synapse_pt.eval.reports import paper_numbers
 
 __all__ = [
     "PAPER_AVERAGE",
@@ -89,7 +90,7 @@ def main_table(
     Returns:
         Rows: systems (in the given order), then the paper rows. Columns: the names of the
         answerable categories, the adversarial category, the two means over the answerable ones
-        (:func:`~synapse_pt.eval.aggregate.summary_names`: ``mean_cat_1_4``, ``mean_q_1_4`` for
+        (:func:`~synapse_pt.eval.qa.aggregate.summary_names`: ``mean_cat_1_4``, ``mean_q_1_4`` for
         LoCoMo), ``overall``, ``paper_average``. ``attrs`` records ``metric`` and ``scale``.
     """
     columns = _columns(names, answerable, adversarial)
@@ -198,7 +199,8 @@ def efficiency_table(
 
 def related_systems_table() -> pd.DataFrame:
     """The published LoCoMo numbers of SYNAPSE and each related system per category
-    (:data:`~synapse_pt.eval.paper_numbers.PUBLISHED_ROWS`), each row with the protocol it was
+    (:data:`~synapse_pt.eval.reports.paper_numbers.PUBLISHED_ROWS`), each row with the protocol it
+    was
     measured under (they are not comparable with each other as printed) and the build of ours it
     sits beside. ``reported mean``: SYNAPSE's printed average, each system's headline mean."""
     cats = list(paper_numbers.PAPER_CATEGORIES)

@@ -28,23 +28,18 @@ from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
 from synapse_pt.data.records import Dataset, Question
 from synapse_pt.errors import ConfigError
-from synapse_pt.memory import steps
-from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
-from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
-from synapse_pt.progress import Progress
-
-from .prompts import (
+from synapse_pt.eval.qa.prompts import (
     NO_RECORD_REPLY,
     answer_messages,
     category5_options,
     format_context,
     resolve_option_reply,
 )
-from .scorers import answer_scorers
-from .scorers.judge import JudgeResult, judge_answers
-from .scorers.peer_rules import peer_metrics
-from .scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
-from .settings import (
+from synapse_pt.eval.qa.scorers import answer_scorers
+from synapse_pt.eval.qa.scorers.judge import JudgeResult, judge_answers
+from synapse_pt.eval.qa.scorers.peer_rules import peer_metrics
+from synapse_pt.eval.qa.scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
+from synapse_pt.eval.qa.settings import (
     SYSTEM,
     EvalSettings,
     answer_limits,
@@ -57,9 +52,13 @@ from .settings import (
     skips_empty_pack,
     upstream_files,
 )
-from .tokens import TokenCounter
+from synapse_pt.eval.qa.tokens import TokenCounter
+from synapse_pt.memory import steps
+from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.progress import Progress
 
-#: re-exported: the settings live in :mod:`synapse_pt.eval.settings`
+#: re-exported: the settings live in :mod:`synapse_pt.eval.qa.settings`
 __all__ = ["SYSTEM", "EvalSettings", "answer_limits", "for_memory", "is_strict", "judge_column",
            "judge_protocols", "require_upstream", "upstream_files"]
 
@@ -233,7 +232,7 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
                       settings: EvalSettings, unanswerable: int | None = 5,
                       protocol: str | None = None) -> JudgeResult:
     """The LLM judge of ``protocol`` (default ``settings.judge_protocol``;
-    :mod:`~synapse_pt.eval.scorers.judge`) over ``settings.judge_runs`` runs, the
+    :mod:`~synapse_pt.eval.qa.scorers.judge`) over ``settings.judge_runs`` runs, the
     ``unanswerable`` category skipped (:func:`judge_skip_categories`). Gated questions are judged
     too: their answer is the no-record reply."""
     protocol = protocol or settings.judge_protocol
@@ -467,7 +466,8 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
             the same under either: only the scoring reads the gold.
         judge_served: given a dict, filled with ``{protocol: responses}``: every response each
             judge was served (under an audited gold its re-judged questions too), so a run's
-            ``spend.json`` counts each judge apart (:func:`~synapse_pt.eval.record.run_spend`).
+            ``spend.json`` counts each judge apart
+            (:func:`~synapse_pt.eval.records.record.run_spend`).
 
     Returns:
         The per-question frame and the run summary (rejection, context tokens, judge figures,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .aggregate import run_summary_names
+from synapse_pt.eval.qa.aggregate import run_summary_names
 
 
 def metric_frame(runs: Mapping[str, Mapping[str, Any]], metric: str,
@@ -70,7 +70,7 @@ def roc_plot(roc: pd.DataFrame, path: str | Path, *, target_fr: float = 0.025,
              marks: Mapping[str, tuple[float, float]] | None = None,
              title: str = "Rejection gates: ROC, category 5 against 1-4 (held out)") -> list[Path]:
     """ROC curves (``roc``: columns ``gate, false_rejection, true_rejection``, as
-    :func:`synapse_pt.eval.gate_fit.roc_frame` writes them), the ``target_fr`` line, each
+    :func:`synapse_pt.eval.tuning.gate_fit.roc_frame` writes them), the ``target_fr`` line, each
     gate's held-out operating point (``points``: ``{gate: (false rejection, true rejection)}``)
     and labelled extra operating points (``marks``: ``{label: (fr, tr)}``, e.g. the paper's
     ``tau_gate``)."""
@@ -140,7 +140,7 @@ def delta_frame(runs: Mapping[str, Mapping[str, Any]], baseline: str, metric: st
 def paper_deltas() -> pd.DataFrame:
     """The paper's reported ablation effects (F1 points, gpt-4o-mini): rows = configs, columns
     = the category (or average) each was reported on; NaN where the paper gives no full value."""
-    from synapse_pt.eval.paper_numbers import ABLATIONS
+    from synapse_pt.eval.reports.paper_numbers import ABLATIONS
 
     rows: dict[str, dict[str, float]] = {}
     for a in ABLATIONS:
@@ -188,7 +188,7 @@ def paper_comparison_frame(runs: Mapping[str, Mapping[str, Any]],
     """Rows = our runs (``metric``, fractions) then the SYNAPSE paper's Table 1 rows (official F1,
     percent / 100), columns = the five categories by name. Only the official F1 matches the
     paper's numbers; any other ``metric`` is refused."""
-    from synapse_pt.eval.paper_numbers import MAIN_F1, PAPER_CATEGORIES
+    from synapse_pt.eval.reports.paper_numbers import MAIN_F1, PAPER_CATEGORIES
 
     if metric != "f1_official":
         raise ValueError(f"the paper's numbers are official F1; {metric!r} does not match them")
@@ -280,7 +280,7 @@ _EDGE_STYLE = {"temporal": ("-", "#555555"), "abstraction": ("--", "#1f77b4"),
 
 def activation_subgraph_plot(example: Any, path: str | Path) -> list[Path]:
     """One question's activated subgraph
-    (:class:`~synapse_pt.eval.activation_view.ActivationExample`): episodic nodes on a time
+    (:class:`~synapse_pt.eval.reports.activation_view.ActivationExample`): episodic nodes on a time
     line (conversation order), concept nodes in a row above at the mean position of the turns
     they link to; colour by node type, area by activation :math:`a(T)` (a dot for none), a
     ring for anchors, a red edge for evidence turns, the picked evidence turn labelled with its

@@ -1,7 +1,8 @@
 """A study's paper table: each variant's score beside the number its system published.
 
 A study file may name, per variant, the published row it sits beside (``published: {label:
-system}``, a key of :data:`~synapse_pt.eval.paper_numbers.PUBLISHED_ROWS`). :func:`paper_table`
+system}``, a key of :data:`~synapse_pt.eval.reports.paper_numbers.PUBLISHED_ROWS`).
+:func:`paper_table`
 gives one row per variant: every category and the mean as ``"ours / published"`` (percent), our
 number scored under the published row's protocol (its ``metric``: official F1 for SYNAPSE,
 Membox's F1 for Membox, the LLM judge for GAAMA), then the protocol and the metric in words. A
@@ -18,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from . import paper_numbers
-from .aggregate import run_summary_names
+from synapse_pt.eval.qa.aggregate import run_summary_names
+from synapse_pt.eval.reports import paper_numbers
 
 #: the metric a variant with no published row is shown in
 DEFAULT_METRIC = "f1_official"
@@ -38,7 +39,8 @@ def paper_table(runs: Mapping[str, Mapping[str, Any]], published: Mapping[str, s
                 ) -> pd.DataFrame:
     """One row per run (``{label: metrics.json}``): per category and the mean over the
     answerable questions, ``"ours / published"``; ``published`` maps a label to its
-    :data:`~synapse_pt.eval.paper_numbers.PUBLISHED_ROWS` key (labels absent: none published).
+    :data:`~synapse_pt.eval.reports.paper_numbers.PUBLISHED_ROWS` key (labels absent: none
+    published).
 
     Our mean is the question-weighted mean over the answerable categories (``mean_q_1_4`` on
     LoCoMo), the published mean as printed (SYNAPSE's "average" matches neither of our means:

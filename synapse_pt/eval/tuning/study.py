@@ -2,7 +2,7 @@
 
 A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every variant shares),
 ``variants`` (``{label: [overrides]}``) and optionally ``published`` (``{label: published row}``,
-the number each variant sits beside: :mod:`synapse_pt.eval.paper_table`); :func:`load_study`
+the number each variant sits beside: :mod:`synapse_pt.eval.reports.paper_table`); :func:`load_study`
 reads and checks it, and
 :func:`synapse_pt.study.run_study` runs its variants. :func:`study_table` gives one row per
 variant: context tokens a question, evidence recall@5/10/30 and within each context budget per
@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
-from .aggregate import answerable_span, run_summary_names
-from .paper_numbers import PUBLISHED_ROWS
+from synapse_pt.eval.qa.aggregate import answerable_span, run_summary_names
+from synapse_pt.eval.reports.paper_numbers import PUBLISHED_ROWS
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 STUDY_DIR = CONFIG_DIR.parent / "studies"
@@ -58,7 +58,7 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
             raise ValueError(f"{path}: published.{label}: no such variant")
         if system not in PUBLISHED_ROWS:
             raise ValueError(f"{path}: published.{label}: {system!r} is no published row of "
-                             f"synapse_pt/eval/paper_numbers.py (known: {sorted(PUBLISHED_ROWS)})")
+                             f"paper_numbers.PUBLISHED_ROWS (known: {sorted(PUBLISHED_ROWS)})")
     return {"base": base, "variants": study["variants"], "published": published,
             "path": str(path)}
 

@@ -15,11 +15,11 @@ Differences from the A-Mem code, on purpose:
 
 * Category 5. A-Mem scores adversarial questions against the distractor ``adversarial_answer``,
   which rewards repeating the wrong answer. :func:`score_amem` instead scores category 5 with the
-  official phrase rule (:func:`~synapse_pt.eval.scorers.official.is_rejection`) and never reads a
+  official phrase rule (:func:`~synapse_pt.eval.qa.scorers.official.is_rejection`) and never reads a
   category-5 gold; both ``f1_amem`` and ``bleu1`` are that 0/1 value.
 * BLEU tokenisation is the same: ``bleu_tokenizer="nltk"`` (default) is A-Mem's
   ``nltk.word_tokenize(text.lower())`` with nltk's real English Punkt model, loaded offline
-  (:mod:`synapse_pt.eval.scorers.word_tokenize`; nltk pinned to A-Mem's 3.9.1).
+  (:mod:`synapse_pt.eval.qa.scorers.word_tokenize`; nltk pinned to A-Mem's 3.9.1).
   ``bleu_tokenizer="simple"`` uses :func:`amem_tokenize`, what mem0's copy of the code falls back
   to when punkt is missing.
 """
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .official import is_rejection
-from .word_tokenize import word_tokenize
+from synapse_pt.eval.qa.scorers.official import is_rejection
+from synapse_pt.eval.qa.scorers.word_tokenize import word_tokenize
 
 __all__ = ["amem_tokenize", "bleu1", "f1_set", "score_amem"]
 

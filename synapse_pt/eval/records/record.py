@@ -1,7 +1,8 @@
 """What a run records: its identity, its metrics, what its answers cost and what it paid.
 
 :func:`run_identity` is who the run is (commit, config hash, data, memory, models);
-:func:`run_metrics` assembles ``metrics.json`` from an evaluation (:func:`~synapse_pt.eval.pipeline.
+:func:`run_metrics` assembles ``metrics.json`` from an evaluation
+(:func:`~synapse_pt.eval.qa.pipeline.
 evaluate`); :func:`run_timings` is ``timing.json``; :func:`run_spend` is ``spend.json``;
 :func:`flatten_metrics` the flat names a logger and a sweeper read, :func:`lookup_metric` one of
 them by its dotted name; :func:`build_tables` the run's own ``tables/``.
@@ -17,20 +18,24 @@ import pandas as pd
 
 from synapse_pt.data.audit import GoldAudit
 from synapse_pt.data.records import Dataset
-from synapse_pt.models.accounting import summarize_usage
-from synapse_pt.models.llm.base import LLM, ChatResponse
-
-from .aggregate import answerable_span, summarize, summary_names
-from .outputs import config_hash, git_commit, prompt_hashes, without_result_neutral
-from .pipeline import (
+from synapse_pt.eval.qa.aggregate import answerable_span, summarize, summary_names
+from synapse_pt.eval.qa.pipeline import (
     AUDITED_PREFIX,
     PEER_PREFIX,
     EvalSettings,
     is_strict,
     upstream_files,
 )
-from .report import GOLD_SUFFIX, name_gold, run_gold, run_tables
-from .scorers import answer_scorers, scorer_protocol
+from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
+from synapse_pt.eval.records.outputs import (
+    config_hash,
+    git_commit,
+    prompt_hashes,
+    without_result_neutral,
+)
+from synapse_pt.eval.reports.report import GOLD_SUFFIX, name_gold, run_gold, run_tables
+from synapse_pt.models.accounting import summarize_usage
+from synapse_pt.models.llm.base import LLM, ChatResponse
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
 
@@ -107,7 +112,7 @@ def run_timings(built: Mapping[str, float], loading_seconds: float, summary: dic
 
 def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[str, str]:
     """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
-    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.pipeline.
+    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.qa.pipeline.
     upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
     the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`)."""
     from synapse_pt.data.upstream import pinned_sha256
@@ -125,7 +130,7 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
     """``metrics.json`` of a run: ``identity`` (what the caller knows of the run: commit, config
     hash, dataset, memory, models) completed with the evaluation's protocol, ``metrics`` (per
     category and both means of every per-question metric column of ``df``), ``peer_rules`` (the
-    retrieval rules peers publish, :mod:`~synapse_pt.eval.scorers.peer_rules`), in a run scored
+    retrieval rules peers publish, :mod:`~synapse_pt.eval.qa.scorers.peer_rules`), in a run scored
     under both golds ``metrics_audited`` and ``peer_rules_audited`` (the ``audited_`` columns),
     ``retrieval``, and where present ``judge`` and ``usage`` (what the method's answers cost).
     ``answerable``: the categories the summary means cover, ``unanswerable`` the one whose
@@ -200,7 +205,7 @@ def extraction_summary(memory: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _summarize_prefixed(df: pd.DataFrame, prefix: str, names: Mapping[int, str],
                         answerable: Sequence[int] = (1, 2, 3, 4)) -> dict[str, Any]:
-    """:func:`~synapse_pt.eval.aggregate.summarize` of the numeric columns named ``prefix...``,
+    """:func:`~synapse_pt.eval.qa.aggregate.summarize` of the numeric columns named ``prefix...``,
     keyed by the name without the prefix (empty where there are none)."""
     cols = [c for c in df.columns if c.startswith(prefix)
             and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
@@ -233,7 +238,7 @@ def run_spend(llm: LLM | None, prices: Mapping[str, Any],
     """What this run sent to the model and paid: every response the run's LLM served (answers,
     judge, extraction), cache hits at no cost; :data:`NO_SPEND` without an LLM. An LLM without
     the response cache (``llm.cache`` empty) records no responses: its counts are ``None``,
-    said in ``note``. ``judges`` (``{protocol: responses}``, :func:`~synapse_pt.eval.pipeline.
+    said in ``note``. ``judges`` (``{protocol: responses}``, :func:`~synapse_pt.eval.qa.pipeline.
     evaluate`'s ``judge_served``): each judge's part of it under ``judges.<protocol>``, counted
     alike (retries included)."""
     if llm is None:

@@ -1,9 +1,9 @@
 """Fitting and calibrating rejection gates held out (issue 14).
 
-Folds are sets of conversations (:func:`~synapse_pt.eval.heldout.make_folds`). For each fold,
+Folds are sets of conversations (:func:`~synapse_pt.eval.tuning.heldout.make_folds`). For each fold,
 every gate is prepared on the *other* conversations only: a plain signal needs only its threshold,
 the ``target_fr`` quantile of the signal over the training conversations' answerable questions
-(:func:`~synapse_pt.eval.heldout.calibrate_tau`); a combination is a logistic regression
+(:func:`~synapse_pt.eval.tuning.heldout.calibrate_tau`); a combination is a logistic regression
 (scikit-learn's ``LogisticRegression`` on standardised signals) fitted on the training questions,
 then thresholded the same way. The fold's own questions are then scored and gated. Every figure of
 :func:`gate_table` thus reads thresholds and weights chosen without the questions it scores.
@@ -19,10 +19,9 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_curve
 
+from synapse_pt.eval.qa.scorers.retrieval import rejection_auc
+from synapse_pt.eval.tuning.heldout import calibrate_tau
 from synapse_pt.retrieval.gate_signals import logistic_combination
-
-from .heldout import calibrate_tau
-from .scorers.retrieval import rejection_auc
 
 ADVERSARIAL = 5
 

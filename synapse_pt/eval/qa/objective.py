@@ -1,7 +1,8 @@
 """The run's ``objective`` checked before the run: is it a name its ``metrics.json`` will hold, and
 do the questions asked let it have a value?
 
-:func:`~synapse_pt.eval.record.lookup_metric` reads the objective after the run, by its dotted
+:func:`~synapse_pt.eval.records.record.lookup_metric` reads the objective after the run, by its
+dotted
 name: ``<metric>.<category or summary>`` under ``metrics`` (``recall@10.mean_q_1_4``,
 ``f1_official.adversarial``), else ``<section>.<key>`` of ``metrics.json`` itself
 (``retrieval.false_rejection_rate``). Which metrics and sections a run writes follows from its
@@ -18,15 +19,14 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 from synapse_pt.errors import ConfigError
-
-from .aggregate import OVERALL, answerable_span, summary_names
-from .pipeline import EvalSettings, metric_columns
+from synapse_pt.eval.qa.aggregate import OVERALL, answerable_span, summary_names
+from synapse_pt.eval.qa.pipeline import EvalSettings, metric_columns
 
 
 def run_sections(settings: EvalSettings, *, llm: bool, peer_rules: bool, gold: str,
                  llm_extractor: bool) -> list[str]:
     """The sections of ``metrics.json`` besides ``metrics`` that a run with these settings
-    writes (:func:`~synapse_pt.eval.record.run_metrics`)."""
+    writes (:func:`~synapse_pt.eval.records.record.run_metrics`)."""
     qa = settings.mode == "qa"
     sections = ["identity", "retrieval"]
     if peer_rules:

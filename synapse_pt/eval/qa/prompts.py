@@ -115,8 +115,8 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
     system's step sends its code's own prompt, read from its file).
 
     Reads no category and no gold: whether the date instruction or the category-5 options are
-    added is decided by the caller (:func:`synapse_pt.eval.pipeline.wants_date_instruction`,
-    :func:`synapse_pt.eval.pipeline.answer_options`), only under their protocol flags.
+    added is decided by the caller (:func:`synapse_pt.eval.qa.pipeline.wants_date_instruction`,
+    :func:`synapse_pt.eval.qa.pipeline.answer_options`), only under their protocol flags.
     """
     step = answer_step(style)
     if prompts not in PROMPT_SOURCES:

@@ -1,8 +1,9 @@
 r"""Judge sensitivity: how a study's systems rank under each judge and each scorer.
 
-The same answers scored by several judges (``eval.judges``, :func:`~synapse_pt.eval.pipeline.
+The same answers scored by several judges (``eval.judges``, :func:`~synapse_pt.eval.qa.pipeline.
 judge_all`) and by every scorer (official F1, A-Mem F1, BLEU-1, Membox F1, evidence recall) give
-one score per system and measure. From the runs' ``metrics.json`` (:func:`~synapse_pt.eval.collect.
+one score per system and measure. From the runs' ``metrics.json``
+(:func:`~synapse_pt.eval.records.collect.
 load_runs`) :func:`sensitivity_tables` builds
 
 * ``judges_scores``: each system's score (percent, mean over the questions of the answerable
@@ -31,9 +32,9 @@ from typing import Any
 
 import pandas as pd
 
-from .aggregate import run_summary_names
-from .scorers import scorer_columns
-from .scorers.judge import JUDGE_PROTOCOLS
+from synapse_pt.eval.qa.aggregate import run_summary_names
+from synapse_pt.eval.qa.scorers import scorer_columns
+from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
 
 #: the answer scorers' columns, in registry order (recall@k and recall@<T>tok follow, by k then T)
 SCORERS = tuple(scorer_columns())
@@ -186,7 +187,7 @@ _TITLES = {"judges_scores": "Scores (%, mean over the questions of the answerabl
 
 def sensitivity_markdown(runs: Mapping[str, Mapping[str, Any]], title: str) -> str:
     """The four tables of :func:`sensitivity_tables` as one Markdown document under ``title``."""
-    from .tables import to_markdown
+    from synapse_pt.eval.reports.tables import to_markdown
 
     parts = [f"# {title}\n"]
     for name, df in sensitivity_tables(runs).items():
