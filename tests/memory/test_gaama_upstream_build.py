@@ -20,13 +20,11 @@ citing F1 when F1 is among the new facts. The vector store holds nodes in the or
 embeds them (ties: the earlier entry): E1 E2 | pottery_class dog_walks F1 F2 | R1 | E3 E4 E5 E6 |
 F3.
 
-Worked by hand, the code's context for chunk 2 (``fact_context=code``): E3's nearest 10 nodes
+Worked by hand, the code's context for chunk 2: E3's nearest 10 nodes
 hold E1 (similarity 1), E6's hold E2; the chunk's own episodes are left out, so the related
 episodes are E1, E2; their facts F1, F2; E3's nearest 5 (E1, pottery_class, F1, R1, E3: the
 ties at 1.0 in store order) give pottery_class, E6's nearest 5 (E2, dog_walks, F2, E6, then E1
-at 0.5) dog_walks. The centroid rule (ours) embeds the chunk's text: 3 pottery lines and 1 dog
-line, cos 3/sqrt(10) = 0.95 to pottery (similarity 0.97) and 1/sqrt(10) = 0.32 to the dog
-(0.66 < 0.75): E1 and pottery_class only. The reflection request after chunk 2: F3's nearest 5
+at 0.5) dog_walks. The reflection request after chunk 2: F3's nearest 5
 (E1, pottery_class, F1, R1, E3) hold the older fact F1, and R1 is drawn from it: the related
 facts are F1, the existing reflections R1. After chunk 1: F1's and F2's nearest 5 hold no older
 fact: both sections "(none)".
@@ -218,9 +216,8 @@ def test_the_chunks_are_the_ones_worked_by_hand(conv) -> None:
 
 
 def test_fact_and_reflection_prompts_are_the_files_filled_by_hand(conv) -> None:
-    """The code's defaults (prompts=upstream, fact_context=code, reflections=chunk): facts of
-    chunk 1, its reflection, facts of chunk 2, its reflection; each
-    the file filled by hand; one user message; the code's budgets."""
+    """The code's defaults (prompts=upstream): facts of chunk 1, its reflection, facts of chunk
+    2, its reflection; each the file filled by hand; one user message; the code's budgets."""
     memory, llm = build(conv)
     assert llm.kinds() == ["facts", "reflections", "facts", "reflections"]
     assert all([role for role, _ in r.messages] == ["user"] for r in llm.requests)
@@ -247,7 +244,7 @@ def test_fact_and_reflection_prompts_are_the_files_filled_by_hand(conv) -> None:
     assert d["extraction_failures"] == 0 and d["extraction_attempts"] == 4
     assert d["upstream_prompts"] == ["gaama/prompts/fact_generation.md",
                                      "gaama/prompts/reflection_generation.md"]
-    assert (d["prompts"], d["reflections"], d["fact_context"]) == ("upstream", "chunk", "code")
+    assert d["prompts"] == "upstream"
     # the reply read in the file's form: R1 derived from F1; F1's and F3's concept edges
     facts, reflections = nodes(memory, FACT), nodes(memory, REFLECTION)
     assert set(facts) == {F1, F2, F3} and set(reflections) == {R1}
@@ -265,32 +262,6 @@ def test_a_bad_source_drops_only_that_edge(conv) -> None:
     assert block.covers[facts[F2]] == ("D1:2",)
     assert edges(edge, facts[F2], "DERIVED_FROM") == {1}  # E2 only; the fact is kept
     assert edge.describe()["extraction_failures"] == 0
-
-
-def test_reflections_per_chunk_or_per_group(conv) -> None:
-    """chunk (the code's): one request after each chunk's facts, over those facts; group
-    (ours): one request per reflection_group facts after all facts, with no context."""
-    _, per_chunk = build(conv)
-    assert per_chunk.kinds() == ["facts", "reflections", "facts", "reflections"]
-    grouped, llm = build(conv, reflections="group")
-    assert llm.kinds() == ["facts", "facts", "reflections"]
-    assert llm.requests[2].messages[0][1] == by_hand(
-        reflection_md(), new_facts="\n".join(f"[{ent(f)}] {f}" for f in (F1, F2, F3)),
-        related_facts="(none)", existing_reflections="(none)")
-    reflections = nodes(grouped, REFLECTION)
-    assert edges(grouped, reflections[R1], "DERIVED_FROM_FACT") == {nodes(grouped, FACT)[F1]}
-
-
-def test_fact_context_code_search_or_chunk_centroid(conv) -> None:
-    """Chunk 2's context: the code's per-episode search finds E1 and E2, their facts and both
-    concepts; the chunk centroid (ours) only the pottery side (module docstring)."""
-    _, code = build(conv)
-    _, ours = build(conv, fact_context="centroid")
-    assert ours.requests[2].messages[0][1] == by_hand(
-        fact_md(), new_episodes="\n".join(line(f"D2:{i}") for i in range(1, 5)),
-        related_episodes=line("D1:1"), existing_facts=f"[{ent(F1)}] {F1}",
-        existing_concepts="pottery_class")
-    assert line("D1:2") in code.requests[2].messages[0][1]
 
 
 def test_a_context_section_is_cut_to_its_share_of_2000_words() -> None:

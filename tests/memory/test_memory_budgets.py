@@ -16,7 +16,7 @@ ENC = HashingEncoder(32)
 
 
 @pytest.mark.parametrize("key", ["max_facts", "max_reflections", "max_episodes", "depth",
-                                 "max_iter", "hub_degree", "chunk_tokens", "reflection_group",
+                                 "max_iter", "hub_degree", "chunk_tokens",
                                  "reflections_per_group", "max_tokens"])
 def test_gaama_refuses_a_negative_budget_naming_the_key(key: str) -> None:
     with pytest.raises(ValueError, match=rf"^memory\.{key} must be an integer >= [01], got -1$"):

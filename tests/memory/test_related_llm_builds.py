@@ -15,9 +15,8 @@ from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.models.hashing import HashingEncoder
 
 ENC = HashingEncoder(64)
-#: GAAMA's LLM build in our wording (our prompts, reflections per 20 facts, the chunk centroid's
-#: context): what the scripted model answers
-OURS_GAAMA = {"prompts": "ours", "reflections": "group", "fact_context": "centroid"}
+#: GAAMA's LLM build in our wording (our prompts): what the scripted model answers
+OURS_GAAMA = {"prompts": "ours"}
 # our wordings and readers (before #44); the code's prompts: tests/memory/test_membox_prompts.py
 OURS_MEMBOX = {"prompts": "ours", "verify_parse": "fenced"}
 
@@ -29,8 +28,9 @@ def conv():
 
 def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
     llm = ScriptedLLM()
-    # context_cosine -1: every known concept and (the last 5) older messages go into the context
-    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, context_cosine=-1.0,
+    # context_cosine -1: the concepts and older messages among each message's nearest nodes go
+    # into the context; chunks of 100 tokens hold 4-5 messages, so each reflection cites 2 facts
+    memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=100, context_cosine=-1.0,
                          **OURS_GAAMA)
     memory.ingest([conv])
     block = memory.blocks[conv.sample_id]
@@ -45,7 +45,6 @@ def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
     assert d["build"] == "gaama-llm" and not d["llm_free"] and d["extraction_failures"] == 0
     prompts = [r.messages[1][1] for r in llm.requests]
     assert sum("Write the atomic facts" in p for p in prompts) > 1  # several chunks
-    assert any("Known concepts: chat_topic" in p for p in prompts)  # labels offered for reuse
     assert any("Earlier messages, for reference only" in p for p in prompts)
     result = memory.retrieve([blind(q) for q in conv.questions[:3]])
     assert all(it.covers for row in result.items for it in row)
@@ -53,7 +52,8 @@ def test_gaama_llm_build_parses_facts_and_reflections(conv) -> None:
 
 def test_gaama_garbled_chunk_is_repaired_once_then_counted(conv, caplog) -> None:
     first = next(conv.turns()).dia_id
-    llm = ScriptedLLM(garble=f"[{first}]")
+    # the chunk's own messages follow the prompt's first line (older ones: "reference only:")
+    llm = ScriptedLLM(garble=f"date:\n[{first}]")
     memory = GAAMAMemory(ENC, LLMConceptExtractor(llm), chunk_tokens=120, **OURS_GAAMA)
     memory.ingest([conv])
     assert memory.describe()["extraction_failures"] == 1

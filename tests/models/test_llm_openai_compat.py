@@ -216,14 +216,13 @@ def test_gaama_and_membox_llm_builds_through_a_loopback_server(fake_server):
 
     def behaviour(body, n):
         prompt = first_user(body)
-        text = scripted_reply(prompt, garble=f"[{first}]")
+        text = scripted_reply(prompt, garble=f"date:\n[{first}]")  # the first chunk's prompt
         return 200, completion_body(text, {"prompt_tokens": 50, "completion_tokens": 20}), 0.0
 
     fake_server.behaviour = behaviour
     encoder = HashingEncoder(64)
     gaama = GAAMAMemory(encoder, LLMConceptExtractor(make_llm(fake_server)), chunk_tokens=120,
-                        prompts="ours", reflections="group",
-                        fact_context="centroid")  # the scripted replies answer our wordings
+                        prompts="ours")  # the scripted replies answer our wordings
     gaama.ingest([conv])
     block = gaama.blocks[conv.sample_id]
     assert block.kind.count(FACT) > 0

@@ -1,11 +1,10 @@
 """GAAMA's LLM build (``extractor=llm llm=...``, ``gaama-llm`` in every result row): facts,
 concepts and reflections written by the model over chunks of about 500 tokens
 (:mod:`.llm_build` holds the requests and readers). Each chunk's context is the known concepts and
-older messages of similarity >= ``context_cosine`` on the code's (1 + cos) / 2 scale and the facts
-already derived from those messages (``fact_context``: the code's per-episode vector search, or
-the chunk centroid's last 5, ours); facts cover the messages they cite, reflections the facts they
-cite, a citation outside the request losing only that edge (the code's); reflections follow each
-chunk's facts (the code's) or come per ``reflection_group`` facts (``reflections="group"``, ours).
+older messages of similarity >= ``context_cosine`` on the code's (1 + cos) / 2 scale, found by a
+vector search per new episode, and the facts already derived from those messages; facts cover the
+messages they cite, reflections the facts they cite, a citation outside the request losing only
+that edge; each chunk's reflections follow its facts (all the code's).
 A reply still unreadable after the repair round is a counted :class:`.llm_build.GAAMAFailure`.
 """
 
@@ -14,8 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import torch
 
 from synapse_pt.data.records import Dialogue, Turn
 from synapse_pt.data.upstream import gaama_prompt
@@ -74,19 +71,13 @@ class LLMBuild:
 
     def graphs(self, dialogues: Sequence[Dialogue]) -> list[GraphBuilder]:
         """Each conversation's graph: chunk ``r`` of every conversation in one batch, so each
-        chunk sees the concepts the earlier chunks of its conversation created; under
-        ``reflections="chunk"`` each round's reflections follow its facts (one more batch), as
-        the code's step 3 follows step 2."""
+        chunk sees the concepts the earlier chunks of its conversation created; each round's
+        reflections follow its facts (one more batch), as the code's step 3 follows step 2."""
         built = [episodes(d) for d in dialogues]
         chunks = [chunk_turns(turns, self.s.chunk_tokens, texts=[g.text[e] for e in episodes])
                   for g, turns, episodes in built]
-        # the code's vector store, where its searches need it (the chunk context, or the
-        # related facts its reflection prompt shows)
-        stores = ([VectorStore() for _ in dialogues]
-                  if self.s.fact_context == "code"
-                  or (self.s.reflections == "chunk" and self.s.prompts == "upstream") else None)
-        turn_emb = ([self.encoder.encode([t.content for t in turns]) for _, turns, _ in built]
-                    if self.s.fact_context == "centroid" else None)
+        # the code's vector store: the chunk context and the related facts of its reflections
+        stores = [VectorStore() for _ in dialogues]
         node_of = [{t.dia_id: e for t, e in zip(turns, episodes, strict=True)}
                    for _, turns, episodes in built]
         for r in range(max((len(c) for c in chunks), default=0)):
@@ -95,9 +86,8 @@ class LLMBuild:
             # embeds them first, services/ltm_creator.py 133)
             self._embed(stores, built, {i: [node_of[i][t.dia_id] for t in chunks[i][r]]
                                         for i in todo})
-            jobs = [self._fact_job(dialogues[i], built[i], chunks[i][r],
-                                   None if stores is None else stores[i],
-                                   None if turn_emb is None else turn_emb[i]) for i in todo]
+            jobs = [self._fact_job(dialogues[i], built[i], chunks[i][r], stores[i])
+                    for i in todo]
             parse = parse_upstream_facts if self.s.prompts == "upstream" else parse_facts
             # the shape is checked (and repaired) in the batch, the source ids per chunk below
             results = generate_structured(self.llm, [j[0] for j in jobs], parse=parse)
@@ -108,26 +98,13 @@ class LLMBuild:
                 self._add_facts(dialogues[i], built[i], chunk, ids, known, res)
                 new[i] = list(range(before, len(built[i][0].kind)))  # its concepts and facts
             self._embed(stores, built, new)
-            if self.s.reflections == "chunk":
-                groups = [(i, [n for n in new[i] if built[i][0].kind[n] == FACT]) for i in todo]
-                made = self._reflect(dialogues, built, [(i, f) for i, f in groups if f],
-                                     stores)
-                self._embed(stores, built, made)
-        if self.s.reflections == "group":  # ours: per reflection_group facts, after all facts
-            groups = []
-            for i, (g, _, _) in enumerate(built):
-                facts = [n for n, k in enumerate(g.kind) if k == FACT]
-                groups += [(i, facts[s:s + self.s.reflection_group])
-                           for s in range(0, len(facts), self.s.reflection_group)
-                           if len(facts[s:s + self.s.reflection_group]) >= 2]
-            self._reflect(dialogues, built, groups, None)
+            groups = [(i, [n for n in new[i] if built[i][0].kind[n] == FACT]) for i in todo]
+            made = self._reflect(dialogues, built, [(i, f) for i, f in groups if f], stores)
+            self._embed(stores, built, made)
         return [b[0] for b in built]
 
-    def _embed(self, stores: list[VectorStore] | None, built, new: Mapping[int, list[int]]
-               ) -> None:
+    def _embed(self, stores: list[VectorStore], built, new: Mapping[int, list[int]]) -> None:
         """Enter the ``new`` nodes of each conversation into its store (one encoder call)."""
-        if stores is None:
-            return
         texts = [built[i][0].text[n] for i, nodes in new.items() for n in nodes]
         if not texts:
             return
@@ -136,35 +113,21 @@ class LLMBuild:
             stores[i].add(nodes, emb[start:start + len(nodes)])
             start += len(nodes)
 
-    def _fact_job(self, d: Dialogue, built, chunk: list[Turn], store: VectorStore | None,
-                  turn_emb: torch.Tensor | None
+    def _fact_job(self, d: Dialogue, built, chunk: list[Turn], store: VectorStore
                   ) -> tuple[Any, list[Turn], dict[str, str], tuple[str, ...]]:
         """``(request, chunk, {id shown: dia_id}, concept labels shown)`` of one chunk: its
-        context by ``fact_context``, its prompt by ``prompts``."""
+        context by the code's vector search (services/ltm_creator.py 237-297), its prompt by
+        ``prompts``."""
         g, turns, episodes = built
         node_of = {t.dia_id: e for t, e in zip(turns, episodes, strict=True)}
         turn_of = dict(zip(episodes, turns, strict=True))
         label_of = {c: label for label, c in g.concepts.items()}
         mine = [node_of[t.dia_id] for t in chunk]
-        if self.s.fact_context == "code":  # services/ltm_creator.py 237-297
-            assert store is not None
-            query = store.embedding(mine)
-            older = related(store.search(query, EPISODE_TOP_K, code_similarity), g.kind,
-                            EPISODE, self.s.context_cosine, exclude=mine)
-            concepts = related(store.search(query, CONCEPT_TOP_K, code_similarity), g.kind,
-                               CONCEPT, self.s.context_cosine)
-        else:  # ours: the chunk's text embedding, the last 5 older messages that similar
-            assert turn_emb is not None
-            first = turns.index(chunk[0])
-            chunk_emb = self.encoder.encode(["\n".join(t.content for t in chunk)])[0]
-            older = [episodes[j] for j in range(first)
-                     if code_similarity(float(turn_emb[j] @ chunk_emb))
-                     >= self.s.context_cosine][-5:]
-            concepts = list(g.concepts.values())
-            if concepts:
-                cos = self.encoder.encode([g.text[c] for c in concepts]) @ chunk_emb
-                concepts = [c for c, v in zip(concepts, cos.tolist(), strict=True)
-                            if code_similarity(v) >= self.s.context_cosine]
+        query = store.embedding(mine)
+        older = related(store.search(query, EPISODE_TOP_K, code_similarity), g.kind, EPISODE,
+                        self.s.context_cosine, exclude=mine)
+        concepts = related(store.search(query, CONCEPT_TOP_K, code_similarity), g.kind, CONCEPT,
+                           self.s.context_cosine)
         # the code also shows the facts already derived from those older messages
         # (services/ltm_creator.py 258-277, "existing_facts")
         older_ids = {turn_of[e].dia_id for e in older}
@@ -219,21 +182,18 @@ class LLMBuild:
                     g.link(f, c, "ABOUT_CONCEPT")
 
     def _reflect(self, dialogues: Sequence[Dialogue], built, groups: list[tuple[int, list[int]]],
-                 stores: list[VectorStore] | None) -> dict[int, list[int]]:
+                 stores: list[VectorStore]) -> dict[int, list[int]]:
         """One reflection request per ``(conversation, new fact nodes)`` group, in one batch;
         returns the reflection nodes made per conversation. Under ``prompts="upstream"`` the
-        code's context (``reflections="chunk"``: the older facts of similarity >= the context
-        threshold among each new fact's 5 nearest nodes, and the reflections already drawn from
-        those or the new facts; services/ltm_creator.py 428-467), none per group."""
+        code's context: the older facts of similarity >= the context threshold among each new
+        fact's 5 nearest nodes, and the reflections already drawn from those or the new facts
+        (services/ltm_creator.py 428-467)."""
         requests, cites = [], []
         for i, facts in groups:
             d, g = dialogues[i], built[i][0]
             if self.s.prompts == "upstream":
-                near = []
-                if stores is not None and self.s.reflections == "chunk":
-                    hits = stores[i].search(stores[i].embedding(facts), FACT_TOP_K,
-                                            code_similarity)
-                    near = related(hits, g.kind, FACT, self.s.context_cosine, exclude=facts)
+                hits = stores[i].search(stores[i].embedding(facts), FACT_TOP_K, code_similarity)
+                near = related(hits, g.kind, FACT, self.s.context_cosine, exclude=facts)
                 derived = EDGE_TYPES.index("DERIVED_FROM_FACT")
                 shown = set(facts) | set(near)
                 drawn = sorted({a for a, b, t in g.edges if t == derived

@@ -24,8 +24,8 @@ reply):
   1-3 concepts per message. The context holds the concepts already known with similarity >= 0.75
   to the chunk (so labels are reused), the older messages that similar and the facts already
   derived from them (the code's (1 + cos) / 2 scale by default: cos >= 0.5).
-* :func:`reflection_requests` / :func:`parse_reflections`: higher-level reflections over groups
-  of facts, each citing the facts it follows from.
+* :func:`reflection_request` / :func:`parse_reflections`: higher-level reflections over each
+  chunk's new facts, each citing the facts it follows from.
 
 A cited id outside the request (a fact's message, a reflection's fact) drops that citation only,
 the fact or reflection kept (the code's, ``services/ltm_creator.py`` 388-391 and 507-510).
@@ -58,10 +58,6 @@ if TYPE_CHECKING:
 PROMPT_SOURCES = ("upstream", "ours")
 #: the upstream prompt files (``gaama/prompts/<name>.md``) of the fact and reflection requests
 FACT_FILE, REFLECTION_FILE = "fact_generation", "reflection_generation"
-#: reflections after each chunk's facts (the code's) or per ``reflection_group`` facts (ours)
-REFLECTION_RULES = ("chunk", "group")
-#: a chunk's context: the code's per-episode vector search, or the chunk centroid's last 5 (ours)
-CONTEXT_RULES = ("code", "centroid")
 #: the code's completion budgets (``services/llm_extractors.py`` 109 and 246) and ours
 UPSTREAM_MAX_TOKENS = {"facts": 8000, "reflections": 4000}
 OURS_MAX_TOKENS = 768

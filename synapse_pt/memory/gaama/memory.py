@@ -143,9 +143,7 @@ class GAAMAMemory(MemorySystem):
                 "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
                 "knn": self.knn, "nearest": self.nearest,
                 **({"store_nearest": dict(self.store_counts)} if self.nearest == "store" else {}),
-                **({} if llm_free else {
-                    "prompts": self.build.prompts, "reflections": self.build.reflections,
-                    "fact_context": self.build.fact_context}),
+                **({} if llm_free else {"prompts": self.build.prompts}),
                 "upstream_prompts": [t.source.rel for t in self.templates.values()],
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
                 **self.gate.describe()}

@@ -11,7 +11,7 @@ from typing import Any
 from synapse_pt.graph.ppr import HUB_DAMPENING
 
 from ..base import require_choice, require_int
-from .llm_build import CONTEXT_RULES, PROMPT_SOURCES, REFLECTION_RULES
+from .llm_build import PROMPT_SOURCES
 
 #: the nearest set's source: ``"store"`` (the code's vector store, ``adapters/sqlite_vector.py``
 #: 178-238: the ``max(2 knn, 20)`` nearest over every ingested conversation, then those of the
@@ -19,13 +19,12 @@ from .llm_build import CONTEXT_RULES, PROMPT_SOURCES, REFLECTION_RULES
 #: ``"conversation"`` (ours, issue 53: the ``knn`` nearest of the question's conversation)
 NEAREST_RULES = ("conversation", "store")
 CHOICES = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
-           "nearest": NEAREST_RULES, "prompts": PROMPT_SOURCES, "reflections": REFLECTION_RULES,
-           "fact_context": CONTEXT_RULES}
+           "nearest": NEAREST_RULES, "prompts": PROMPT_SOURCES}
 # a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
 INT_MINIMUMS = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "knn": 1, "max_facts": 0,
                 "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
-                "concepts_per_episode": 1, "chunk_tokens": 1, "reflection_group": 1,
-                "reflections_per_group": 1, "max_tokens": 1}
+                "concepts_per_episode": 1, "chunk_tokens": 1, "reflections_per_group": 1,
+                "max_tokens": 1}
 
 
 def _check(group: object) -> None:
@@ -88,19 +87,14 @@ class Retrieval:
 class Build:
     """The graph build. ``concepts_per_episode`` (GAAMA's prompt: 1-3) serves both builds; the
     rest the LLM build (:mod:`.build`): ``chunk_tokens`` per request, the context threshold
-    ``context_cosine`` on the code's (1 + cos) / 2 scale, ``fact_context`` (``"code"``: a vector
-    search per new episode; ``"centroid"``, ours: the chunk's text embedding, the last 5 older
-    messages), ``reflections`` (``"chunk"``: after each chunk's facts, the code's; ``"group"``,
-    ours: per ``reflection_group`` facts after all facts), ``reflections_per_group`` (our prompt),
+    ``context_cosine`` on the code's (1 + cos) / 2 scale, ``reflections_per_group`` (the count
+    our prompt asks for in each chunk's reflection request),
     ``prompts`` (``"upstream"``: GAAMA's files from ``upstream_path``; ``"ours"``) and
     ``max_tokens`` (``None``: the code's 8,000 / 4,000, ours 768)."""
 
     concepts_per_episode: int = 3
     chunk_tokens: int = 500
     context_cosine: float = 0.75
-    fact_context: str = "code"
-    reflections: str = "chunk"
-    reflection_group: int = 20
     reflections_per_group: int = 3
     prompts: str = "upstream"
     upstream_path: str | None = None
