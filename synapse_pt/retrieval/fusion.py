@@ -22,7 +22,7 @@ on tensors for all questions (and, in :func:`fuse_many`, many weight vectors) at
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor
@@ -129,8 +129,3 @@ def fuse_many(normalised: Tensor, weights: Tensor, mask: Tensor, *, prev: Tensor
     out = _propagate(out, prev, nxt, None if rho is None else rho.to(out.dtype), session,
                      None if sigma is None else sigma.to(out.dtype))
     return out.masked_fill(~mask, float("-inf"))
-
-
-def signal_stack(signals: Mapping[str, Tensor], names: Sequence[str], mask: Tensor) -> Tensor:
-    """``[S, N, B]`` the named signals, each min-max normalised (input of :func:`fuse_many`)."""
-    return torch.stack([minmax_normalise(signals[n].float(), mask) for n in names])

@@ -14,7 +14,7 @@ from synapse_pt.eval.tuning.fusion_search import fusion_candidates, fusion_sweep
 from synapse_pt.memory.fused import SIGNALS, FusedMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.dense import own_graph_mask
-from synapse_pt.retrieval.fusion import signal_stack
+from synapse_pt.retrieval.fusion import minmax_normalise
 
 
 @pytest.mark.parametrize("sigma_max", [None, 0.5])
@@ -26,7 +26,8 @@ def test_sweep_recall_equals_the_memory_path(sigma_max) -> None:
     memory.ingest([conv])
     qg = memory.registry.graph_ids(blinded, "cpu")
     mask = own_graph_mask(memory.node_graph, qg)
-    stack = signal_stack(memory.signals(blinded, qg), SIGNALS, mask)
+    signals = memory.signals(blinded, qg)
+    stack = torch.stack([minmax_normalise(signals[s].float(), mask) for s in SIGNALS])
     cands = fusion_candidates(SIGNALS, ["default"], 6, seed=3, sigma_max=sigma_max)
     assert len({tuple(c["weights"].values()) for c in cands}) == 6
     if sigma_max is not None:

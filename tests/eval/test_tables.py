@@ -120,29 +120,6 @@ def test_to_latex() -> None:
     assert "\\caption{Main results}" in tex
 
 
-def test_related_systems_table_names_each_protocol() -> None:
-    from synapse_pt.eval.reports.tables import related_systems_table
-
-    df = related_systems_table()
-    assert list(df.index) == ["SYNAPSE", "Membox", "GAAMA"]
-    assert df.loc["Membox", "multi-hop"] == 39.88 and df.loc["GAAMA", "single-hop"] == 87.2
-    assert df.loc["SYNAPSE", "adversarial"] == 96.6 and df.loc["SYNAPSE", "reported mean"] == 40.5
-    assert df.loc["GAAMA", "reported mean"] == 78.9
-    assert "category 5 skipped" in df.loc["Membox", "protocol"]
-    assert "judge" in df.loc["GAAMA", "protocol"] and "1,540" in df.loc["GAAMA", "protocol"]
-    # GAAMA's README reports open-domain ("Commonsense", 96 questions) too: 49.3
-    assert df.loc["GAAMA", "open-domain"] == 49.3
-    # Membox's 53.95 is its overall F1 over categories 1-4, beside mode=compact
-    assert df.loc["Membox", "reported mean"] == 53.95
-    assert "Compact" in df.loc["Membox", "protocol"]
-    # issue 44: the setting that produced the row (Compact, content top-k 10, its answer step)
-    assert df.loc["Membox", "our build"] == ("experiment=membox_published extractor=llm "
-                                             "llm=openai eval=qa")
-    assert df.loc["GAAMA", "our build"] == ("memory=gaama extractor=llm llm=openai eval=judge "
-                                            "eval.judge_runs=1")
-    assert "unreadable reply: 0" in df.loc["GAAMA", "protocol"]
-
-
 def test_membox_overall_f1_is_the_question_weighted_mean_of_its_categories() -> None:
     """53.95 = (282*39.88 + 321*58.03 + 96*27.96 + 841*60.09) / 1540 = 53.957, by hand: the
     README row weighted by LoCoMo-10's question counts, so an overall figure, not multi-hop."""

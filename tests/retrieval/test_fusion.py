@@ -11,9 +11,13 @@ from synapse_pt.retrieval.fusion import (
     minmax_normalise,
     neighbour_propagation,
     session_maximum,
-    signal_stack,
     speaker_prior,
 )
+
+
+def stack(signals: dict, names: str, mask: torch.Tensor) -> torch.Tensor:
+    """``fuse_many``'s input: the named signals, each min-max normalised, stacked ``[S, N, B]``."""
+    return torch.stack([minmax_normalise(signals[n].float(), mask) for n in names])
 
 
 def test_minmax_normalise_by_hand_per_column_and_mask() -> None:
@@ -63,7 +67,7 @@ def test_fuse_many_equals_fuse_per_weight_vector() -> None:
     nxt = torch.tensor([1, 2, 3, -1, 5, 6, -1, 8, -1])
     weights = torch.rand(5, 3, generator=g)
     rho = torch.tensor([0.0, 0.3, 0.1, 0.0, 0.45])
-    many = fuse_many(signal_stack(signals, ["x", "y", "z"], mask), weights, mask, prev=prev,
+    many = fuse_many(stack(signals, "xyz", mask), weights, mask, prev=prev,
                      nxt=nxt, rho=rho)
     for c in range(5):
         one = fuse(signals, dict(zip("xyz", weights[c].tolist(), strict=True)), mask, prev=prev,
@@ -97,7 +101,7 @@ def test_fuse_many_with_sessions_equals_a_plain_loop() -> None:
     weights = torch.rand(4, 2, generator=g)
     rho = torch.tensor([0.0, 0.3, 0.1, 0.2])
     sigma = torch.tensor([0.4, 0.0, 0.25, 0.1])
-    many = fuse_many(signal_stack(signals, ["x", "y"], mask), weights, mask, prev=prev, nxt=nxt,
+    many = fuse_many(stack(signals, "xy", mask), weights, mask, prev=prev, nxt=nxt,
                      rho=rho, session=session, sigma=sigma)
     for c in range(4):
         base = [sum(float(weights[c, k]) * float(minmax_normalise(signals[s], mask)[i, q])

@@ -1,4 +1,6 @@
-"""Numbers the papers report, as data (SPEC §1.3, §1.4, §2), each with its source.
+"""Numbers the papers report, as data (SPEC §1.3, §1.4, §2): SYNAPSE's from arXiv 2601.02744
+(Table 1 main, Table 3/4 efficiency, the ablation table; shared/seeds/000_*, 001_*), each related
+system's from the numbers its package declares (``memory/<system>/published.py``).
 
 All F1 values are in percent, gpt-4o-mini for extraction and answers, as printed. Category keys are
 the SYNAPSE paper's column names; under the official numbering (SPEC §3) they are raw categories
@@ -25,15 +27,7 @@ __all__ = [
     "PAPER_CATEGORIES",
     "PROTOCOLS",
     "PUBLISHED_ROWS",
-    "SOURCES",
 ]
-
-SOURCES: dict[str, str] = {
-    "synapse": "SYNAPSE, arXiv 2601.02744 (Table 1 main, Table 3/4 efficiency, ablation table); "
-               "SPEC §1.3-1.4; shared/seeds/000_*, 001_*",
-    # each related system's, from the numbers its package declares (memory/<system>/published.py)
-    **{p.name.lower(): p.source for p in PUBLISHED.values()},
-}
 
 PAPER_CATEGORIES: dict[str, int] = {
     "multi-hop": 1, "temporal": 2, "open-domain": 3, "single-hop": 4, "adversarial": 5,
@@ -109,12 +103,6 @@ PROTOCOLS: dict[str, str] = {
     "SYNAPSE": "official F1 (all five categories), gpt-4o-mini; the reported average leaves out "
                "adversarial",
     **{p.name: p.protocol for p in PUBLISHED.values()},
-}
-
-# The config of ours each published row sits beside.
-OUR_BUILDS: dict[str, str] = {
-    "SYNAPSE": "memory=synapse",
-    **{p.name: p.our_build for p in PUBLISHED.values()},
 }
 
 # The published row each system of the paper-table study (studies/paper_table.yaml) sits beside:

@@ -197,27 +197,6 @@ def efficiency_table(
     return df
 
 
-def related_systems_table() -> pd.DataFrame:
-    """The published LoCoMo numbers of SYNAPSE and each related system per category
-    (:data:`~synapse_pt.eval.reports.paper_numbers.PUBLISHED_ROWS`), each row with the protocol it
-    was
-    measured under (they are not comparable with each other as printed) and the build of ours it
-    sits beside. ``reported mean``: SYNAPSE's printed average, each system's headline mean."""
-    cats = list(paper_numbers.PAPER_CATEGORIES)
-    systems = list(paper_numbers.OUR_BUILDS)
-    rows = {"SYNAPSE": {c: paper_numbers.MAIN_F1["SYNAPSE"][c] for c in cats}}
-    rows.update({s: {c: paper_numbers.PUBLISHED_ROWS[s]["values"].get(c) for c in cats}
-                 for s in systems[1:]})
-    for s in systems:
-        rows[s]["reported mean"] = paper_numbers.PUBLISHED_ROWS[s]["mean"]
-    df = pd.DataFrame.from_dict(rows, orient="index").astype("float64")
-    df["protocol"] = [paper_numbers.PROTOCOLS[s] for s in df.index]
-    df["our build"] = [paper_numbers.OUR_BUILDS[s] for s in df.index]
-    df["source"] = [paper_numbers.SOURCES[s.lower()] for s in df.index]
-    df.index.name = "system"
-    return df
-
-
 def _cell(v: Any, floatfmt: str, na_rep: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return na_rep
