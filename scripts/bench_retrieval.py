@@ -4,8 +4,7 @@
 
 Builds the memory of ``python -m synapse_pt.run`` (paper_main by default; any Hydra overrides)
 over LoCoMo-10 with the cached embeddings, then times, on the same query embeddings and BM25
-scores (after one untimed warm-up call, which compiles the kernel under
-``memory.engine.compile=true``):
+scores (after one untimed warm-up call):
 
 * batched: :meth:`SynapseMemory.rank` for every question at once (one ``[N_g, B_g]`` block per
   conversation, the activation layer over the cached adjacency);
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = args.device.startswith("cuda")
     params = memory.params
     query_graph, query_emb, bm25 = memory.query_inputs(questions)
-    memory.rank(query_graph, query_emb, bm25, params)  # warm-up (compiles with engine.compile)
+    memory.rank(query_graph, query_emb, bm25, params)  # warm-up
     batched_s, loop_s = [], []
     for _ in range(args.repeats):
         t = time.perf_counter()
