@@ -76,7 +76,7 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
     (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
     same ones."""
     return {
-        "git_commit": git_commit(Path(__file__).resolve().parents[1]),
+        "git_commit": git_commit(Path(__file__).resolve().parents[2]),
         "config_hash": config_hash(without_result_neutral(resolved)),
         "task_name": resolved["task_name"],
         "experiment": resolved.get("experiment_name"),

@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from synapse_pt.eval.qa.aggregate import answerable_span, run_summary_names
 from synapse_pt.eval.reports.paper_numbers import PUBLISHED_ROWS
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
 STUDY_DIR = CONFIG_DIR.parent / "studies"
 _LABEL = re.compile(r"[A-Za-z0-9_.+-]+")
 
