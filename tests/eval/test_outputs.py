@@ -266,3 +266,26 @@ def test_paper_rows_only_beside_locomo_runs() -> None:
     assert any(str(i).startswith("paper: ") for i in locomo["efficiency"].index)
     assert any(str(i).startswith("paper: ") for i in locomo["main_f1_official"].index)
     assert not any(str(i).startswith("paper: ") for t in realtalk.values() for i in t.index)
+
+
+def test_prompt_hashes_name_each_prompt_by_its_module_path() -> None:
+    """One key for every prompt text of every prompt module, named by the module's path in the
+    package: GAAMA's and Membox's modules share file names (llm_build, answer), so a key by file
+    name alone would let one system's prompt hide another's."""
+    import hashlib
+    import importlib
+
+    from synapse_pt.eval.records.outputs import prompt_hashes, prompt_modules
+
+    hashes = prompt_hashes()
+    expected = {}
+    for name in prompt_modules():
+        for attr, value in vars(importlib.import_module(name)).items():
+            if attr.isupper() and not attr.startswith("_") and isinstance(value, str) and (
+                    attr.endswith(("PROMPT", "TEMPLATE", "INSTRUCTION", "EVIDENCE", "REPLY"))):
+                expected[f"{name[len('synapse_pt.'):]}.{attr}"] = hashlib.sha256(
+                    value.encode()).hexdigest()[:12]
+    assert expected and all(hashes[k] == v for k, v in expected.items())
+    assert "memory.gaama.llm_build.FACT_PROMPT" in hashes
+    assert "memory.membox.llm_build.BOX_PROMPT" in hashes
+    assert "eval.qa.prompts.SYSTEM_PROMPT" in hashes

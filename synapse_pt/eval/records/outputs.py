@@ -110,8 +110,10 @@ def prompt_modules() -> list[str]:
 
 def prompt_hashes() -> dict[str, str]:
     """``{module.NAME: sha256[:12]}`` of every prompt text (module-level string, or mapping of
-    strings, whose name ends in PROMPT, TEMPLATE, INSTRUCTION, ...): two runs whose hashes differ
-    asked their models different questions, whatever their configs say."""
+    strings, whose name ends in PROMPT, TEMPLATE, INSTRUCTION, ...), the module named by its path
+    in the package (``memory.gaama.llm_build.FACT_PROMPT``: GAAMA's and Membox's modules share
+    their file names): two runs whose hashes differ asked their models different questions,
+    whatever their configs say."""
     import importlib
 
     out: dict[str, str] = {}
@@ -123,8 +125,8 @@ def prompt_hashes() -> dict[str, str]:
             if isinstance(value, Mapping):
                 value = json.dumps(dict(value), sort_keys=True)
             if isinstance(value, str):
-                short = name.rsplit(".", 1)[-1]
-                out[f"{short}.{attr}"] = hashlib.sha256(value.encode()).hexdigest()[:12]
+                key = f"{name.removeprefix('synapse_pt.')}.{attr}"
+                out[key] = hashlib.sha256(value.encode()).hexdigest()[:12]
     return out
 
 
