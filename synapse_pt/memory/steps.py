@@ -134,15 +134,16 @@ def user_request(content: str, *, max_tokens: int, temperature: float = 0.0, see
                                      extra=dict(extra or {}))
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
+#: a judge reply's JSON: a code fence's body, or any brace-delimited object
+JSON_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 
 
 def parse_coverage_score(text: str) -> float | None:
     """The fraction in the last JSON object with a numeric ``score`` in [0, 1] (``None``: the
     reply cannot be read, or its score lies outside [0, 1])."""
-    fenced = _FENCE.findall(text)
-    for chunk in reversed(fenced + _JSON_OBJECT.findall(text)):
+    fenced = JSON_FENCE.findall(text)
+    for chunk in reversed(fenced + JSON_OBJECT.findall(text)):
         try:
             obj = json.loads(chunk.strip())
         except json.JSONDecodeError:

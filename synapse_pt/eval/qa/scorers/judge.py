@@ -53,7 +53,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from synapse_pt.memory.steps import JUDGES, Judge, parse_coverage_score, register, user_request
+from synapse_pt.memory.steps import (
+    JSON_FENCE,
+    JSON_OBJECT,
+    JUDGES,
+    Judge,
+    parse_coverage_score,
+    register,
+    user_request,
+)
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.llm.recording import RecordingLLM
 from synapse_pt.progress import Progress
@@ -115,8 +123,6 @@ criterion that forbids something is satisfied only when the response addresses t
 does not contain it. Reply with a JSON object only: {{"score": 1}} if the criterion is satisfied,
 {{"score": 0}} if it is not."""
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 _BARE = re.compile(r"\b(CORRECT|WRONG)\b")
 
 
@@ -129,8 +135,8 @@ def parse_judge_label(text: str) -> Label | None:
     2. Otherwise the reply must contain bare upper-case ``CORRECT`` or ``WRONG`` words of one kind
        only (``INCORRECT`` does not count; both kinds present -> ``None``).
     """
-    fenced = _FENCE.search(text)
-    candidates = ([fenced.group(1)] if fenced else []) + _JSON_OBJECT.findall(text)
+    fenced = JSON_FENCE.search(text)
+    candidates = ([fenced.group(1)] if fenced else []) + JSON_OBJECT.findall(text)
     for chunk in candidates:
         try:
             obj = json.loads(chunk.strip())
