@@ -64,19 +64,19 @@ def plain_scores(memory, block, query_emb, b):
     cos = cosine_scores(block.x, query_emb)[:, b].double().tolist()
     sim = [(1 + c) / 2 for c in cos]
     ranked = sorted(range(n), key=lambda i: -sim[i])
-    seeds = ranked[: memory.seeds]
+    seeds = ranked[: memory.retrieval.seeds]
     G = nx.DiGraph()
     G.add_nodes_from(range(n))
-    G.add_edges_from(block.edge_index.T.tolist(), weight=memory.edge_weight)
+    G.add_edges_from(block.edge_index.T.tolist(), weight=memory.retrieval.edge_weight)
     hood = set()
     for s in seeds:
-        hood |= set(nx.ego_graph(G, s, radius=memory.depth).nodes)
-    near = set(ranked[: memory.knn])
+        hood |= set(nx.ego_graph(G, s, radius=memory.retrieval.depth).nodes)
+    near = set(ranked[: memory.retrieval.k_nearest])
     cand = hood | near
     weights = {i: max(sim[i], 0.0) if i in seeds else 0.0 for i in hood}
-    ppr = nx.pagerank(G.subgraph(hood), alpha=memory.alpha, personalization=weights,
+    ppr = nx.pagerank(G.subgraph(hood), alpha=memory.retrieval.alpha, personalization=weights,
                       weight="weight", tol=1e-12, max_iter=1000)
-    if memory.graph_only_cosine == "zero":
+    if memory.retrieval.graph_only_cosine == "zero":
         sim = [v if i in near else 0.0 for i, v in enumerate(sim)]
     max_sim = max(sim[i] for i in cand)
     max_ppr = max(ppr.values())
@@ -134,7 +134,7 @@ def test_similarity_scaled_score_by_hand() -> None:
         assert float(zero.scores(block, q)[0][1, 0]) == pytest.approx(want)
     assert code_similarity(torch.tensor([-1.0, 0.0, 0.5])).tolist() == [0.0, 0.5, 0.75]
     # the code's nearest set: max(2 * (60 + 20 + 5 + 80), 2 * 40) = 330 nodes
-    assert GAAMAMemory(ENC, KeywordConceptExtractor()).knn == 330
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).retrieval.k_nearest == 330
 
 
 def test_knn_follows_a_sweep_of_the_budgets_under_the_code_rule() -> None:
@@ -143,18 +143,18 @@ def test_knn_follows_a_sweep_of_the_budgets_under_the_code_rule() -> None:
     hand: max_facts 10 -> 2 * (10 + 20 + 5 + 80) = 230; seeds 200 -> max(230, 400) = 400."""
     m = GAAMAMemory(ENC, KeywordConceptExtractor())
     m.configure_retrieval(max_facts=10)
-    assert m.knn == 230
+    assert m.retrieval.k_nearest == 230
     m.configure_retrieval(seeds=200)
-    assert m.knn == 400
+    assert m.retrieval.k_nearest == 400
     m.configure_retrieval(knn=50)
     m.configure_retrieval(max_facts=60, seeds=40)
-    assert m.knn == 50
+    assert m.retrieval.k_nearest == 50
     m.configure_retrieval(knn=None)
-    assert m.knn == 330
+    assert m.retrieval.k_nearest == 330
     with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
         m.configure_retrieval(knn=0)
     m.configure_retrieval(max_facts=10)  # the refused knn=0 left the code's rule in place
-    assert m.knn == 230
+    assert m.retrieval.k_nearest == 230
     with pytest.raises(ValueError, match=r"memory.max_skills must be an integer >= 0"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), max_skills=-1)
     with pytest.raises(ValueError, match=r"memory.knn must be an integer >= 1"):
@@ -260,9 +260,10 @@ def test_a_sweep_cannot_set_an_unknown_rule() -> None:
                      ("hub_dampening", "sometimes")):
         with pytest.raises(ValueError, match=rf"memory.{key} must be one of .*{bad!r}"):
             m.configure_retrieval(**{key: bad}, max_facts=10)
-    assert (m.graph_only_cosine, m.hub_dampening, m.max_facts) == ("zero", "code", 60)
+    r = m.retrieval
+    assert (r.graph_only_cosine, r.hub_dampening, r.max_facts) == ("zero", "code", 60)
     m.configure_retrieval(graph_only_cosine="real", hub_dampening="effective")
-    assert (m.graph_only_cosine, m.hub_dampening) == ("real", "effective")
+    assert (m.retrieval.graph_only_cosine, m.retrieval.hub_dampening) == ("real", "effective")
 
 
 def test_fused_seeds_replace_the_cosine_of_turn_nodes(conv) -> None:
@@ -299,7 +300,7 @@ def test_graph_only_cosine_defaults_to_the_code_rule() -> None:
 
     import yaml
 
-    assert GAAMAMemory(ENC, KeywordConceptExtractor()).graph_only_cosine == "zero"
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).retrieval.graph_only_cosine == "zero"
     path = Path(__file__).resolve().parents[2] / "configs" / "memory" / "gaama.yaml"
     assert yaml.safe_load(path.read_text())["graph_only_cosine"] == "zero"
     line = next(x for x in path.read_text().splitlines() if x.startswith("graph_only_cosine"))

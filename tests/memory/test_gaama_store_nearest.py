@@ -106,19 +106,19 @@ def plain_store_scores(m: GAAMAMemory, blocks: list[_Block], own: int, q: torch.
         cos = cosine_scores(block.x, q)[:, 0].double().tolist()
         pool.extend((-v, c, i) for i, v in enumerate(cos))
     pool.sort()
-    mine = [i for _, c, i in pool[:max(2 * m.knn, 20)] if c == own]
+    mine = [i for _, c, i in pool[:max(2 * m.retrieval.k_nearest, 20)] if c == own]
     block = blocks[own]
     sim = [(1 + v) / 2 for v in cosine_scores(block.x, q)[:, 0].double().tolist()]
-    seeds, near = mine[:m.seeds], set(mine[:m.knn])
+    seeds, near = mine[:m.retrieval.seeds], set(mine[:m.retrieval.k_nearest])
     G = nx.DiGraph()
     G.add_nodes_from(range(len(block.kind)))
     G.add_edges_from(block.edge_index.T.tolist())
     hood = set()
     for s in seeds:
-        hood |= set(nx.ego_graph(G, s, radius=m.depth).nodes)
+        hood |= set(nx.ego_graph(G, s, radius=m.retrieval.depth).nodes)
     cand = hood | near
     weights = {i: sim[i] if i in seeds else 0.0 for i in hood}
-    ppr = nx.pagerank(G.subgraph(hood), alpha=m.alpha, personalization=weights, tol=1e-12,
+    ppr = nx.pagerank(G.subgraph(hood), alpha=m.retrieval.alpha, personalization=weights, tol=1e-12,
                       max_iter=1000) if hood else {}
     sim = [v if i in near else 0.0 for i, v in enumerate(sim)]
     max_sim = max(sim[i] for i in cand)
@@ -142,7 +142,7 @@ def test_store_nearest_equals_a_plain_computation(tmp_path) -> None:
         own = 0 if question.sample_id == data.conversations[0].sample_id else 1
         q = ENC.encode([question.question])
         returned = m.store_returns(q, [question.sample_id])[question.sample_id]
-        fewer += int(returned.sum()) < m.knn
+        fewer += int(returned.sum()) < m.retrieval.k_nearest
         want = plain_store_scores(m, blocks, own, q)
         score, cand = m.scores(blocks[own], q, returned=returned)
         assert set(cand[:, 0].nonzero().flatten().tolist()) == set(want)
@@ -162,7 +162,7 @@ def test_the_default_is_the_codes_in_the_class_and_the_config() -> None:
     config names the code's file."""
     import yaml
 
-    assert GAAMAMemory(ENC, KeywordConceptExtractor()).nearest == "store"
+    assert GAAMAMemory(ENC, KeywordConceptExtractor()).retrieval.nearest == "store"
     path = Path(__file__).resolve().parents[2] / "configs" / "memory" / "gaama.yaml"
     assert yaml.safe_load(path.read_text())["nearest"] == "store"
     after = path.read_text().split("\nnearest:")[1][:600]

@@ -26,7 +26,8 @@ def test_gaama_refuses_a_negative_budget_naming_the_key(key: str) -> None:
 def test_gaama_zero_pack_budgets_are_allowed_and_a_float_is_not() -> None:
     m = GAAMAMemory(ENC, KeywordConceptExtractor(), max_facts=0, max_reflections=0,
                     max_episodes=0)
-    assert (m.max_facts, m.max_reflections, m.max_episodes) == (0, 0, 0)
+    r = m.retrieval
+    assert (r.max_facts, r.max_reflections, r.max_episodes) == (0, 0, 0)
     with pytest.raises(ValueError, match=r"memory\.max_facts must be an integer >= 0, got 2\.5"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), max_facts=2.5)
 
@@ -37,9 +38,9 @@ def test_a_sweep_cannot_set_a_negative_budget_on_an_ingested_memory() -> None:
     m.ingest([conv])
     with pytest.raises(ValueError, match=r"memory\.max_facts must be an integer >= 0, got -1"):
         m.configure_retrieval(max_facts=-1, max_episodes=5)
-    assert (m.max_facts, m.max_episodes) == (60, 80)  # nothing half-applied
+    assert (m.retrieval.max_facts, m.retrieval.max_episodes) == (60, 80)  # nothing half-applied
     m.configure_retrieval(max_facts=3)
-    assert m.max_facts == 3
+    assert m.retrieval.max_facts == 3
     bm25 = BM25Memory(ENC, k=5)
     with pytest.raises(ValueError, match=r"memory\.k must be an integer >= 1, got 0"):
         bm25.configure_retrieval(k=0)

@@ -63,8 +63,9 @@ class GAAMAMemory(MemorySystem):
         **settings: the config's flat keys (``memory.seeds``, ``memory.chunk_tokens``), each a
             field of one of the two groups.
 
-    The retrieval settings read as attributes (``memory.seeds``; ``memory.knn`` resolved by the
-    code's rule when null) and change through :meth:`configure_retrieval`.
+    The settings are read from the groups (``memory.retrieval.seeds``; the nearest set's size,
+    ``memory.knn`` resolved by the code's rule when null, is ``memory.retrieval.k_nearest``) and
+    change through :meth:`configure_retrieval`.
     """
 
     name = "gaama"
@@ -107,13 +108,6 @@ class GAAMAMemory(MemorySystem):
         self.ingest_seconds = 0.0
         self.store_counts: dict[str, int] = {}  # nearest="store": what the store returned
 
-    def __getattr__(self, name: str) -> Any:
-        """A retrieval setting as an attribute (``knn``: the nearest set's size)."""
-        r = self.__dict__.get("retrieval")
-        if r is None or name not in _RETRIEVAL:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return r.k_nearest if name == "knn" else getattr(r, name)
-
     def configure_retrieval(self, **settings: object) -> None:
         """As :meth:`MemorySystem.configure_retrieval`: every setting is checked before any is
         set; ``knn=None`` (or a sweep of the budgets or seeds while ``knn`` follows the code's
@@ -135,14 +129,14 @@ class GAAMAMemory(MemorySystem):
         return {} if self.llm_build is None else self.llm_build.templates
 
     def describe(self) -> dict[str, object]:
-        llm_free = self.llm_build is None
+        llm_free, r = self.llm_build is None, self.retrieval
         return {"memory": self.name, "build": "gaama-llm-free" if llm_free else "gaama-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
                 "extraction_attempts": 0 if llm_free else self.llm_build.extraction_attempts,
                 "encoder": self.encoder.name, "extractor": self.extractor.name,
-                "hub_dampening": self.hub_dampening, "graph_only_cosine": self.graph_only_cosine,
-                "knn": self.knn, "nearest": self.nearest,
-                **({"store_nearest": dict(self.store_counts)} if self.nearest == "store" else {}),
+                "hub_dampening": r.hub_dampening, "graph_only_cosine": r.graph_only_cosine,
+                "knn": r.k_nearest, "nearest": r.nearest,
+                **({"store_nearest": dict(self.store_counts)} if r.nearest == "store" else {}),
                 **({} if llm_free else {"prompts": self.build.prompts}),
                 "upstream_prompts": [t.source.rel for t in self.templates.values()],
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
@@ -192,7 +186,7 @@ class GAAMAMemory(MemorySystem):
     def store_returns(self, query_emb: torch.Tensor, sample_ids: Sequence[str]
                       ) -> dict[str, torch.Tensor]:
         """:func:`.retrieval.store_returns` over the ingested conversations."""
-        return steps.store_returns(self.blocks, query_emb, sample_ids, self.knn)
+        return steps.store_returns(self.blocks, query_emb, sample_ids, self.retrieval.k_nearest)
 
     def scores(self, block: Block, query_emb: torch.Tensor,
                similarity: torch.Tensor | None = None, returned: torch.Tensor | None = None
@@ -208,10 +202,11 @@ class GAAMAMemory(MemorySystem):
         """Tallies, over the questions retrieved so far, how many of their conversation's nodes
         the store returned: fewer than ``knn``, fewer than ``seeds``, none (in describe())."""
         got = torch.cat([returned[sid][:, cols].sum(0) for sid, cols in by_conv.items()])
-        for key, n in (("questions", len(got)), ("below_knn", int((got < self.knn).sum())),
-                       ("below_seeds", int((got < self.seeds).sum())),
+        knn = self.retrieval.k_nearest
+        for key, n in (("questions", len(got)), ("below_knn", int((got < knn).sum())),
+                       ("below_seeds", int((got < self.retrieval.seeds).sum())),
                        ("none", int((got == 0).sum())),
-                       ("nearest_sum", int(got.clamp(max=self.knn).sum()))):
+                       ("nearest_sum", int(got.clamp(max=knn).sum()))):
             self.store_counts[key] = self.store_counts.get(key, 0) + n
 
     def retrieve(self, questions: Sequence[Question]) -> RetrievalResult:
@@ -225,8 +220,8 @@ class GAAMAMemory(MemorySystem):
         for i, q in enumerate(questions):
             by_conv.setdefault(q.sample_id, []).append(i)
         fused = self.fused.normalised_scores(questions) if self.fused is not None else None
-        returned = (self.store_returns(query_emb, list(by_conv)) if self.nearest == "store"
-                    else None)
+        returned = (self.store_returns(query_emb, list(by_conv))
+                    if self.retrieval.nearest == "store" else None)
         if returned is not None:
             self._count_store(returned, by_conv)
         for sample_id, cols in by_conv.items():
