@@ -38,6 +38,10 @@ style, the judge and its unreadable replies, the gold and its audit file, the pr
 ``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying how each row
 was made and the difference printed, tables only under the golds every run was scored against
 (an official-gold and an audited-gold run share none: refused all the same).
+
+``--out`` is written as every folder the project writes (``synapse_pt.eval.records.commit``):
+locked, the tables staged and swapped in whole; the tables an earlier call wrote there (its
+manifest) that this one does not are removed, a user's files are never touched.
 """
 
 from __future__ import annotations
@@ -102,4 +106,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synapse_pt.cli import report_failures
+
+    sys.exit(report_failures(main, kept=lambda: "the folder of tables is left as it was"))

@@ -15,10 +15,8 @@ studies and sweeps call :func:`run` directly; the hydra entry point returns the 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +31,20 @@ from synapse_pt.build import (
     text_cache,
 )
 from synapse_pt.cli import (
+    USER_FACING_ERRORS,
     configure_threads,
     drop_unused_folder,
+    entry_point,
     in_multirun,
-    one_line,
     quiet_third_party_logs,
+    report_failures,
     seed_everything,
 )
-from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.resolve import build_audit, build_dataset
-from synapse_pt.errors import ConfigError
 from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, for_memory, require_upstream
 from synapse_pt.eval.qa.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
-from synapse_pt.eval.records.outputs import write_run_outputs
+from synapse_pt.eval.records.commit import commit, holding, staging
+from synapse_pt.eval.records.outputs import naming, write_run_outputs
 from synapse_pt.eval.records.record import (
     build_tables,
     lookup_metric,
@@ -56,24 +55,16 @@ from synapse_pt.eval.records.record import (
     run_timings,
 )
 from synapse_pt.eval.records.run_folder import (
-    OutputDirInUse,
-    OutputDirNotWritable,
-    RunFolderLocked,
     check_output_dir,
     check_same_data,
-    commit,
-    holding,
     holds_outputs,
-    staging,
+    legacy_run_files,
     writing,
 )
 from synapse_pt.eval.reports.console import render_summary
-from synapse_pt.models.assemble import ModelNotAssembled
-from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded
-from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.preflight import check_run
-from synapse_pt.run_records import RunRecords
+from synapse_pt.run_records import OnClaim, RunRecords
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
 
@@ -81,18 +72,7 @@ log = logging.getLogger("synapse_pt.run")
 register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
-ERROR_EXIT_CODE = 1  # a run ended by one of USER_FACING_ERRORS
 
-#: errors whose message says all a user needs (what failed, which file, record, key or server, and
-#: what to do): the CLI prints them as one line instead of a traceback (an LLM server's timeout,
-#: connection error or unknown model ends deep in asyncio otherwise)
-USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
-    LLMError, CorruptCacheError, DataFormatError, DatasetNotFoundError, OutputDirInUse,
-    RunFolderLocked, OutputDirNotWritable, ConfigError, ModelNotAssembled)
-
-
-#: called once a run has passed its folder's checks: ``(staging folder, folder for the log)``
-OnClaim = Callable[[Path, Path], None]
 
 
 def run(cfg: DictConfig, refuse_fallback: str | None = None,
@@ -101,16 +81,17 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
     shipped sample; a Hydra multirun always refuses. The folder is locked while the run writes
-    it (:func:`~synapse_pt.eval.records.run_folder.holding`: a second run into it is refused);
-    another
-    configuration's or other data's outputs there are refused unless ``overwrite=true``
+    it (:func:`~synapse_pt.eval.records.commit.holding`: a second run into it is refused; a
+    commit a killed run left is completed first); another configuration's or other data's outputs
+    there are refused unless ``overwrite=true``
     (:func:`~synapse_pt.eval.records.run_folder.check_output_dir`,
     :func:`~synapse_pt.eval.records.run_folder.check_same_data`). The outputs are written into the
     folder's staging folder and replace its own only when the run has succeeded
-    (:func:`~synapse_pt.eval.records.run_folder.commit`). ``on_claim`` (the CLI's Hydra records) is
-    called
-    once every check has passed, before anything is written: with the staging folder and the
-    folder the log goes to (the staging folder when the run replaces another's outputs)."""
+    (:func:`~synapse_pt.eval.records.commit.commit`: a kill at any moment leaves the old outputs
+    or the new ones whole). ``on_claim`` (the CLI's Hydra records) is called once every check has
+    passed, before anything is written: with the staging folder and the folder the log goes to
+    (the staging folder when the run replaces another's outputs); it returns the files it writes
+    straight into the folder (the log), which the commit records as the run's."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     overwrite = bool(cfg.get("overwrite", False))
@@ -124,17 +105,19 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
         dataset = build_dataset(cfg.dataset, smoke=bool(cfg.smoke),
                                 refuse_fallback=refuse_fallback or (
                                     "a multirun" if in_multirun() else None))
-        check_same_data(output_dir, dataset.sha256, overwrite=overwrite)
+        check_same_data(output_dir, dataset, overwrite=overwrite)
         replacing = overwrite and holds_outputs(output_dir)
-        (staged / "config.yaml").write_text(config_text)
-        if on_claim is not None:
-            on_claim(staged, staged if replacing else output_dir)
+        with writing(output_dir):
+            with naming(staged / "config.yaml"):
+                (staged / "config.yaml").write_text(config_text)
+            in_place = (on_claim(staged, staged if replacing else output_dir)
+                        if on_claim is not None else [])
         tracker = run_tracker(resolved, output_dir)
         exit_code = 1
         try:
             with writing(output_dir):
                 metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
-                commit(staged, output_dir, replace=overwrite)
+                commit(output_dir, in_place=in_place, legacy=legacy_run_files)
             tracker.log_file(output_dir / "metrics.json")
             log.info("outputs written to %s", output_dir.resolve())
             print(f"[synapse_pt] outputs: {output_dir.resolve()}")
@@ -212,23 +195,32 @@ def main(cfg: DictConfig) -> float:
     return value
 
 
+def kept_after(folder: Path) -> str:
+    """What a run that failed or was interrupted leaves: the folder's outputs as they were (the
+    last run that finished there), the caches what it computed."""
+    held = ("holds the outputs of the last run that finished there, whole"
+            if holds_outputs(folder) else "holds no run's outputs")
+    return (f"nothing of this run was committed: {folder} {held}; the caches keep what this run "
+            "computed (the same command resumes from them)")
+
+
 def run_reporting_errors(cfg: DictConfig, records: RunRecords) -> dict[str, Any]:
-    """:func:`run` with Hydra's records; a budget stop (exit status 3) and the errors of
-    :data:`USER_FACING_ERRORS` (exit status 1) logged and printed as one line."""
-    try:
-        return run(cfg, on_claim=records.claim)
-    except BudgetExceeded as err:  # a clean stop: what was answered is cached
-        log.error("%s", err)
-        print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
-        sys.exit(BUDGET_EXIT_CODE)
-    except USER_FACING_ERRORS as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise  # the whole traceback, as Hydra gives it for any other error
-        log.error("%s: %s", type(err).__name__, err)
-        print(f"[synapse_pt] error: {one_line(err)} (HYDRA_FULL_ERROR=1 shows the traceback)",
-              file=sys.stderr)
-        sys.exit(ERROR_EXIT_CODE)
+    """:func:`run` with Hydra's records inside the error boundary
+    (:func:`~synapse_pt.cli.report_failures`): a budget stop (exit status 3), the errors of
+    :data:`USER_FACING_ERRORS` and any :class:`OSError` (exit status 1), an interruption
+    (Ctrl-C or SIGTERM: 130, 143) logged and printed as one line."""
+    folder = Path(cfg.paths.output_dir)
+
+    def body() -> dict[str, Any]:
+        try:
+            return run(cfg, on_claim=records.claim)
+        except BudgetExceeded as err:  # a clean stop: what was answered is cached
+            log.error("%s", err)
+            print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
+            sys.exit(BUDGET_EXIT_CODE)
+
+    return report_failures(body, kept=lambda: kept_after(folder), errors=USER_FACING_ERRORS)
 
 
 if __name__ == "__main__":
-    main()
+    entry_point(main)

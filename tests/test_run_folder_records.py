@@ -17,7 +17,8 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
 from synapse_pt.cli import WritableRunDir
 from synapse_pt.data import sample_path
-from synapse_pt.eval.records.run_folder import STAGING, OutputDirInUse
+from synapse_pt.eval.records.commit import STAGING
+from synapse_pt.eval.records.run_folder import OutputDirInUse
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.run import run
 
@@ -70,8 +71,8 @@ def test_a_rerun_on_changed_data_is_refused(tmp_path: Path) -> None:
     samples = json.loads(data.read_text())
     samples[0]["qa"] = samples[0]["qa"][:5]  # fewer questions
     data.write_text(json.dumps(samples))
-    with pytest.raises(OutputDirInUse, match=r"another data file \(sha256 [0-9a-f]{12}\.\.\., "
-                                             r"this run's [0-9a-f]{12}\.\.\.\)"):
+    with pytest.raises(OutputDirInUse, match=r"another data file \(content sha256 [0-9a-f]{12}"
+                                             r"\.\.\., this run's [0-9a-f]{12}\.\.\.\)"):
         run(make_cfg(*overrides, output_dir=str(folder)))
     assert snapshot(folder) == before
     replaced = run(make_cfg(*overrides, "overwrite=true", output_dir=str(folder)))

@@ -27,14 +27,17 @@ class CorruptCacheError(sqlite3.DatabaseError):
 def _named(path: str, call: Callable[[], T]) -> T:
     """``call()``, a SQLite corruption error (a ``DatabaseError`` that is no ``OperationalError``:
     "database disk image is malformed", "file is not a database") raised as
-    :class:`CorruptCacheError` naming ``path``."""
+    :class:`CorruptCacheError` naming ``path``; an ``OperationalError`` (a full disk's "disk I/O
+    error", a read-only file, a lock held too long) raised again with ``path`` in front."""
     try:
         return call()
     except CorruptCacheError:
         raise
     except sqlite3.DatabaseError as err:
         if isinstance(err, sqlite3.OperationalError):
-            raise
+            if str(err).startswith(f"{path}: "):
+                raise
+            raise sqlite3.OperationalError(f"{path}: {err}") from err
         raise CorruptCacheError(path, err) from err
 
 
@@ -116,6 +119,6 @@ def open_wal(path: str | Path, schema: str, *, timeout_s: float = 60.0,
         except sqlite3.OperationalError as err:
             conn.close()
             if "locked" not in str(err) or time.monotonic() + delay >= deadline:
-                raise sqlite3.OperationalError(f"{path}: {err}") from err
+                raise  # named by NamedConnection
             time.sleep(delay)
             delay = min(delay * 2, 0.5)

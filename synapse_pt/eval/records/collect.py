@@ -4,7 +4,8 @@ Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_ru
 any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
 name, :func:`build_tables` assembles the main, ablation, delta, rejection, judge-sensitivity
 (:mod:`~synapse_pt.eval.reports.judge_sensitivity`), paper-ablation and provenance tables, and
-:func:`write` writes them as Markdown and LaTeX.
+:func:`write` writes them as Markdown and LaTeX into a folder of tables, committed
+(:mod:`~synapse_pt.eval.records.commit`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import yaml
 
 from synapse_pt.data.records import question_set_id
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
-from synapse_pt.eval.records.outputs import RESULT_NEUTRAL_KEYS
+from synapse_pt.eval.records.commit import JOURNAL, REPLACED, STAGING, committing, holding
+from synapse_pt.eval.records.outputs import RESULT_NEUTRAL_KEYS, naming
 from synapse_pt.eval.records.record import build_label
 from synapse_pt.eval.reports import paper_numbers
 from synapse_pt.eval.reports.judge_sensitivity import FORMATS, has_judges, sensitivity_tables
 from synapse_pt.eval.reports.report import run_gold, run_tables
 from synapse_pt.eval.reports.tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
+
+#: folders of the commit protocol whose files are no run's outputs (yet, or any more)
+BOOKKEEPING_DIRS = {STAGING, REPLACED}
 
 REJECTION_COLUMNS = {
     "true_rejection_rate": "true rejection (cat 5 gated)",
@@ -43,13 +48,19 @@ def _natural_key(path: Path) -> list[Any]:
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
-    """Run folders (holding ``metrics.json``) at or below each of ``paths``, each once, in order."""
+    """Run folders (holding ``metrics.json``) at or below each of ``paths``, each once, in order.
+    A commit a killed run left below them is completed first (:func:`~synapse_pt.eval.records.
+    commit.recover`, logged); a staging folder's files are no run's."""
     found: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
             raise FileNotFoundError(f"make_tables: {p} does not exist")
+        for journal in sorted(p.rglob(JOURNAL)):
+            with holding(journal.parent):  # completes it
+                pass
         hits = [p / "metrics.json"] if (p / "metrics.json").is_file() else sorted(
-            p.rglob("metrics.json"), key=_natural_key)
+            (h for h in p.rglob("metrics.json")
+             if not BOOKKEEPING_DIRS & set(h.relative_to(p).parts)), key=_natural_key)
         found.extend(h.parent.resolve() for h in hits if h.parent.resolve() not in found)
     if not found:
         raise FileNotFoundError(f"make_tables: no metrics.json under {[str(p) for p in paths]}")
@@ -303,13 +314,10 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
     return tables
 
 
-def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
-          replace: bool = False) -> list[Path]:
-    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``. With
-    ``replace``, the ``.md`` and ``.tex`` files already in ``out`` that this call does not write
-    are removed (a folder of one collection's tables only: no table of an earlier one stays)."""
-    out.mkdir(parents=True, exist_ok=True)
-    before = {p for p in out.iterdir() if p.suffix in (".md", ".tex")} if replace else set()
+def write_files(tables: Mapping[str, tuple[pd.DataFrame, str]], folder: Path) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex`` in ``folder`` (made as needed), and all of
+    them in ``tables.md``; the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     sections = []
     for name, (df, fmt) in tables.items():
@@ -322,12 +330,38 @@ def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
         sections.append(f"### {name}{note}\n\n{md}")
         caption = name.replace("_", " ") + note
         for suffix, text in ((".md", md), (".tex", to_latex(df, floatfmt=fmt, caption=caption))):
-            path = out / f"{name}{suffix}"
-            path.write_text(text)
-            written.append(path)
-    combined = out / "tables.md"
-    combined.write_text("\n".join(sections))
-    written.append(combined)
-    for stale in sorted(before - set(written)):
-        stale.unlink()
+            written.append(_write_text(folder / f"{name}{suffix}", text))
+    written.append(_write_text(folder / COMBINED, "\n".join(sections)))
     return written
+
+
+def _write_text(path: Path, text: str) -> Path:
+    with naming(path):
+        path.write_text(text)
+    return path
+
+
+#: the file holding every table of a folder of tables, one ``### <name> ...`` section each
+COMBINED = "tables.md"
+_SECTION = re.compile(r"^### (\S+)", re.MULTILINE)
+
+
+def legacy_table_files(folder: Path, prefix: str = "") -> list[str]:
+    """The files a version before manifests wrote into a folder of tables (``prefix``: the
+    folder's path in the committed folder, e.g. ``tables/``): ``tables.md`` and the ``.md`` and
+    ``.tex`` of each table it holds a section of; none without a ``tables.md``."""
+    combined = folder / prefix / COMBINED
+    if not combined.is_file():
+        return []
+    names = _SECTION.findall(combined.read_text(errors="replace"))
+    return [f"{prefix}{COMBINED}", *(f"{prefix}{n}{s}" for n in names for s in (".md", ".tex"))]
+
+
+def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Path]:
+    """The tables in ``out`` (:func:`write_files`), committed as every folder the project writes
+    (:mod:`synapse_pt.eval.records.commit`: locked, staged, swapped in whole): the tables an earlier
+    call wrote there and this one does not are removed, every other file is left; the files
+    written."""
+    with committing(out, legacy=legacy_table_files) as staged:
+        written = write_files(tables, staged)
+    return [out / p.relative_to(staged) for p in written]

@@ -31,7 +31,7 @@ from synapse_pt.eval.records.outputs import (
     config_hash,
     git_commit,
     prompt_hashes,
-    without_result_neutral,
+    run_config,
 )
 from synapse_pt.eval.reports.report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 from synapse_pt.models.accounting import summarize_usage
@@ -69,15 +69,17 @@ def run_label(identity: Mapping[str, Any]) -> str:
 def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAudit | None,
                  memory: Mapping[str, Any], embedder: str, llm: LLM | None, gold: str
                  ) -> dict[str, Any]:
-    """Who a run is: the checkout's commit, the hash of its resolved config without the
-    result-neutral settings, its task and experiment, the data it read (file, hashes, upstream
-    check, subset size, notes, gold, audit), its memory's ``describe()``, its embedder's and
-    LLM's names. ``dataset.question_set`` names the questions scored
+    """Who a run is: the checkout's commit, the hash of what its config computes
+    (:func:`~synapse_pt.eval.records.outputs.run_config`: without the result-neutral settings and
+    the paths, so a moved folder or another cache is the same run), its task and experiment, the
+    data it read (file, hashes, upstream check, subset size, notes, gold, audit), its memory's
+    ``describe()``, its embedder's and LLM's names. ``dataset.question_set`` names the questions
+    scored
     (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
     same ones."""
     return {
         "git_commit": git_commit(Path(__file__).resolve().parents[2]),
-        "config_hash": config_hash(without_result_neutral(resolved)),
+        "config_hash": config_hash(run_config(resolved)),
         "task_name": resolved["task_name"],
         "experiment": resolved.get("experiment_name"),
         "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
