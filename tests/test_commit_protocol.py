@@ -11,7 +11,9 @@ completes untouched."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,7 @@ from synapse_pt.eval.records.commit import (
     MANIFEST,
     REPLACED,
     STAGING,
+    CommitInterrupted,
     commit,
     holding,
     staging,
@@ -179,3 +182,34 @@ def test_a_staging_folder_without_a_journal_is_a_killed_runs_and_is_removed(tmp_
         pass
     assert snapshot(folder) == {"metrics.json": "{}"}
     assert "removed the partial outputs (.staging/) of a process stopped before" in caplog.text
+
+
+def test_make_tables_completes_a_commit_a_killed_run_left(tmp_path: Path) -> None:
+    """A stamped run folder is never started in again: a commit killed there is completed by the
+    next reader (``make_tables``' :func:`~synapse_pt.eval.records.collect.find_runs`), so the run
+    is tabulated whole instead of from half-moved files."""
+    from synapse_pt.eval.records.collect import find_runs
+
+    folder = tmp_path / "runs" / "stamp"
+    folder.mkdir(parents=True)
+    with holding(folder), staging(folder) as staged:
+        (staged / "metrics.json").write_text("{}")
+        (staged / "predictions.parquet").write_text("rows")
+        real, moves = os.replace, []
+
+        def stop_after_the_journal(src, dst, *args, **kwargs):
+            moves.append(dst)
+            if len(moves) == 2:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+            return real(src, dst, *args, **kwargs)
+
+        os.replace = stop_after_the_journal
+        try:
+            with pytest.raises(CommitInterrupted, match="the next run into the folder completes"):
+                commit(folder)
+        finally:
+            os.replace = real
+    assert (folder / JOURNAL).exists() and not (folder / "metrics.json").exists()
+    assert find_runs([tmp_path / "runs"]) == [folder.resolve()]
+    assert snapshot(folder) == {"metrics.json": "{}", "predictions.parquet": "rows",
+                                MANIFEST: snapshot(folder)[MANIFEST]}

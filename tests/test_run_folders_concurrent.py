@@ -150,6 +150,26 @@ def test_a_killed_runs_lock_does_not_block_the_next(tmp_path: Path) -> None:
     assert (folder / "metrics.json").is_file() and not (folder / "run.lock").exists()
 
 
+def test_a_lock_file_naming_a_live_process_that_holds_no_lock_does_not_block(
+        tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves ``run.lock`` naming its pid; once that pid is reused by
+    an unrelated process (here a ``sleep``), the old pid-file lock refused every later run into
+    the folder ("being written by another run"). The OS lock is not held by anyone: the run goes
+    ahead."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        folder = tmp_path / "run"
+        folder.mkdir()
+        (folder / "run.lock").write_text(json.dumps(
+            {"pid": other.pid, "host": socket.gethostname(), "started": "2026-01-02 03:04:05"}))
+        run(make_cfg(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
+                     output_dir=str(folder)))
+        assert (folder / "metrics.json").is_file() and not (folder / "run.lock").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_two_processes_never_hold_one_folder(tmp_path: Path) -> None:
     """Eight processes started together try to take one folder's lock, each holding it for a
     while: at no moment do two hold it (each records when it held it; the spans never overlap),
