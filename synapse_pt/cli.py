@@ -128,8 +128,10 @@ def report_failures(body: Callable[[], T], *, kept: Callable[[], str],
             return body()
     except KeyboardInterrupt as err:
         name = _signal_name(err)
-        log.error("interrupted by %s", name)
-        print(f"[synapse_pt] interrupted by {name}: {kept()}", file=sys.stderr)
+        # a note says what happened instead (an interruption delivered after a commit ended)
+        said = "; ".join(getattr(err, "__notes__", [])) or kept()
+        log.error("interrupted by %s: %s", name, said)
+        print(f"[synapse_pt] interrupted by {name}: {said}", file=sys.stderr)
         raise SystemExit(INTERRUPT_EXIT_CODES[name]) from None
     except (*errors, OSError, sqlite3.OperationalError) as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":

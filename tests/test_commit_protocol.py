@@ -213,3 +213,38 @@ def test_make_tables_completes_a_commit_a_killed_run_left(tmp_path: Path) -> Non
     assert find_runs([tmp_path / "runs"]) == [folder.resolve()]
     assert snapshot(folder) == {"metrics.json": "{}", "predictions.parquet": "rows",
                                 MANIFEST: snapshot(folder)[MANIFEST]}
+
+
+def test_ctrl_c_during_a_commit_is_delivered_when_it_ends(tmp_path: Path) -> None:
+    """Ctrl-C (or SIGTERM taken as it) arriving between two renames of a commit waits for the
+    commit to end: the folder holds the new outputs whole, then the interruption is raised,
+    noting that they were committed."""
+    import signal
+
+    folder = tmp_path / "f"
+    make_folder(folder)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    real, sent = os.replace, []
+
+    def interrupting(src, dst, *args, **kwargs):
+        if not sent and str(dst).endswith("a.txt"):
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(src, dst, *args, **kwargs)
+
+    try:
+        with holding(folder), staging(folder) as staged:
+            for rel, text in NEW.items():
+                (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+                (staged / rel).write_text(text)
+            os.replace = interrupting
+            try:
+                with pytest.raises(KeyboardInterrupt) as info:
+                    commit(folder, in_place=["run.log"], legacy=lambda f: LEGACY)
+            finally:
+                os.replace = real
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert sent and outcome(folder) == "new"
+    assert info.value.__notes__ == [f"the new outputs were committed into {folder} before it, "
+                                    "whole"]

@@ -289,19 +289,27 @@ def commit(folder: Path, *, in_place: Collection[str] = (), legacy: Legacy | Non
         _fsync(staged / rel)
     old = manifest(folder, legacy) or []
     files = sorted({*new, *(rel for rel in in_place if (folder / rel).is_file())})
-    with deferred_signals():
-        write_atomic(folder / JOURNAL, json.dumps(
-            {"staged": new, "files": files, "old": old}, indent=1) + "\n")
-        try:
-            _fsync(folder, directory=True)
-            return _roll_forward(folder, new, files, old)
-        except OSError as err:
-            where = os.fsdecode(err.filename) if err.filename is not None else str(folder)
-            raise CommitInterrupted(
-                f"{folder}: the commit of the new outputs stopped at {where} "
-                f"({err.strerror or err}); they are whole in {staged} and the replaced files in "
-                f"{folder / REPLACED}: the next run into the folder completes the commit (its "
-                f"journal {folder / JOURNAL})") from err
+    done: Committed | None = None
+    try:
+        with deferred_signals():
+            write_atomic(folder / JOURNAL, json.dumps(
+                {"staged": new, "files": files, "old": old}, indent=1) + "\n")
+            try:
+                _fsync(folder, directory=True)
+                done = _roll_forward(folder, new, files, old)
+            except OSError as err:
+                where = os.fsdecode(err.filename) if err.filename is not None else str(folder)
+                raise CommitInterrupted(
+                    f"{folder}: the commit of the new outputs stopped at {where} "
+                    f"({err.strerror or err}); they are whole in {staged} and the replaced files "
+                    f"in {folder / REPLACED}: the next run into the folder completes the commit "
+                    f"(its journal {folder / JOURNAL})") from err
+    except KeyboardInterrupt as err:  # arrived during the commit, delivered once it ended
+        if done is not None:
+            err.add_note(f"the new outputs were committed into {folder} before it, whole")
+        raise
+    assert done is not None
+    return done
 
 
 def _move_aside(folder: Path, rel: str, old: set[str], kept: dict[str, str]) -> None:

@@ -156,8 +156,10 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         value = OmegaConf.to_container(OmegaConf.create(path.read_text()))
     except (yaml.YAMLError, ValueError, UnicodeDecodeError) as err:
-        reason = " ".join(str(err).split())
-        raise OutputDirInUse(f"{path}: not a readable config ({type(err).__name__}: {reason}); "
+        mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+        reason = (f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+                  if mark and problem else ": " + " ".join(str(err).split()))
+        raise OutputDirInUse(f"{path}: not a readable config ({type(err).__name__}{reason}); "
                              "restore it, choose another hydra.run.dir, or pass overwrite=true "
                              "to replace the folder's outputs") from None
     if not isinstance(value, dict):
