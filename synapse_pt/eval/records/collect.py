@@ -314,6 +314,11 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
     return tables
 
 
+#: the file holding every table of a folder of tables, one ``### <name> ...`` section each
+COMBINED = "tables.md"
+_SECTION = re.compile(r"^### (\S+)", re.MULTILINE)
+
+
 def write_files(tables: Mapping[str, tuple[pd.DataFrame, str]], folder: Path) -> list[Path]:
     """Each table as ``<name>.md`` and ``<name>.tex`` in ``folder`` (made as needed), and all of
     them in ``tables.md``; the files written."""
@@ -339,11 +344,6 @@ def _write_text(path: Path, text: str) -> Path:
     with naming(path):
         path.write_text(text)
     return path
-
-
-#: the file holding every table of a folder of tables, one ``### <name> ...`` section each
-COMBINED = "tables.md"
-_SECTION = re.compile(r"^### (\S+)", re.MULTILINE)
 
 
 def legacy_table_files(folder: Path, prefix: str = "") -> list[str]:

@@ -397,11 +397,3 @@ def committing(folder: Path, legacy: Legacy | None = None) -> Iterator[Path]:
     with holding(folder), staging(folder) as staged:
         yield staged
         commit(folder, legacy=legacy)
-
-
-def unused(folder: Path) -> bool:
-    """Whether ``folder`` holds nothing but the project's bookkeeping of a run that committed
-    nothing (no manifest, no pending journal)."""
-    names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
-    return not names - {LOCK_NAME, STAGING}
-
