@@ -22,7 +22,7 @@ import yaml
 from synapse_pt.data.records import question_set_id
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
 from synapse_pt.eval.records.commit import JOURNAL, REPLACED, STAGING, committing, holding
-from synapse_pt.eval.records.outputs import RESULT_NEUTRAL_KEYS, naming
+from synapse_pt.eval.records.outputs import PATH_KEYS, RESULT_NEUTRAL_KEYS, naming
 from synapse_pt.eval.records.record import build_label
 from synapse_pt.eval.reports import paper_numbers
 from synapse_pt.eval.reports.judge_sensitivity import FORMATS, has_judges, sensitivity_tables
@@ -67,12 +67,12 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
-#: Overrides that say nothing of a run's setting (where it wrote, caches, devices, logging, the
-#: result-neutral settings of :data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`), by key
-#: or key
+#: Overrides that say nothing of a run's setting (where it wrote, caches, data files and other paths
+#: of :data:`~synapse_pt.eval.records.outputs.PATH_KEYS`, devices, logging, the result-neutral
+#: settings of :data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`), by key or key
 #: prefix: left out of a row's label
-LABEL_NEUTRAL_KEYS = ("hydra", "paths", "dataset.path", "device", "embedder.cache_dir",
-                      "llm.cache", "task_name", "experiment_name", *RESULT_NEUTRAL_KEYS)
+LABEL_NEUTRAL_KEYS = ("hydra", *PATH_KEYS, "device", "task_name", "experiment_name",
+                      *RESULT_NEUTRAL_KEYS)
 
 
 def _override_key(override: str) -> str:
