@@ -72,6 +72,8 @@ log = logging.getLogger("synapse_pt.run")
 register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
+#: the folders this process's runs committed their outputs into (what an error after it says)
+COMMITTED: set[Path] = set()
 
 
 
@@ -118,6 +120,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
             with writing(output_dir):
                 metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
                 commit(output_dir, in_place=in_place, legacy=legacy_run_files)
+            COMMITTED.add(output_dir.resolve())
             tracker.log_file(output_dir / "metrics.json")
             log.info("outputs written to %s", output_dir.resolve())
             print(f"[synapse_pt] outputs: {output_dir.resolve()}")
@@ -196,8 +199,11 @@ def main(cfg: DictConfig) -> float:
 
 
 def kept_after(folder: Path) -> str:
-    """What a run that failed or was interrupted leaves: the folder's outputs as they were (the
-    last run that finished there), the caches what it computed."""
+    """What a run that failed or was interrupted leaves: its outputs (committed before, e.g., its
+    console output failed), else the folder's as they were (the last run that finished there) and
+    the caches' what it computed."""
+    if folder.resolve() in COMMITTED:
+        return f"this run's outputs were committed into {folder}, whole"
     held = ("holds the outputs of the last run that finished there, whole"
             if holds_outputs(folder) else "holds no run's outputs")
     return (f"nothing of this run was committed: {folder} {held}; the caches keep what this run "
