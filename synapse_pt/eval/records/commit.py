@@ -144,8 +144,8 @@ class _Lock:
             if self.inode == (st.st_dev, st.st_ino):
                 self.path.unlink()
         except OSError as err:  # a folder made read-only: the run's own error is the one said
-            log.warning("%s: could not remove the lock file (%s); it is not held: the OS "
-                        "released it, and the next process takes it", self.path,
+            log.warning("%s: could not remove the lock file (%s); it stays, unheld once this "
+                        "process lets go: the next process takes it", self.path,
                         err.strerror or err)
         finally:
             self.lock.release()
@@ -183,8 +183,8 @@ def deferred_signals() -> Iterator[None]:
     try:
         yield
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        for s, handler in before.items():  # None: a handler not set from Python, the default
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
         for s in dict.fromkeys(arrived):
             signal.raise_signal(s)
 
