@@ -29,6 +29,7 @@ from upstream_files import (
     membox_qa_template,
     membox_template,
     needs_upstream,
+    provenance,
     template_head,
     unformat,
 )
@@ -51,14 +52,6 @@ def event_text(line: str) -> str:
     starts = [s.date_time_raw for s in SAMPLE.sessions if line.startswith(s.date_time_raw + ": ")]
     assert starts, line
     return line[len(starts[0]) + 2:]
-
-
-def sha256_of(rel: str) -> str:
-    """sha256 of an upstream file (``membox`` for membox/membox.py), hashed here."""
-    import hashlib
-
-    path = ROOT / ("membox/membox.py" if rel == "membox" else rel)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def is_answer(prompt: str) -> bool:
@@ -166,7 +159,8 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     asked = answers(bodies)
     assert len(asked) == QUESTIONS  # no gate configured: every question answered
     # the run names the file its prompts came from, with the sha256 it was checked against
-    assert metrics["identity"]["upstream_prompts"] == {"membox/membox.py": sha256_of("membox")}
+    assert metrics["identity"]["upstream_prompts"] == {"membox/membox.py":
+                                                       provenance("membox/membox.py")}
     assert metrics["identity"]["answer_style"] == "membox"
     head, tail = membox_qa_template().split("{memories}")
     ends = {tail.format(question=q.question) for q in SAMPLE.questions}
@@ -228,9 +222,10 @@ def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     asked = answers(bodies)
     assert len(asked) == QUESTIONS
     assert metrics["identity"]["upstream_prompts"] == {
-        rel: sha256_of(rel) for rel in ("gaama/prompts/answer_from_memory.md",
-                                        "gaama/prompts/fact_generation.md",
-                                        "gaama/prompts/reflection_generation.md")}
+        rel: provenance(rel) for rel in ("gaama/evals/locomo/locomo_eval.py",
+                                         "gaama/prompts/answer_from_memory.md",
+                                         "gaama/prompts/fact_generation.md",
+                                         "gaama/prompts/reflection_generation.md")}
     assert metrics["identity"]["answer_style"] == "gaama"
     head, tail = gaama_answer_md().split("{{memory_text}}")
     heads = {head.replace("{{query}}", q.question) for q in SAMPLE.questions}

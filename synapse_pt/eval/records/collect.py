@@ -273,11 +273,19 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "judges": ", ".join(ident.get("judges") or []) or None,
                        "prompt_source": ident.get("prompt_source"),
                        "upstream_prompts": "; ".join(
-                           f"{rel} {sha[:12]}"
-                           for rel, sha in (ident.get("upstream_prompts") or {}).items())}
+                           _upstream_cell(rel, found)
+                           for rel, found in (ident.get("upstream_prompts") or {}).items())}
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "config"
     return df
+
+
+def _upstream_cell(rel: str, found: str | Mapping[str, str]) -> str:
+    """``membox/membox.py b00b7d6885 (templates.json)``: a file's sha256 and where its templates
+    were read (a run before issue 57 recorded the sha256 alone, read from the source)."""
+    if isinstance(found, str):
+        return f"{rel} {found[:12]}"
+    return f"{rel} {found['sha256'][:12]} ({found.get('read_from', 'source')})"
 
 
 def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path],

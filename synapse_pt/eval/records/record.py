@@ -110,16 +110,22 @@ def run_timings(built: Mapping[str, float], loading_seconds: float, summary: dic
     return timings
 
 
-def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[str, str]:
-    """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
-    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.qa.pipeline.
-    upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
-    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`)."""
-    from synapse_pt.data.upstream import pinned_sha256
+def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]
+                     ) -> dict[str, dict[str, str]]:
+    """``{"gaama/prompts/answer_from_memory.md": {"sha256": ..., "read_from": "source"}, ...}``:
+    the related systems' source files whose prompts the run sent (its answers and judge,
+    :func:`~synapse_pt.eval.qa.pipeline.upstream_files`, and its memory's LLM build,
+    ``describe()["upstream_prompts"]``), each with its pinned sha256 and where its templates were
+    read: the file itself, or ``templates.json`` with that file's sha256
+    (:meth:`~synapse_pt.data.upstream.UpstreamFile.describe`)."""
+    from synapse_pt.data.upstream import resolve_upstream_file
 
     files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
-    pinned = pinned_sha256()
-    return {rel: pinned[rel] for rel in sorted(set(files))}
+    out = {}
+    for rel in sorted(set(files)):
+        found = resolve_upstream_file(rel, settings.upstream_path).describe()
+        out[rel] = {k: v for k, v in found.items() if k not in ("file", "commit")}
+    return out
 
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
