@@ -45,21 +45,22 @@ from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.none import NoLLM
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.models.text_cache import TextValueCache
+from synapse_pt.resources import config_dir
 
 log = logging.getLogger("synapse_pt.build")
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def composed_config(overrides: Sequence[str]) -> DictConfig:
     """The config of ``python -m synapse_pt.run <overrides>``, composed without running (the
-    output folder defaults to ``outputs/composed``; an override of ``paths.output_dir`` wins)."""
+    output folder defaults to ``<paths.root_dir>/outputs/composed``; an override of
+    ``paths.output_dir`` wins)."""
     from hydra import compose, initialize_config_dir
 
     overrides = list(overrides)
     if not any(o.startswith("paths.output_dir=") for o in overrides):
-        overrides.append(f"paths.output_dir={CONFIG_DIR.parent}/outputs/composed")
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        overrides.append("paths.output_dir=${paths.root_dir}/outputs/composed")
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return compose("run", overrides=overrides)
 
 

@@ -313,7 +313,7 @@ def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+@hydra.main(version_base="1.3", config_path="configs", config_name="run")
 def main(cfg: DictConfig) -> None:
     """CLI: print the estimate of the run the same overrides would make (the stamped run folder
     Hydra was given is removed: an estimate writes nothing)."""

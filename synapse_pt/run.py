@@ -189,7 +189,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+@hydra.main(version_base="1.3", config_path="configs", config_name="run")
 def main(cfg: DictConfig) -> float:
     """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise).
     Hydra's records and the log are written by :class:`~synapse_pt.run_records.RunRecords` once

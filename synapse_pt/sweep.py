@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import ingested_memory
 from synapse_pt.cli import configure_threads
-from synapse_pt.eval.records.outputs import config_hash, git_commit, write_json
+from synapse_pt.eval.records.outputs import code_identity, config_hash, write_json
 from synapse_pt.eval.tuning.sweep import (
     auto_chunk,
     chunk_bounds,
@@ -74,7 +74,7 @@ def sweep(cfg: DictConfig) -> Path:
     timing = {"ingest_seconds": ingest_seconds, "sweep_seconds": seconds,
               "configs": stop - start, "batch": batch,
               "configs_per_minute": 60 * (stop - start) / seconds if seconds > 0 else None,
-              "git_commit": git_commit(Path(__file__).resolve().parent),
+              **code_identity(),
               "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True))}
     write_json(output_dir / "timing.json", timing)
     log.info("configurations %d-%d of %d: %.1f s, %s", start, stop - 1, int(s.configs), seconds,
@@ -97,7 +97,7 @@ class MergeSweepTables(Callback):
               f"best recall@10 {merged['recall@10'].max():.4f})")
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="sweep")
+@hydra.main(version_base="1.3", config_path="configs", config_name="sweep")
 def main(cfg: DictConfig) -> None:
     """CLI: one chunk of the sweep; Hydra's records and the log in the job's folder
     (:class:`~synapse_pt.run_records.RunRecords`)."""

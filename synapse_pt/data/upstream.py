@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..resources import checkout_root
 from .errors import DatasetNotFoundError
 from .source import DEFAULT_CACHE_DIR, download, sha256_file
 
@@ -82,9 +83,10 @@ def pinned_sha256() -> dict[str, str]:
     return out
 
 
-def default_root() -> Path:
-    """``../shared/data/upstream`` beside the checkout."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "upstream"
+def default_root() -> Path | None:
+    """``../shared/data/upstream`` beside the checkout (``None`` for an installed package)."""
+    root = checkout_root()
+    return None if root is None else root.parent / "shared" / "data" / "upstream"
 
 
 def cache_root() -> Path:
@@ -146,7 +148,7 @@ def resolve_upstream_file(rel: str, root: str | os.PathLike | None = None, *,
         places.append((Path(root).expanduser(), "path"))
     elif os.environ.get(ENV_VAR):
         places.append((Path(os.environ[ENV_VAR]).expanduser(), "env"))
-    else:
+    elif default_root() is not None:
         places.append((default_root(), "beside"))
     places.append((cache_root(), "cache"))
     for folder, origin in places:

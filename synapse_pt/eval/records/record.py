@@ -11,7 +11,6 @@ them by its dotted name; :func:`build_tables` the run's own ``tables/``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -28,8 +27,8 @@ from synapse_pt.eval.qa.pipeline import (
 )
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
 from synapse_pt.eval.records.outputs import (
+    code_identity,
     config_hash,
-    git_commit,
     prompt_hashes,
     without_result_neutral,
 )
@@ -76,7 +75,7 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
     (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
     same ones."""
     return {
-        "git_commit": git_commit(Path(__file__).resolve().parents[2]),
+        **code_identity(),
         "config_hash": config_hash(without_result_neutral(resolved)),
         "task_name": resolved["task_name"],
         "experiment": resolved.get("experiment_name"),
