@@ -86,6 +86,13 @@ def test_the_installed_wheel_runs_from_an_empty_folder(installed: Path, tmp_path
     for path in runs:
         identity = json.loads(path.read_text())["identity"]
         assert identity["git_commit"] == "unknown" and identity["version"] == version
+    # a user's own config folder on the search path: their experiment composes over ours
+    own = tmp_path / "my_configs" / "experiment"
+    own.mkdir(parents=True)
+    (own / "mine.yaml").write_text("# @package _global_\nmemory:\n  params:\n    beta: 0.25\n")
+    job = sh(installed, "-m", "synapse_pt.run", f"hydra.searchpath=[file://{own.parent}]",
+             "experiment=mine", "dataset=sample", "--cfg", "job", cwd=where).stdout
+    assert "beta: 0.25" in job and "name: sample" in job
     estimate = sh(installed, "-m", "synapse_pt.estimate", "llm=openai", "eval=qa",
                   "dataset=sample", cwd=where).stdout
     assert estimate.strip().splitlines()[-1].startswith("estimate_usd_max: ")
