@@ -102,7 +102,11 @@ def format_study_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
 def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
               ) -> dict[str, dict[str, Any]]:
     """Run every variant into ``out_dir/<i>_<label>``; returns ``{label: metrics}`` (each with
-    the run's ``timing``)."""
+    the run's ``timing``). The variants share one spend ledger, ``out_dir``'s
+    (:data:`~synapse_pt.models.llm.ledger.LEDGER_FILE`): ``llm.max_cost_usd`` caps the whole
+    study, and a study run again into ``out_dir`` counts what it spent before."""
+    from synapse_pt.models.llm.ledger import LEDGER_FILE
+
     results: dict[str, dict[str, Any]] = {}
     folders = variant_folders(study, out_dir)
     for i, (label, overrides) in enumerate(study["variants"].items()):
@@ -110,7 +114,7 @@ def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
         cfg = variant_config(study, label, folder, extra)
         print(f"[study] {i + 1}/{len(study['variants'])} {label}: "
               f"{' '.join([*study['base'], *overrides, *extra]) or '(base config)'}")
-        results[label] = run(cfg, refuse_fallback="a study")
+        results[label] = run(cfg, refuse_fallback="a study", ledger=out_dir / LEDGER_FILE)
         timing = folder / "timing.json"
         if timing.is_file():
             results[label] = {**results[label], "timing": json.loads(timing.read_text())}

@@ -17,7 +17,8 @@ variants, a multirun's jobs and a resumed run), priced at the model's price:
   answer.
 
 A backend that sends billed requests itself (``LLM.meters_attempts``: the OpenAI-compatible
-backend) asks :meth:`BudgetedLLM.admit` before each HTTP attempt and reports each with
+backend) asks :meth:`BudgetedLLM.try_admit` before each HTTP attempt (waiting while the holds of
+the requests in flight fill the room under the cap) and reports each with
 :meth:`BudgetedLLM.bill`; any other backend is metered here, request by request.
 
 At the cap :class:`BudgetExceeded` stops the command after what was answered has been cached: the
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..accounting import ModelPrice, usd_setting
@@ -123,13 +123,23 @@ class BudgetedLLM(LLM):
         return self.price.cost(prompt_tokens_bound(request.messages),
                                completion_tokens_bound(request))
 
-    def admit(self, request: ChatRequest) -> int | None:
-        """Hold ``request``'s worst case in the ledger before it is sent (the hold's id);
-        :class:`CapReached` when it does not fit under the cap."""
+    def try_admit(self, request: ChatRequest) -> int | None:
+        """Hold ``request``'s worst case in the ledger before it is sent (the hold's id); None
+        while only the holds of requests in flight keep it from fitting (wait for them);
+        :class:`CapReached` when it does not fit under the cap beside what was spent."""
         worst = self.worst_case_usd(request)
         hold = self.ledger.hold(worst, self.max_cost_usd)
-        if hold is None:
+        if hold is not None:
+            return hold
+        if self.max_cost_usd is None or self.ledger.spent() + worst > self.max_cost_usd:
             raise CapReached(worst)
+        return None
+
+    def admit(self, request: ChatRequest) -> int:
+        """:meth:`try_admit` without waiting: :class:`CapReached` unless it fits now."""
+        hold = self.try_admit(request)
+        if hold is None:
+            raise CapReached(self.worst_case_usd(request))
         return hold
 
     def bill(self, hold: int | None, request: ChatRequest, prompt_tokens: int | None,
@@ -234,8 +244,15 @@ def find_budget(llm: Any) -> BudgetedLLM | None:
     return None
 
 
-def ledger_path(folder: str | Path) -> Path:
-    """The ledger file of the command writing ``folder``."""
-    from .ledger import LEDGER_FILE
-
-    return Path(folder) / LEDGER_FILE
+def ledger_spend(llm: Any) -> dict[str, Any]:
+    """The ledger's part of ``spend.json`` for a run's ``llm``: what every reply this run was
+    billed cost (``cost_usd_spent``: answers, replies rejected and re-asked, requests that timed
+    out), how many of each, and the command's ledger with its total (a study's variants, a
+    multirun's jobs, earlier runs of the folder); ``{}`` for an unmetered model."""
+    meter = find_budget(llm)
+    if meter is None:
+        return {}
+    return {"cost_usd_spent": meter.spent_usd, "billed_replies": meter.billed,
+            "rejected_replies": meter.rejected, "unanswered_requests": meter.unanswered,
+            "max_cost_usd": meter.max_cost_usd,
+            "ledger": {"path": str(meter.ledger), "command_usd_spent": meter.ledger.spent()}}

@@ -120,6 +120,9 @@ def _usage(data: Any, request: ChatRequest, text: str | None
     return prompt, request.max_tokens if text is None else estimate_tokens(text), True, ""
 
 
+#: seconds between tries to hold a request's worst case while those in flight hold the room
+_ADMIT_POLL_S = 0.02
+
 #: connection failures before the request reached the server: nothing was billed
 _UNSENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.WriteError,
            httpx2.WriteTimeout)
@@ -155,7 +158,9 @@ _METERING: contextvars.ContextVar[_Metering | None] = contextvars.ContextVar(
 
 class _MeteredTransport(httpx2.AsyncBaseTransport):
     """Every HTTP attempt the SDK makes for a chat request passes here: its worst case is held
-    before it is sent (:class:`~synapse_pt.models.llm.budget.CapReached` when it does not fit),
+    before it is sent (waiting while the requests in flight hold the room under the cap;
+    :class:`~synapse_pt.models.llm.budget.CapReached` when it does not fit beside what was
+    spent),
     an error status or a connection that never opened releases the hold, an attempt sent but not
     answered is billed at its worst case, a 2xx reply is billed by the backend once it is read."""
 
@@ -167,7 +172,12 @@ class _MeteredTransport(httpx2.AsyncBaseTransport):
         if metering is None:
             return await self.inner.handle_async_request(request)
         meter = metering.meter
-        hold = meter.admit(metering.request) if meter is not None else None
+        hold = None
+        while meter is not None:  # wait while the requests in flight hold the room
+            hold = meter.try_admit(metering.request)
+            if hold is not None:
+                break
+            await asyncio.sleep(_ADMIT_POLL_S)
         metering.sent += 1
         try:
             response = await self.inner.handle_async_request(request)
