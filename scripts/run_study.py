@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synapse_pt.errors import ConfigError
+from synapse_pt.estimate import usd_line
 from synapse_pt.eval.records.collect import build_tables, load_runs, write
 from synapse_pt.eval.reports.judge_sensitivity import has_judges, sensitivity_markdown
 from synapse_pt.eval.reports.paper_table import paper_table
@@ -126,7 +127,7 @@ def cap_line(cap: float, facts: dict) -> str:
     """The study's cap beside its estimate (``estimate_study``'s facts)."""
     usd = facts["usd_max"]
     estimate = ("no price for the model: tokens only" if usd is None or math.isnan(usd)
-                else f"{facts.get('bound', 'at most')} ${usd:,.4f} by the study's estimate")
+                else f"the study's estimate: {usd_line(usd, facts, 'for the whole study')}")
     return (f"[study] --max-cost-usd {cap:g}: the whole study stops once it has spent ${cap:,.4f} "
             f"({estimate}; `--estimate` prints it per variant)")
 
