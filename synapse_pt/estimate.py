@@ -367,7 +367,7 @@ def usd_line(usd: float, facts: Mapping[str, Any], what: str) -> str:
         return f"at most ${usd:,.4f} {what}"
     left = "; ".join(facts["not_bounded"])
     if facts["bound"] == UNBOUNDED:
-        return (f"at most ${usd:,.4f} {what} for the stages it bounds; the run costs more, by "
+        return (f"at most ${usd:,.4f} {what} for the stages it bounds; more is spent, by "
                 f"at least what the stages not bounded cost: {left}")
     return f"about ${usd:,.4f} {what}, not a bound: {left}"
 

@@ -113,7 +113,7 @@ def test_a_part_that_cannot_be_bounded_is_named_and_not_called_at_most() -> None
     cfg = make_cfg(*COMMON, "memory=gaama", "extractor=llm")
     text = format_estimate(*estimate(cfg))
     line = next(t for t in text.splitlines() if t.startswith("at most $"))
-    assert "for the stages it bounds; the run costs more" in line
+    assert "for the stages it bounds; more is spent" in line
     assert "LLM build: not bounded" in line
 
 
