@@ -128,7 +128,7 @@ def cap_line(cap: float, facts: dict) -> str:
     usd = facts["usd_max"]
     estimate = ("no price for the model: tokens only" if usd is None or math.isnan(usd)
                 else f"the study's estimate: {usd_line(usd, facts, 'for the whole study')}")
-    return (f"[study] --max-cost-usd {cap:g}: the whole study stops once it has spent ${cap:,.4f} "
+    return (f"[study] --max-cost-usd {cap:g}: the whole study stops once it has spent ${cap:.6g} "
             f"({estimate}; `--estimate` prints it per variant)")
 
 

@@ -409,7 +409,8 @@ def main(cfg: DictConfig) -> None:
     Hydra was given is removed: an estimate writes nothing)."""
     import sys
 
-    from synapse_pt.run import USER_FACING_ERRORS
+    from synapse_pt.data import DataFormatError, DatasetNotFoundError
+    from synapse_pt.errors import ConfigError
 
     drop_unused_folder(cfg.paths.output_dir)
     if "backend" not in cfg.llm or str(cfg.llm.backend.get("_target_", "")).endswith(".NoLLM"):
@@ -418,7 +419,7 @@ def main(cfg: DictConfig) -> None:
         return
     try:
         frame, facts = estimate(cfg)
-    except USER_FACING_ERRORS as err:
+    except (ConfigError, DataFormatError, DatasetNotFoundError) as err:
         print(f"[estimate] error: {err}", file=sys.stderr)
         sys.exit(1)
     print(format_estimate(frame, facts), end="")

@@ -61,7 +61,7 @@ def test_a_study_shares_one_cap_and_stops_with_exit_3(tmp_path: Path, monkeypatc
         sent = len(server.bodies)
         assert main([*args, "--max-cost-usd", "1"]) == 0
         keys = [bodies_key(b) for b in server.bodies]
-    assert "[study] --max-cost-usd" in err.out and "by the study's estimate" in err.out
+    assert "[study] --max-cost-usd" in err.out and "the study's estimate: at most $" in err.out
     stopped = [line for line in err.err.splitlines() if line.startswith("[study] stopped")]
     assert len(stopped) == 1 and "Traceback" not in err.err
     assert "to go on, the same command with --max-cost-usd above" in stopped[0]
