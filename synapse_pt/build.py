@@ -36,12 +36,13 @@ from synapse_pt.errors import ConfigError
 from synapse_pt.eval.records.outputs import config_hash
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
-from synapse_pt.models.accounting import price_for, price_table
+from synapse_pt.models.accounting import price_for, price_table, usd_setting
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
+from synapse_pt.models.llm.ledger import SpendLedger
 from synapse_pt.models.llm.none import NoLLM
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.models.text_cache import TextValueCache
@@ -88,8 +89,16 @@ def instantiate(cfg: Any, **kwargs: Any) -> Any:
         raise
 
 
-def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
-    """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``."""
+def build_llm(cfg: Mapping[str, Any], ledger: str | Path | SpendLedger | None = None
+              ) -> LLM | None:
+    """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``.
+
+    A model with a price above zero in ``llm.prices``, or any model under ``llm.max_cost_usd``,
+    is metered into the spend ``ledger`` (a :class:`SpendLedger` or its file, shared by what one
+    command runs; None: this process's alone) by a
+    :class:`~synapse_pt.models.llm.budget.BudgetedLLM`, inside the cache: hits cost nothing,
+    answers are stored before a stop. The cap and the prices are finite numbers >= 0 or a
+    :class:`ConfigError` naming the key."""
     # hydra's instantiate silently drops ``???`` arguments (the backend's default would stand in)
     missing = sorted(OmegaConf.missing_keys(cfg)) if isinstance(cfg, DictConfig) else []
     if missing:
@@ -99,12 +108,14 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
     if isinstance(backend, NoLLM):
         return None
     cap = cfg.get("max_cost_usd")
-    if cap is not None:  # inside the cache: hits cost nothing, answers are stored before a stop
-        price = price_for(backend.model, price_table(cfg.get("prices") or {}))
-        if price is None:
-            raise ConfigError(f"llm.max_cost_usd={cap} needs a price for {backend.model!r} in "
-                              f"llm.prices (USD per 1M prompt and completion tokens)")
-        backend = BudgetedLLM(backend, float(cap), price)
+    cap = None if cap is None else usd_setting(cap, "llm.max_cost_usd")
+    price = price_for(backend.model, price_table(cfg.get("prices") or {}))
+    if cap is not None and price is None:
+        raise ConfigError(f"llm.max_cost_usd={cap:g} needs a price for {backend.model!r} in "
+                          f"llm.prices (USD per 1M prompt and completion tokens)")
+    if price is not None and (cap is not None or price.prompt_per_1m or price.completion_per_1m):
+        book = ledger if isinstance(ledger, SpendLedger) else SpendLedger(ledger)
+        backend = BudgetedLLM(backend, price, book, cap)
     if cfg.get("cache"):
         Path(cfg["cache"]).parent.mkdir(parents=True, exist_ok=True)
         return CachedLLM(backend, ResponseCache(cfg["cache"]))

@@ -33,6 +33,7 @@ from synapse_pt.build import (
     text_cache,
 )
 from synapse_pt.cli import (
+    CLAIMED,
     configure_threads,
     drop_unused_folder,
     in_multirun,
@@ -70,7 +71,8 @@ from synapse_pt.eval.records.run_folder import (
 from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
-from synapse_pt.models.llm.budget import BudgetExceeded
+from synapse_pt.models.llm.budget import BudgetExceeded, ledger_spend
+from synapse_pt.models.llm.ledger import LEDGER_FILE, holds_spending
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.preflight import check_run
 from synapse_pt.run_records import RunRecords
@@ -95,8 +97,19 @@ USER_FACING_ERRORS: tuple[type[BaseException], ...] = (
 OnClaim = Callable[[Path, Path], None]
 
 
+def command_ledger(cfg: DictConfig) -> Path:
+    """The spend ledger of the command running ``cfg`` (:mod:`synapse_pt.models.llm.ledger`):
+    a multirun's jobs share one in the sweep folder, a run has its own in its folder (a resumed
+    run finds what it spent before)."""
+    if in_multirun():
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().sweep.dir) / LEDGER_FILE
+    return Path(cfg.paths.output_dir) / LEDGER_FILE
+
+
 def run(cfg: DictConfig, refuse_fallback: str | None = None,
-        on_claim: OnClaim | None = None) -> dict[str, Any]:
+        on_claim: OnClaim | None = None, ledger: Path | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
@@ -110,7 +123,9 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
     (:func:`~synapse_pt.eval.records.run_folder.commit`). ``on_claim`` (the CLI's Hydra records) is
     called
     once every check has passed, before anything is written: with the staging folder and the
-    folder the log goes to (the staging folder when the run replaces another's outputs)."""
+    folder the log goes to (the staging folder when the run replaces another's outputs).
+    ``ledger``: the spend ledger of the command this run is part of (a study's); by default
+    :func:`command_ledger`."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     overwrite = bool(cfg.get("overwrite", False))
@@ -133,7 +148,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
         exit_code = 1
         try:
             with writing(output_dir):
-                metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
+                metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0,
+                                        ledger or command_ledger(cfg))
                 commit(staged, output_dir, replace=overwrite)
             tracker.log_file(output_dir / "metrics.json")
             log.info("outputs written to %s", output_dir.resolve())
@@ -145,9 +161,10 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
 
 
 def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], dataset: Any,
-                  tracker: Any, t0: float) -> dict[str, Any]:
+                  tracker: Any, t0: float, ledger: Path | None = None) -> dict[str, Any]:
     """Build, evaluate and record ``cfg`` on ``dataset`` (loaded since ``t0``) into ``output_dir``
-    (the staging folder of the folder :func:`run` claimed and locked); the metrics."""
+    (the staging folder of the folder :func:`run` claimed and locked), its model's bills into
+    the spend ``ledger``; the metrics."""
     audit = build_audit(cfg.dataset, dataset)
     settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                           if k in EvalSettings.__dataclass_fields__}),
@@ -156,7 +173,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
     # model's settings, the objective, a missing prompt file
     check_run(cfg, dataset, settings)
     require_upstream(settings)
-    llm = build_llm(cfg.llm)
+    llm = build_llm(cfg.llm, ledger=ledger)
     derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
     loading = time.perf_counter() - t0
     built = run_memory(cfg, resolved, dataset, llm, derived)
@@ -184,7 +201,8 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
                               or identity["memory"].get("memory", "")))
     tables = build_tables(metrics, names, run_label=run_label(identity))
     write_run_outputs(output_dir, predictions=df, metrics=metrics, timings=timings,
-                      spend=run_spend(llm, prices, judge_served), tables=tables)
+                      spend={**run_spend(llm, prices, judge_served), **ledger_spend(llm)},
+                      tables=tables)
     log_run(tracker, metrics, timings, tables, df)
     return metrics
 
@@ -201,7 +219,8 @@ def main(cfg: DictConfig) -> float:
         metrics = run_reporting_errors(cfg, records)
     except BaseException:
         records.close()
-        drop_unused_folder(cfg.paths.output_dir)
+        if not holds_spending(cfg.paths.output_dir):  # kept: the same command resumes there
+            drop_unused_folder(cfg.paths.output_dir)
         raise
     records.close()
     print(render_summary(metrics, run_category_names(cfg),
@@ -218,8 +237,9 @@ def run_reporting_errors(cfg: DictConfig, records: RunRecords) -> dict[str, Any]
     try:
         return run(cfg, on_claim=records.claim)
     except BudgetExceeded as err:  # a clean stop: what was answered is cached
-        log.error("%s", err)
-        print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
+        line = f"{err}; {resume_hint(cfg, err)}"
+        log.error("%s", line)
+        print(f"[synapse_pt] stopped: {line}", file=sys.stderr)
         sys.exit(BUDGET_EXIT_CODE)
     except USER_FACING_ERRORS as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -228,6 +248,21 @@ def run_reporting_errors(cfg: DictConfig, records: RunRecords) -> dict[str, Any]
         print(f"[synapse_pt] error: {one_line(err)} (HYDRA_FULL_ERROR=1 shows the traceback)",
               file=sys.stderr)
         sys.exit(ERROR_EXIT_CODE)
+
+
+def resume_hint(cfg: DictConfig, err: BudgetExceeded) -> str:
+    """How to go on after a budget stop: the same command (in the same folder, where it was
+    stamped) with a cap above what the command spent, which counts."""
+    if in_multirun():
+        from hydra.core.hydra_config import HydraConfig
+
+        folder = f" hydra.sweep.dir={Path(HydraConfig.get().sweep.dir).resolve()}"
+    else:
+        out = Path(cfg.paths.output_dir).resolve()
+        folder = f" hydra.run.dir={out}" if out in CLAIMED and holds_spending(out) else ""
+    return (f"to go on, the same command with{folder} llm.max_cost_usd above "
+            f"{err.spent_usd:.4f} (what this command spent counts); "
+            "`python -m synapse_pt.estimate` with its overrides prints what the whole run costs")
 
 
 if __name__ == "__main__":

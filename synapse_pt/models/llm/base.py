@@ -102,6 +102,11 @@ class LLM(ABC):
 
     backend: str = "base"
     model: str = ""
+    #: True for a backend that sends billed requests itself: it asks its ``meter`` (set by
+    #: :class:`~synapse_pt.models.llm.budget.BudgetedLLM`) before each HTTP attempt and reports
+    #: every billed reply to it; any other backend is metered per answer by that wrapper
+    meters_attempts: bool = False
+    meter: Any = None
 
     @property
     def cache_identity(self) -> str:

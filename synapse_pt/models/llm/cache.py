@@ -25,6 +25,9 @@ from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
 _CHUNK = 500
+#: what a rebuilt response cache loses (named when the file is corrupt)
+RESPONSES_LOST = ("it holds money, not only time: every answer in it was paid for, and each is "
+                  "asked and paid for again; keep the corrupt file until the run is done")
 
 
 def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
@@ -75,7 +78,7 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         # A connection must not cross a fork: reconnect in a child process.
         if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = open_wal(self.path, _SCHEMA), os.getpid()
+            self._conn, self._pid = open_wal(self.path, _SCHEMA, lost=RESPONSES_LOST), os.getpid()
         return self._conn
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ChatResponse]:
