@@ -221,7 +221,13 @@ def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
         len(kinds) // 2)  # the code's order: each chunk's reflections after its facts
     assert not [b for b in bodies if is_repair(b)]
     assert all([m["role"] for m in b["messages"]] == ["user"] for b in build)
-    assert [b["max_tokens"] for b in build] == [8000, 4000] * (len(kinds) // 2)
+    # the code's sampling (adapters/openai_llm.py 51-57): no temperature, no seed, the budget
+    # as max_completion_tokens
+    assert [b["max_completion_tokens"] for b in build] == [8000, 4000] * (len(kinds) // 2)
+    assert not [b for b in build if {"temperature", "seed", "max_tokens"} & set(b)]
+    memory = metrics["identity"]["memory"]
+    assert (memory["temperature"], memory["seed"], memory["budget_param"]) == (
+        None, None, "max_completion_tokens")
     assert metrics["extraction"] == {"failures": 0, "attempts": len(build),
                                      "failure_share": 0.0}
     assert set(preds["build"]) == {"gaama-llm"}

@@ -156,24 +156,26 @@ class OpenAICompatibleLLM(LLM):
                                   timeout=self.timeout_s, max_retries=self.max_retries)
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The request body (``extra`` entries override the defaults)."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": request.message_dicts(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "seed": request.seed,
-        }
+        """The request body (``extra`` entries override the defaults); a ``None`` temperature,
+        seed or ``budget_param`` is not sent."""
+        body: dict[str, Any] = {"model": self.model, "messages": request.message_dicts()}
+        if request.budget_param is not None:
+            body[request.budget_param] = request.max_tokens
+        for key in ("temperature", "seed"):
+            if getattr(request, key) is not None:
+                body[key] = getattr(request, key)
         if request.stop:
             body["stop"] = list(request.stop)
         body.update(dict(request.extra))
         return body
 
-    async def _attempt(self, client: openai.AsyncOpenAI,
-                       body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    async def _attempt(self, client: openai.AsyncOpenAI, body: dict[str, Any],
+                       accept_empty: bool = False) -> tuple[dict[str, Any], int]:
         """One SDK call (with the SDK's retries); returns the parsed body and the HTTP requests
-        it took, or raises :class:`_Malformed` / :class:`LLMError`."""
-        known = {"model", "messages", "max_tokens", "temperature", "seed", "stop"}
+        it took, or raises :class:`_Malformed` / :class:`LLMError`. ``accept_empty``: an empty
+        or null completion is an answer (``""``)."""
+        known = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
+                 "seed", "stop"}
         extra = {k: v for k, v in body.items() if k not in known}
         try:
             raw = await client.chat.completions.with_raw_response.create(
@@ -201,6 +203,9 @@ class OpenAICompatibleLLM(LLM):
             raise _Malformed(f"HTTP 200 without choices: {_excerpt(text)}")
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         content = message.get("content") if isinstance(message, dict) else None
+        if accept_empty and isinstance(message, dict) and not (content or "").strip():
+            message["content"] = content or ""  # the request takes an empty completion
+            return data, attempts
         if not isinstance(content, str):
             raise _Malformed(f"HTTP 200 without choices[0].message.content: {_excerpt(text)}")
         if not content.strip():  # an empty completion is a failure, never a scored answer
@@ -217,7 +222,7 @@ class OpenAICompatibleLLM(LLM):
         attempts = 0
         for retry in range(self.max_retries + 1):
             try:
-                data, sent = await self._attempt(client, body)
+                data, sent = await self._attempt(client, body, request.accept_empty)
             except _Malformed as err:
                 attempts += 1
                 if retry == self.max_retries:
