@@ -106,11 +106,11 @@ def test_membox_garbled_decision_closes_the_box_and_is_counted(conv) -> None:
 
 
 def test_box_replies_of_placeholders_are_unreadable() -> None:
-    from synapse_pt.memory.membox.llm_build import parse_box
+    from synapse_pt.memory.membox.llm_build import BoxReply, parse_box
     from synapse_pt.models.structured import StructuredOutputError
 
     assert parse_box('{"keywords": ["dog", "..."], "topic": "pets", "events": ["...", "a walk"]}'
-                     ) == (["dog"], "pets", ["a walk"])
+                     ) == BoxReply(["dog"], "pets", ["a walk"])
     with pytest.raises(StructuredOutputError, match="placeholders"):
         parse_box('{"keywords": ["..."], "topic": "...", "events": ["..."]}')
     with pytest.raises(StructuredOutputError, match="'keywords'"):
