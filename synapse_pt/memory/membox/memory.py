@@ -479,8 +479,10 @@ class MemboxMemory(MemorySystem):
             selected: list[int] = []
             if ids:
                 best = sims.max(dim=0)  # first maximum: the older trace
-                selected = sorted({ids[int(best.indices[e])] for e in range(len(box.events))
-                                   if float(best.values[e]) >= self.trace_threshold})
+                # the candidate traces in the order the code's set of their ids iterates
+                # (TraceLinker.run: selected_trace_ids; ints hash to themselves)
+                selected = list({ids[int(best.indices[e])] for e in range(len(box.events))
+                                 if float(best.values[e]) >= self.trace_threshold})
             plans.append((ids, sims, selected))
         joined: dict[int, dict[int, list[int]]] = {}  # box -> trace -> event numbers
         if self.llm is None:
