@@ -503,7 +503,7 @@ class MemboxCodePath:
             if not unmatched:
                 continue
 
-            def create(ev_list) -> None:
+            def create(ev_list, bid: int = bid) -> None:
                 clean = [str(e).strip() for e in ev_list if str(e).strip()]
                 if clean:
                     traces.append(([bid], [(bid, clean)]))

@@ -1,8 +1,9 @@
 """GAAMA's LLM build: facts, concepts and reflections written by a chat model (SPEC §2).
 
 Two prompt sets (``memory.prompts``), both sent through the project's LLM interface, its response
-cache and :func:`~synapse_pt.models.structured.generate_structured` (one repair round per garbled
-reply):
+cache and :func:`~synapse_pt.models.structured.generate_structured` (replies read and re-asked as
+``memory.replies`` says, :mod:`.replies`), with the build's sampling (``memory.temperature``,
+``seed``, ``budget_param``; the code's: none, none, ``max_completion_tokens``):
 
 * ``"upstream"`` (the default): GAAMA's own ``prompts/fact_generation.md`` and
   ``prompts/reflection_generation.md`` read from the pinned files
@@ -30,9 +31,9 @@ reply):
 A cited id outside the request (a fact's message, a reflection's fact) drops that citation only,
 the fact or reflection kept (the code's, ``services/ltm_creator.py`` 388-391 and 507-510).
 
-A reply that still fails after the repair is a counted :class:`GAAMAFailure`, named in the log and
-in the memory's ``describe()`` (``extraction_failures``); its chunk contributes no facts, never
-an empty success.
+A reply that still fails after the code's retries (or our repair) is a counted
+:class:`GAAMAFailure`, named in the log and in the memory's ``describe()``
+(``extraction_failures``); its chunk contributes nothing, as the code's fallback of empty lists.
 """
 
 from __future__ import annotations

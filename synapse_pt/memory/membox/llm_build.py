@@ -13,20 +13,22 @@ code, and go through the project's LLM interface, response cache and
 * :func:`chain_request` / :func:`parse_chains`: the code's grouping of the events that joined no
   trace into new chains (each a new trace) and isolated events.
 
-A reply that stays unreadable after the repair round is a counted :class:`MemboxFailure` (named in
-the log and in ``describe()["extraction_failures"]``): a failed Topic Loom decision closes the
-box, a failed box extraction leaves the box without keywords and events, a failed verification
-joins all of the box's events to that trace (as the code's ``_llm_event_filter`` does when its
-reply does not parse), a failed grouping gives each unmatched event its own trace (the code
-creates none: its events would be lost). None is turned into a silent success.
+A reply that stays unreadable (asked once where the code asks once, after the repair round where
+it is read our way) is a counted :class:`MemboxFailure` (named in the log and in
+``describe()["extraction_failures"]``): a failed Topic Loom decision closes the box, a failed box
+extraction leaves the box without keywords and events (the code's ``process_new_box``), a failed
+verification joins all of the box's events to that trace (as the code's ``_llm_event_filter``),
+a failed grouping leaves the events without a trace (the code's ``{}``; ours,
+``chain_parse="fenced"``: each its own trace). None is turned into a silent success.
 
 Under ``prompts="upstream"`` (:class:`MemboxPrompts`, the default) the Topic Loom, box
 extraction, verification and chain grouping send the code's own prompts, read from Membox's
 ``membox.py`` at run time (:func:`~synapse_pt.data.upstream.membox_constant`, by attribute name
 of its ``class Config``; never pasted here) and rendered as its code renders them: one user
-message, no system message, temperature 0, no ``max_tokens`` (the model's own limit), the box
-extraction in JSON mode; their replies are read as the code reads them (:meth:`MemboxPrompts.
-parse_loom` and the others say how). ``prompts="ours"`` keeps the wordings above.
+message, no system message, temperature 0, no seed and no budget (the model's own limit), the box
+extraction in JSON mode, an empty completion an answer; their replies are read as the code reads
+them (:meth:`MemboxPrompts.parse_loom`, :func:`parse_box_code`, :func:`parse_verify_code`,
+:func:`chains_of_code`). ``prompts="ours"`` keeps the wordings above.
 """
 
 from __future__ import annotations

@@ -183,7 +183,8 @@ class MemboxMemory(MemorySystem):
         k: boxes per question (code: 5).
         boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
-        min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
+        min_keywords, max_keywords: keywords per box of the LLM-free build (code's prompt: 3-8;
+            the LLM build keeps every keyword of a reply, as the code).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         prompts: LLM build: ``"upstream"`` (the code's prompts, read from ``membox.py``,
             rendered and read as its code does: :class:`~synapse_pt.memory.membox.llm_build.
