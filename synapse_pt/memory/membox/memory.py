@@ -50,6 +50,7 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
+from synapse_pt.errors import ConfigError
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.long_text import whole_text_encoder
@@ -68,6 +69,8 @@ from ..episodic import TurnRegistry
 from ..fused import inner_fused
 from ..gate import build_gate
 from .llm_build import (
+    BUDGET_PARAMS,
+    PARSES,
     PROMPT_SOURCES,
     VERIFY_PARSES,
     BoxReply,
@@ -233,8 +236,17 @@ class MemboxMemory(MemorySystem):
                 require_int(key, value, self.int_minimums[key])
         require_choice("mode", mode, MODES)
         for key, value, allowed in (("prompts", prompts, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES)):
+                                    ("verify_parse", verify_parse, VERIFY_PARSES),
+                                    ("box_parse", box_parse, (None, *PARSES)),
+                                    ("chain_parse", chain_parse, (None, *PARSES)),
+                                    ("budget_param", budget_param, BUDGET_PARAMS)):
             require_choice(key, value, allowed)
+        if seed is not None:
+            require_int("seed", seed, 0)
+        if temperature is not None and (isinstance(temperature, bool)
+                                        or not isinstance(temperature, (int, float))):
+            raise ConfigError(f"memory.temperature must be a number or null, got "
+                              f"{temperature!r}")
         # the LLM build's requests and readers (the upstream prompts read here: a run without
         # the files stops before its build); none for the LLM-free build
         self.prompts = None if self.llm is None else MemboxPrompts(
