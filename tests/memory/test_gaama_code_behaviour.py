@@ -350,9 +350,9 @@ def test_a_fact_repeated_across_chunks_is_one_node(conv) -> None:
     """canonical_id_entity (infra/id_helpers.py: lower-cased, spaces collapsed) keys a fact
     (ltm_creator.py 374), so chunk 2's "ann started a  pottery class." is chunk 1's fact: one
     node, the repeat's text (the node store's upsert, sqlite_memory.py 119-149), DERIVED_FROM
-    edges from both chunks, one per citation, E3 cited twice (make_edge: a new edge each,
-    graph_edges.py). The repeat is a new fact of chunk 2 for its reflection request, listed with
-    its own text."""
+    edges from both chunks, one per citation, E3 cited twice (make_edge, graph_edges.py 53: a
+    new edge id each time). The repeat is a new fact of chunk 2 for its reflection request,
+    listed with its own text."""
     again = "ann started a  pottery class on 7 may 2023."
 
     def reply(prompt: str, n: int) -> str:
@@ -458,7 +458,7 @@ def test_one_store_for_every_conversation(tmp_path) -> None:
     assert "My pottery class was fun today." in prompt.split(
         "## Related older episodes (for context)\n\n")[1].split("\n\n")[0]
     # B wrote A's concept label again: its row is B's now, so a search of A no longer finds
-    # A's pottery_class node (the rows hold the latest write's scope, sqlite_vector.py 111-140)
+    # A's pottery_class node (the rows hold the latest write's scope, sqlite_vector.py 96-146)
     concept_a = nodes_of(memory, "A", "concept")["pottery_class"]
     concept_b = nodes_of(memory, "B", "concept")["pottery_class"]
     assert not bool(memory.blocks["A"].stored[concept_a])

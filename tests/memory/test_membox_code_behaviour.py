@@ -197,7 +197,7 @@ def test_a_malformed_box_reply_leaves_an_empty_box_asked_once() -> None:
 
 def test_an_empty_completion_is_read_as_the_code_reads_it() -> None:
     """chat_completion returns "" (or "{}" in JSON mode) for an empty or missing completion
-    (membox.py 450-455): the Loom reads "" as No and closes the box (457-462, 621-625); a box
+    (membox.py 450-455): the Loom reads "" as No and closes the box (457-462, 626-630); a box
     reply of "" keeps the box empty (480-499); a verification of "" joins every event
     (823-828); a chain reply of "" makes no trace (845-848). Never asked again."""
     llm = Scripted(loom=lambda p: "", verify=lambda p: "")

@@ -445,7 +445,7 @@ class VectorStore:
     when the code embeds it (a chunk's episodes before its facts are asked for, then its concepts
     and facts, then its reflections); a key written again leaves its old row and takes a new one
     at the end, with the conversation and text of the new write (the code deletes the entity's
-    rows and inserts one for the new node's scope, 111-140). :meth:`search` takes the
+    rows and inserts one for the new node's scope, 96-146). :meth:`search` takes the
     ``max(2 top_k, 20)`` nearest rows of the whole store, keeps the conversation's, the nearest
     ``top_k`` of those (178-238; ties: the earlier row)."""
 
