@@ -203,7 +203,8 @@ class OpenAICompatibleLLM(LLM):
             raise _Malformed(f"HTTP 200 without choices: {_excerpt(text)}")
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         content = message.get("content") if isinstance(message, dict) else None
-        if accept_empty and isinstance(message, dict) and not (content or "").strip():
+        if accept_empty and isinstance(message, dict) and (
+                content is None or isinstance(content, str) and not content.strip()):
             message["content"] = content or ""  # the request takes an empty completion
             return data, attempts
         if not isinstance(content, str):
