@@ -157,7 +157,8 @@ def resolve_upstream_file(rel: str, root: str | os.PathLike | None = None, *,
             return _checked(rel, path, origin)
         if rel.endswith(".py") and (folder / TEMPLATES).is_file():
             data = _templates_file(folder / TEMPLATES)
-            return UpstreamFile(rel, data.path, pinned[rel], origin, TEMPLATES, data.sha256)
+            if any(e.get("file") == rel for e in data.entries):  # it holds this file's templates
+                return UpstreamFile(rel, data.path, pinned[rel], origin, TEMPLATES, data.sha256)
         if origin in ("path", "env"):
             break  # an explicit folder that lacks the file is an error, not a hint to look on
     problem = "downloads are disabled"

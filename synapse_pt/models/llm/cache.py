@@ -1,6 +1,7 @@
 """A persistent LLM response cache (SQLite, WAL) and the :class:`CachedLLM` wrapper that uses it.
 
-Key = sha256 of the canonical JSON of (backend, model, messages, parameters); ``model`` is the
+Key = sha256 of the canonical JSON of (backend, model, messages, parameters: the budget, sampling
+settings, stops and extras of the request); ``model`` is the
 backend's :attr:`~synapse_pt.models.llm.base.LLM.cache_identity` (its model name plus, for local
 weights, a content fingerprint). Each answer is stored
 the moment it arrives, so a crashed or interrupted run resumes without asking again; several
@@ -40,6 +41,11 @@ def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
                        "seed": request.seed, "stop": list(request.stop),
                        "extra": {k: v for k, v in request.extra}},
     }
+    # entered only where they differ from the defaults, so the keys of earlier requests hold
+    if request.budget_param != "max_tokens":
+        doc["parameters"]["budget_param"] = request.budget_param
+    if request.accept_empty:
+        doc["parameters"]["accept_empty"] = True
     try:
         return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except TypeError as err:

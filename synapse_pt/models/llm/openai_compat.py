@@ -87,13 +87,19 @@ def _status_body(err: openai.APIStatusError) -> str:
         return str(err)
 
 
-def _content(data: Any) -> tuple[str | None, str]:
-    """The completion of a parsed 200 body and, where it is none a run can score, why not."""
+def _content(data: Any, accept_empty: bool = False) -> tuple[str | None, str]:
+    """The completion of a parsed 200 body and, where it is none a run can score, why not.
+    ``accept_empty`` (a request that takes an empty completion, as a related system's code
+    does): a null or blank completion is the answer ``""``."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices:
         return None, "HTTP 200 without choices"
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     content = message.get("content") if isinstance(message, dict) else None
+    if accept_empty and isinstance(message, dict) and (
+            content is None or isinstance(content, str) and not content.strip()):
+        message["content"] = content or ""
+        return message["content"], ""
     if not isinstance(content, str):
         return None, "HTTP 200 without choices[0].message.content"
     if not content.strip():  # an empty completion is a failure, never a scored answer
@@ -289,14 +295,14 @@ class OpenAICompatibleLLM(LLM):
                                       transport=transport, timeout=self.timeout_s))
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
-        """The request body (``extra`` entries override the defaults)."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": request.message_dicts(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "seed": request.seed,
-        }
+        """The request body (``extra`` entries override the defaults); a ``None`` temperature,
+        seed or ``budget_param`` is not sent."""
+        body: dict[str, Any] = {"model": self.model, "messages": request.message_dicts()}
+        if request.budget_param is not None:
+            body[request.budget_param] = request.max_tokens
+        for key in ("temperature", "seed"):
+            if getattr(request, key) is not None:
+                body[key] = getattr(request, key)
         if request.stop:
             body["stop"] = list(request.stop)
         body.update(dict(request.extra))
@@ -306,7 +312,8 @@ class OpenAICompatibleLLM(LLM):
                        metering: _Metering, retries: int) -> dict[str, Any]:
         """One SDK call with at most ``retries`` SDK retries; the parsed body of its 200
         answer, billed (accepted, or rejected: :class:`_Malformed`), or :class:`LLMError`."""
-        known = {"model", "messages", "max_tokens", "temperature", "seed", "stop"}
+        known = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
+                 "seed", "stop"}
         extra = {k: v for k, v in body.items() if k not in known}
         try:
             raw = await client.with_options(max_retries=retries).chat.completions \
@@ -327,7 +334,7 @@ class OpenAICompatibleLLM(LLM):
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             metering.bill_reply(None, None, REJECTED, "a body that is not JSON")
             raise _Malformed(f"HTTP 200 with a body that is not JSON: {_excerpt(text)}") from err
-        content, why = _content(data)
+        content, why = _content(data, metering.request.accept_empty)
         refused = metering.bill_reply(data, content, ACCEPTED if content is not None
                                       else REJECTED, why)
         if refused:  # no retry: a server that miscounts its bill is not asked again
