@@ -77,11 +77,23 @@ def test_no_upstream_prompt_text_is_pasted_into_the_project() -> None:
     assert found == []
 
 
-def test_loader_checks_the_pinned_sha256_and_says_where_to_put_missing_files(tmp_path) -> None:
+@pytest.fixture
+def data_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared data's layout (GAAMA's prompt files and templates.json, no Python sources),
+    copied from ROOT, as $SYNAPSE_UPSTREAM."""
+    folder = tmp_path / "data_only"
+    shutil.copytree(ROOT / "gaama" / "prompts", folder / "gaama" / "prompts")
+    shutil.copy(ROOT / "templates.json", folder / "templates.json")
+    monkeypatch.setenv(upstream.ENV_VAR, str(folder))
+    return folder
+
+
+def test_loader_checks_the_pinned_sha256_and_says_where_to_put_missing_files(tmp_path,
+                                                                             data_only) -> None:
     """The shared folder has no Python sources: membox.py's templates come from its
     templates.json, whose own sha256 and every entry's file_sha256 are the pinned ones."""
     src = upstream.resolve_upstream_file("membox/membox.py")
-    assert src.path == ROOT / "templates.json" and src.origin == "env"
+    assert src.path == data_only / "templates.json" and src.origin == "env"
     assert src.read_from == "templates.json"
     assert src.sha256 == upstream.pinned_sha256()["membox/membox.py"]
     # every pinned file the shared folder holds has the shared SHA256SUMS' hash; templates.json
@@ -210,17 +222,17 @@ def test_a_source_and_its_templates_json_give_the_same_template(tmp_path, monkey
 
 
 @needs_sources
-def test_the_python_sources_and_templates_json_agree() -> None:
+def test_the_python_sources_and_templates_json_agree(data_only: Path) -> None:
     """With the two systems' sources at hand (``SYNAPSE_UPSTREAM_SOURCES``): every template of
     templates.json is the one the loader reads from its source, and the constants the tests
     assume of GAAMA's judge are in its code."""
     for e in json.loads((ROOT / "templates.json").read_text())["templates"]:
         if e["kind"] == "format":
             a = upstream.membox_constant(e["name"], SOURCES)
-            b = upstream.membox_constant(e["name"], ROOT)
+            b = upstream.membox_constant(e["name"], data_only)
         else:
             a = upstream.fstring(e["file"], e["function"], e["name"], SOURCES)
-            b = upstream.fstring(e["file"], e["function"], e["name"], ROOT)
+            b = upstream.fstring(e["file"], e["function"], e["name"], data_only)
         assert (a.source.read_from, b.source.read_from) == ("source", "templates.json")
         assert (a.text, a.kind, a.parts) == (b.text, b.kind, b.parts), e["name"]
     code = (SOURCES / JUDGE_FILE).read_text()
@@ -364,3 +376,14 @@ def test_a_run_without_the_files_stops_before_its_build(tmp_path, monkeypatch) -
         run(cfg)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "run" / "predictions.parquet").exists()
+
+
+def test_templates_json_stands_in_only_for_the_sources_it_holds(data_only: Path) -> None:
+    """GAAMA's llm_extractors.py (its retry prompt, read by the code's reply handling) has no
+    entries in templates.json: the shared folder does not stand in for it."""
+    entries = json.loads((ROOT / "templates.json").read_text())["templates"]
+    assert not [e for e in entries if e["file"] == "gaama/services/llm_extractors.py"]
+    with pytest.raises(upstream.UpstreamNotFoundError, match="llm_extractors.py"):
+        upstream.resolve_upstream_file("gaama/services/llm_extractors.py", data_only)
+    found = upstream.resolve_upstream_file("membox/membox.py", data_only)
+    assert found.read_from == "templates.json"
