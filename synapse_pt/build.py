@@ -35,7 +35,7 @@ from synapse_pt.data.resolve import build_dataset, dataset_categories
 from synapse_pt.errors import ConfigError
 from synapse_pt.eval.records.outputs import config_hash
 from synapse_pt.graph.extraction import ConceptExtractor
-from synapse_pt.memory.base import MemorySystem
+from synapse_pt.memory.base import MemorySystem, memory_class  # noqa: F401 (the estimate's)
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
@@ -142,16 +142,6 @@ def text_cache(cfg: DictConfig) -> TextValueCache:
     """The run's cache of derived text values (token counts, BM25 analyses, sentence splits),
     ``paths.cache_dir/text.sqlite`` beside the embedding cache."""
     return TextValueCache(Path(cfg.paths.cache_dir) / "text.sqlite")
-
-
-def memory_class(cfg: DictConfig) -> type[MemorySystem]:
-    """The memory class ``cfg.memory`` builds, read without building it (its declarations: cost
-    model, search space, own answer steps); an error naming ``memory._target_`` otherwise."""
-    target = str(cfg.memory.get("_target_", ""))
-    cls = get_class(target) if target else None
-    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
-        raise ConfigError(f"memory._target_={target!r} is not a MemorySystem class")
-    return cls
 
 
 def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
