@@ -95,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tables = build_tables(runs, where, baseline)
     except ValueError as err:  # runs no table can hold together (different golds, categories)
-        print(f"[make_tables] refused: {err}", file=sys.stderr)
+        print(f"[make_tables] refused: {str(err).removeprefix('make_tables: ')}",
+              file=sys.stderr)
         return 2
     if differences:
         frame = pd.DataFrame({f: {label: str(v) for label, v in vals.items()}

@@ -8,7 +8,9 @@ line). Three moments:
 
 * :class:`Preflight`, the first Hydra callback (``configs/hydra/default.yaml``), before Hydra or
   :class:`~synapse_pt.cli.WritableRunDir` makes the run's (the multirun's) folder:
-  :func:`check_settings`, and for an Optuna sweep its search space (:func:`check_search_space`);
+  :func:`check_settings` (the estimate and the sweep, which send no answer request, get its
+  first part, :func:`check_names`), and for an Optuna sweep its search space
+  (:func:`check_search_space`);
 * :func:`check_settings` again at the start of :func:`synapse_pt.run.run` (studies and tests
   call it directly), before it makes or writes its folder;
 * :func:`check_run`, once the dataset is loaded and before the run writes its folder: what needs
@@ -227,14 +229,21 @@ def objective_sections(cfg: DictConfig, settings: EvalSettings, peer_rules: bool
                         llm_extractor=not bool(cfg.extractor.get("llm_free", True)))
 
 
-def check_settings(cfg: DictConfig) -> EvalSettings:
-    """Everything of ``cfg`` that can be checked with nothing loaded (see the module); the run's
-    ``eval`` settings. What its mode ignores is logged as a warning."""
+def check_names(cfg: DictConfig) -> None:
+    """What every command of the run config checks before it makes a folder: ``seed``, the
+    settings that form paths (:data:`PATH_SETTINGS`) and the roots (:data:`ROOTS`)."""
     check_seed(cfg)
     for key in PATH_SETTINGS:
         if cfg.get(key) is not None:
             check_path_label(key, cfg.get(key))
     check_roots(cfg)
+
+
+def check_settings(cfg: DictConfig) -> EvalSettings:
+    """Everything of a run's ``cfg`` that can be checked with nothing loaded (see the module):
+    :func:`check_names`, then its ``eval`` settings, answer model and objective; the run's
+    ``eval`` settings. What its mode ignores is logged as a warning."""
+    check_names(cfg)
     settings = eval_settings(cfg)
     for line in ignored_settings(settings):
         log.warning("%s", line)
@@ -284,10 +293,17 @@ def check_search_space(cfg: DictConfig) -> None:
                               f"{err}") from None
 
 
+#: the Hydra jobs (``hydra.job.name``) whose settings :class:`Preflight` checks in full
+#: (:func:`check_settings`): a run sends the requests; the estimate (which sends none, and needs
+#: no key) and the sweep get :func:`check_names`
+RUN_JOBS = ("run",)
+
+
 class Preflight(Callback):
-    """Hydra callback, the first of ``configs/hydra/default.yaml``: :func:`check_settings` (and
-    for a multirun :func:`check_search_space`) before any folder is made; a refusal is one line
-    naming the setting, as a run's (exit status 1), and nothing is written."""
+    """Hydra callback, the first of ``configs/hydra/default.yaml``: before any folder is made,
+    :func:`check_settings` for a run (:data:`RUN_JOBS`), :func:`check_names` for the other
+    commands of the run config, and for a multirun :func:`check_search_space`; a refusal is one
+    line naming the setting, as a run's (exit status 1), and nothing is written."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._check(config, multirun=False)
@@ -302,7 +318,10 @@ class Preflight(Callback):
         try:
             if multirun:
                 check_search_space(config)
-            check_settings(config)
+            if OmegaConf.select(config, "hydra.job.name") in RUN_JOBS:
+                check_settings(config)
+            else:
+                check_names(config)
         except ConfigError as err:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
