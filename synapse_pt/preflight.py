@@ -239,13 +239,14 @@ def check_names(cfg: DictConfig) -> None:
     check_roots(cfg)
 
 
-def check_settings(cfg: DictConfig) -> EvalSettings:
+def check_settings(cfg: DictConfig, warn: bool = True) -> EvalSettings:
     """Everything of a run's ``cfg`` that can be checked with nothing loaded (see the module):
     :func:`check_names`, then its ``eval`` settings, answer model and objective; the run's
-    ``eval`` settings. What its mode ignores is logged as a warning."""
+    ``eval`` settings. What its mode ignores is logged as a warning (``warn``: the run's own
+    check, whose log the run keeps; :class:`Preflight` checks without it)."""
     check_names(cfg)
     settings = eval_settings(cfg)
-    for line in ignored_settings(settings):
+    for line in ignored_settings(settings) if warn else []:
         log.warning("%s", line)
     check_llm(cfg, settings)
     # the metric or section; its key once the data says which categories are asked (check_run)
@@ -319,7 +320,7 @@ class Preflight(Callback):
             if multirun:
                 check_search_space(config)
             if OmegaConf.select(config, "hydra.job.name") in RUN_JOBS:
-                check_settings(config)
+                check_settings(config, warn=False)  # the run warns, into its log
             else:
                 check_names(config)
         except ConfigError as err:
