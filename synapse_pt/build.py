@@ -156,16 +156,6 @@ def text_cache(cfg: DictConfig) -> TextValueCache:
     return TextValueCache(Path(cfg.paths.cache_dir) / "text.sqlite")
 
 
-def memory_class(cfg: DictConfig) -> type[MemorySystem]:
-    """The memory class ``cfg.memory`` builds, read without building it (its declarations: cost
-    model, search space, own answer steps); an error naming ``memory._target_`` otherwise."""
-    target = str(cfg.memory.get("_target_", ""))
-    cls = get_class(target) if target else None
-    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
-        raise ConfigError(f"memory._target_={target!r} is not a MemorySystem class")
-    return cls
-
-
 def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:
     """Instantiate ``cfg`` (a ``memory`` group), passing those of ``available`` it accepts."""
     target = get_class(cfg["_target_"])

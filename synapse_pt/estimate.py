@@ -55,7 +55,6 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.build import memory_class
 from synapse_pt.cli import drop_unused_folder
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
@@ -74,7 +73,7 @@ from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory import steps
-from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.base import EPISODIC, RetrievedItem, memory_class
 from synapse_pt.memory.declare import (
     CostModel,
     ModelDependentBuild,

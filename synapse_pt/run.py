@@ -27,7 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import (
     build_llm,
-    memory_class,
     run_category_names,
     run_memory,
     text_cache,
@@ -44,7 +43,7 @@ from synapse_pt.cli import (
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.resolve import build_audit, build_dataset
 from synapse_pt.errors import ConfigError
-from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, for_memory, require_upstream
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, require_upstream
 from synapse_pt.eval.qa.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.eval.records.outputs import write_run_outputs
 from synapse_pt.eval.records.record import (
@@ -74,7 +73,7 @@ from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.budget import BudgetExceeded, ledger_spend
 from synapse_pt.models.llm.ledger import LEDGER_FILE, holds_spending
 from synapse_pt.models.sqlite_store import CorruptCacheError
-from synapse_pt.preflight import check_run
+from synapse_pt.preflight import check_run, check_settings
 from synapse_pt.run_records import RunRecords
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
@@ -126,6 +125,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
     folder the log goes to (the staging folder when the run replaces another's outputs).
     ``ledger``: the spend ledger of the command this run is part of (a study's); by default
     :func:`command_ledger`."""
+    settings = check_settings(cfg)  # before anything is made or written
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     overwrite = bool(cfg.get("overwrite", False))
@@ -140,6 +140,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
                                 refuse_fallback=refuse_fallback or (
                                     "a multirun" if in_multirun() else None))
         check_same_data(output_dir, dataset.sha256, overwrite=overwrite)
+        check_run(cfg, dataset, settings)  # what needs the questions asked: the objective
         replacing = overwrite and holds_outputs(output_dir)
         (staged / "config.yaml").write_text(config_text)
         if on_claim is not None:
@@ -148,8 +149,9 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
         exit_code = 1
         try:
             with writing(output_dir):
-                metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0,
+                metrics = evaluate_into(staged, cfg, resolved, dataset, settings, tracker, t0,
                                         ledger or command_ledger(cfg))
+                objective_value(metrics, str(cfg.objective))  # the old outputs stay if not
                 commit(staged, output_dir, replace=overwrite)
             tracker.log_file(output_dir / "metrics.json")
             log.info("outputs written to %s", output_dir.resolve())
@@ -160,19 +162,27 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
             tracker.finish(exit_code)
 
 
+def objective_value(metrics: dict[str, Any], objective: str) -> float:
+    """``objective`` looked up in ``metrics`` (:func:`~synapse_pt.eval.records.record.
+    lookup_metric`); a :class:`~synapse_pt.errors.ConfigError` where the run has none (checked
+    before the run, :func:`~synapse_pt.preflight.check_run`; looked up again before the outputs
+    are committed, so that a missing one never replaces a folder's outputs)."""
+    try:
+        return lookup_metric(metrics, objective)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(f"objective={objective}: {err.args[0]}; this run's outputs were not "
+                          "committed (the folder's earlier ones are left as they were)") from None
+
+
 def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], dataset: Any,
-                  tracker: Any, t0: float, ledger: Path | None = None) -> dict[str, Any]:
-    """Build, evaluate and record ``cfg`` on ``dataset`` (loaded since ``t0``) into ``output_dir``
-    (the staging folder of the folder :func:`run` claimed and locked), its model's bills into
-    the spend ``ledger``; the metrics."""
+                  settings: EvalSettings, tracker: Any, t0: float, ledger: Path | None = None
+                  ) -> dict[str, Any]:
+    """Build, evaluate (under the ``eval`` ``settings`` :func:`~synapse_pt.preflight.
+    check_settings` gave) and record ``cfg`` on ``dataset`` (loaded since ``t0``) into
+    ``output_dir`` (the staging folder of the folder :func:`run` claimed and locked), its model's
+    bills into the spend ``ledger``; the metrics."""
     audit = build_audit(cfg.dataset, dataset)
-    settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
-                                          if k in EvalSettings.__dataclass_fields__}),
-                          memory_class(cfg))
-    # what can be checked without ingesting stops the run before the slow part: the answer
-    # model's settings, the objective, a missing prompt file
-    check_run(cfg, dataset, settings)
-    require_upstream(settings)
+    require_upstream(settings)  # a missing prompt file stops the run before the slow part
     llm = build_llm(cfg.llm, ledger=ledger)
     derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
     loading = time.perf_counter() - t0
@@ -226,7 +236,7 @@ def main(cfg: DictConfig) -> float:
     print(render_summary(metrics, run_category_names(cfg),
                          label=run_label(metrics["identity"]),
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
-    value = lookup_metric(metrics, cfg.objective)
+    value = objective_value(metrics, str(cfg.objective))
     print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
     return value
 

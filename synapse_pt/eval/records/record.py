@@ -72,8 +72,9 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
     result-neutral settings, its task and experiment, the data it read (file, hashes, upstream
     check, subset size, notes, gold, audit), its memory's ``describe()``, its embedder's and
     LLM's names. ``dataset.question_set`` names the questions scored
-    (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
-    same ones."""
+    (:func:`~synapse_pt.data.records.question_set_id`), ``dataset.gold_set`` what they were scored
+    against (:func:`~synapse_pt.data.records.gold_set_id`): tables set side by side only runs over
+    the same ones, scored against the same gold."""
     return {
         **code_identity(),
         "config_hash": config_hash(without_result_neutral(resolved)),
@@ -83,7 +84,7 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
                     "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
                     "upstream_change": dataset.upstream_change,
                     "conversations": len(dataset), "questions": dataset.num_questions,
-                    "question_set": dataset.question_set,
+                    "question_set": dataset.question_set, "gold_set": dataset.gold_set,
                     "notes": dataset.notes, "gold": gold,
                     "audit": None if audit is None else audit.describe()},
         "memory": memory,

@@ -61,6 +61,14 @@ _EXCERPT = 300  # characters of a failing body quoted in errors
 NO_KEY = "EMPTY"
 
 
+def api_key(env: str | None) -> str | None:
+    """The API key in the environment variable ``env``, without surrounding white space;
+    ``None`` where it is unset, empty or blank (a blank key is a missing one: a server refuses
+    it)."""
+    key = os.environ.get(env, "").strip() if env else ""
+    return key or None
+
+
 def needs_api_key(base_url: str) -> bool:
     """Whether the server at ``base_url`` refuses requests without a key: OpenAI's API does;
     local servers (vLLM, Ollama, ``transformers serve``) accept :data:`NO_KEY`."""
@@ -271,13 +279,14 @@ class OpenAICompatibleLLM(LLM):
             raise ConfigError(f"llm.backend.base_url={base_url!r} is not an http(s) URL with a "
                               "host (e.g. https://api.openai.com/v1, http://127.0.0.1:8000/v1)")
         env = settings.get("api_key_env", defaults["api_key_env"].default)
-        if needs_api_key(base_url) and not (env and os.environ.get(env)):
+        if needs_api_key(base_url) and api_key(env) is None:
+            what = "holds only white space" if env and os.environ.get(env) else "is empty"
             raise ConfigError(f"llm.backend.api_key_env: {base_url} needs an API key and the "
-                              f"environment variable {env or '(none named)'} is empty; export "
+                              f"environment variable {env or '(none named)'} {what}; export "
                               f"{env or 'OPENAI_API_KEY'}=... (or set llm.backend.api_key_env)")
 
     def _api_key(self) -> str:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = api_key(self.api_key_env)
         if key:
             return key
         if needs_api_key(self.base_url):
