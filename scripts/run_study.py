@@ -24,15 +24,26 @@ also gets its paper table in ``study.md``: each cell ours / published, under the
 
 prints the whole study's calls, tokens and dollars (each variant's ``synapse_pt.estimate``, and
 their sum) and runs nothing.
+
+    python scripts/run_study.py paper_table --out multirun/paper_table --max-cost-usd 40 llm=openai
+
+caps what the whole study spends (its variants share one spend ledger, ``OUT/spend_ledger.sqlite``,
+and the cap is ``llm.max_cost_usd`` of every variant), printing the study's estimate beside the
+cap first. At the cap nothing more is sent and the study stops with exit status 3 and one line;
+what was answered is cached, and the same command with a higher cap goes on from there (what the
+study spent counts).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from synapse_pt.errors import ConfigError
+from synapse_pt.estimate import usd_line
 from synapse_pt.eval.records.collect import (
     build_tables,
     legacy_table_files,
@@ -44,6 +55,9 @@ from synapse_pt.eval.reports.judge_sensitivity import has_judges, sensitivity_ma
 from synapse_pt.eval.reports.paper_table import paper_table
 from synapse_pt.eval.reports.tables import to_markdown
 from synapse_pt.eval.tuning.study import best_lines, load_study, study_table
+from synapse_pt.models.accounting import usd_setting
+from synapse_pt.models.llm.budget import BudgetExceeded
+from synapse_pt.run import BUDGET_EXIT_CODE
 from synapse_pt.study import (
     estimate_study,
     format_study_estimate,
@@ -60,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--estimate", action="store_true",
                         help="print the study's calls, tokens and dollars; run nothing")
     parser.add_argument("--baseline", default=None, help="label of the delta tables' base row")
+    parser.add_argument("--max-cost-usd", default=None,
+                        help="cap on what the whole study spends (USD; its estimate is printed "
+                             "beside it)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every variant")
     args = parser.parse_intermixed_args(argv)  # overrides before or after --out
     study = load_study(args.study)
@@ -69,16 +86,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required to run a study (or --estimate to price it)")
+    overrides = list(args.overrides)
+    if args.max_cost_usd is not None:
+        try:
+            cap = usd_setting(args.max_cost_usd, "--max-cost-usd")
+        except ConfigError as err:
+            print(f"[study] error: {err}", file=sys.stderr)
+            return 2
+        overrides.append(f"llm.max_cost_usd={cap!r}")
+        print(cap_line(cap, estimate_study(study, overrides)[1]))
     args.out.mkdir(parents=True, exist_ok=True)
     with holding(args.out):  # one study at a time in a folder; its summary committed at the end
-        return run_and_summarise(args, study)
+        return run_and_summarise(args, study, overrides)
 
 
-def run_and_summarise(args: argparse.Namespace, study: dict) -> int:
+def run_and_summarise(args: argparse.Namespace, study: dict, overrides: list[str]) -> int:
     """Every variant, then the study's tables, ``study.md`` and ``judges.md``, staged and
     committed into ``--out`` (the files an earlier study wrote there and this one does not are
-    removed; nothing else)."""
-    results = run_study(study, args.out, args.overrides)
+    removed; nothing else); a budget stop: exit status 3 and one line."""
+    try:
+        results = run_study(study, args.out, overrides)
+    except BudgetExceeded as err:
+        print(f"[study] stopped: {err}; to go on, the same command with --max-cost-usd above "
+              f"{err.spent_usd:.4f} (what the study spent counts, ledger {err.ledger})",
+              file=sys.stderr)
+        return BUDGET_EXIT_CODE
     runs, where = load_runs(list(variant_folders(study, args.out).values()),
                             baseline=args.baseline)
     stale = stale_run_folders(study, args.out)
@@ -113,6 +145,15 @@ def legacy_study_files(out: Path) -> list[str]:
     """What a study of a version before manifests wrote into ``--out``: ``study.md``,
     ``judges.md`` and its tables (:func:`~synapse_pt.eval.records.collect.legacy_table_files`)."""
     return ["study.md", "judges.md", *legacy_table_files(out, "tables/")]
+
+
+def cap_line(cap: float, facts: dict) -> str:
+    """The study's cap beside its estimate (``estimate_study``'s facts)."""
+    usd = facts["usd_max"]
+    estimate = ("no price for the model: tokens only" if usd is None or math.isnan(usd)
+                else f"the study's estimate: {usd_line(usd, facts, 'for the whole study')}")
+    return (f"[study] --max-cost-usd {cap:g}: the whole study stops once it has spent ${cap:.6g} "
+            f"({estimate}; `--estimate` prints it per variant)")
 
 
 if __name__ == "__main__":

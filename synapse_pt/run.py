@@ -25,12 +25,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import (
     build_llm,
-    memory_class,
     run_category_names,
     run_memory,
     text_cache,
 )
 from synapse_pt.cli import (
+    CLAIMED,
     USER_FACING_ERRORS,
     configure_threads,
     drop_unused_folder,
@@ -41,7 +41,8 @@ from synapse_pt.cli import (
     seed_everything,
 )
 from synapse_pt.data.resolve import build_audit, build_dataset
-from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, for_memory, require_upstream
+from synapse_pt.errors import ConfigError
+from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate, require_upstream
 from synapse_pt.eval.qa.tokens import HFTokenCounter, LLMTokenCounter, TokenCounter
 from synapse_pt.eval.records.commit import commit, holding, staging
 from synapse_pt.eval.records.outputs import naming, write_run_outputs
@@ -62,8 +63,9 @@ from synapse_pt.eval.records.run_folder import (
     writing,
 )
 from synapse_pt.eval.reports.console import render_summary
-from synapse_pt.models.llm.budget import BudgetExceeded
-from synapse_pt.preflight import check_run
+from synapse_pt.models.llm.budget import BudgetExceeded, ledger_spend
+from synapse_pt.models.llm.ledger import LEDGER_FILE, holds_spending
+from synapse_pt.preflight import check_run, check_settings
 from synapse_pt.run_records import OnClaim, RunRecords
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
@@ -76,9 +78,19 @@ BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd
 COMMITTED: set[Path] = set()
 
 
+def command_ledger(cfg: DictConfig) -> Path:
+    """The spend ledger of the command running ``cfg`` (:mod:`synapse_pt.models.llm.ledger`):
+    a multirun's jobs share one in the sweep folder, a run has its own in its folder (a resumed
+    run finds what it spent before)."""
+    if in_multirun():
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().sweep.dir) / LEDGER_FILE
+    return Path(cfg.paths.output_dir) / LEDGER_FILE
+
 
 def run(cfg: DictConfig, refuse_fallback: str | None = None,
-        on_claim: OnClaim | None = None) -> dict[str, Any]:
+        on_claim: OnClaim | None = None, ledger: Path | None = None) -> dict[str, Any]:
     """Evaluate one configuration end to end; write outputs into ``cfg.paths.output_dir``.
 
     ``refuse_fallback`` (e.g. ``"a study"``): where a missing LoCoMo file must not fall back to the
@@ -93,7 +105,10 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
     or the new ones whole). ``on_claim`` (the CLI's Hydra records) is called once every check has
     passed, before anything is written: with the staging folder and the folder the log goes to
     (the staging folder when the run replaces another's outputs); it returns the files it writes
-    straight into the folder (the log), which the commit records as the run's."""
+    straight into the folder (the log), which the commit records as the run's. ``ledger``: the
+    spend ledger of the command this run is part of (a study's); by default
+    :func:`command_ledger`."""
+    settings = check_settings(cfg)  # before anything is made or written
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     overwrite = bool(cfg.get("overwrite", False))
@@ -108,6 +123,7 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
                                 refuse_fallback=refuse_fallback or (
                                     "a multirun" if in_multirun() else None))
         check_same_data(output_dir, dataset, overwrite=overwrite)
+        check_run(cfg, dataset, settings)  # what needs the questions asked: the objective
         replacing = overwrite and holds_outputs(output_dir)
         with writing(output_dir):
             with naming(staged / "config.yaml"):
@@ -118,7 +134,9 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
         exit_code = 1
         try:
             with writing(output_dir):
-                metrics = evaluate_into(staged, cfg, resolved, dataset, tracker, t0)
+                metrics = evaluate_into(staged, cfg, resolved, dataset, settings, tracker, t0,
+                                        ledger or command_ledger(cfg))
+                objective_value(metrics, str(cfg.objective))  # the old outputs stay if not
                 commit(output_dir, in_place=in_place, legacy=legacy_run_files)
             COMMITTED.add(output_dir.resolve())
             tracker.log_file(output_dir / "metrics.json")
@@ -130,19 +148,28 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
             tracker.finish(exit_code)
 
 
+def objective_value(metrics: dict[str, Any], objective: str) -> float:
+    """``objective`` looked up in ``metrics`` (:func:`~synapse_pt.eval.records.record.
+    lookup_metric`); a :class:`~synapse_pt.errors.ConfigError` where the run has none (checked
+    before the run, :func:`~synapse_pt.preflight.check_run`; looked up again before the outputs
+    are committed, so that a missing one never replaces a folder's outputs)."""
+    try:
+        return lookup_metric(metrics, objective)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(f"objective={objective}: {err.args[0]}; this run's outputs were not "
+                          "committed (the folder's earlier ones are left as they were)") from None
+
+
 def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], dataset: Any,
-                  tracker: Any, t0: float) -> dict[str, Any]:
-    """Build, evaluate and record ``cfg`` on ``dataset`` (loaded since ``t0``) into ``output_dir``
-    (the staging folder of the folder :func:`run` claimed and locked); the metrics."""
+                  settings: EvalSettings, tracker: Any, t0: float, ledger: Path | None = None
+                  ) -> dict[str, Any]:
+    """Build, evaluate (under the ``eval`` ``settings`` :func:`~synapse_pt.preflight.
+    check_settings` gave) and record ``cfg`` on ``dataset`` (loaded since ``t0``) into
+    ``output_dir`` (the staging folder of the folder :func:`run` claimed and locked), its model's
+    bills into the spend ``ledger``; the metrics."""
     audit = build_audit(cfg.dataset, dataset)
-    settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
-                                          if k in EvalSettings.__dataclass_fields__}),
-                          memory_class(cfg))
-    # what can be checked without ingesting stops the run before the slow part: the answer
-    # model's settings, the objective, a missing prompt file
-    check_run(cfg, dataset, settings)
-    require_upstream(settings)
-    llm = build_llm(cfg.llm)
+    require_upstream(settings)  # a missing prompt file stops the run before the slow part
+    llm = build_llm(cfg.llm, ledger=ledger)
     derived = text_cache(cfg)  # token counts, BM25 analyses, sentence splits
     loading = time.perf_counter() - t0
     built = run_memory(cfg, resolved, dataset, llm, derived)
@@ -170,12 +197,13 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
                               or identity["memory"].get("memory", "")))
     tables = build_tables(metrics, names, run_label=run_label(identity))
     write_run_outputs(output_dir, predictions=df, metrics=metrics, timings=timings,
-                      spend=run_spend(llm, prices, judge_served), tables=tables)
+                      spend={**run_spend(llm, prices, judge_served), **ledger_spend(llm)},
+                      tables=tables)
     log_run(tracker, metrics, timings, tables, df)
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+@hydra.main(version_base="1.3", config_path="configs", config_name="run")
 def main(cfg: DictConfig) -> float:
     """CLI: run, print the flat metrics, return ``cfg.objective`` (what sweepers optimise).
     Hydra's records and the log are written by :class:`~synapse_pt.run_records.RunRecords` once
@@ -187,13 +215,14 @@ def main(cfg: DictConfig) -> float:
         metrics = run_reporting_errors(cfg, records)
     except BaseException:
         records.close()
-        drop_unused_folder(cfg.paths.output_dir)
+        if not holds_spending(cfg.paths.output_dir):  # kept: the same command resumes there
+            drop_unused_folder(cfg.paths.output_dir)
         raise
     records.close()
     print(render_summary(metrics, run_category_names(cfg),
                          label=run_label(metrics["identity"]),
                          output_dir=str(Path(cfg.paths.output_dir).resolve())), end="")
-    value = lookup_metric(metrics, cfg.objective)
+    value = objective_value(metrics, str(cfg.objective))
     print(f"[synapse_pt] objective {cfg.objective} = {value:.6g}")
     return value
 
@@ -221,11 +250,28 @@ def run_reporting_errors(cfg: DictConfig, records: RunRecords) -> dict[str, Any]
         try:
             return run(cfg, on_claim=records.claim)
         except BudgetExceeded as err:  # a clean stop: what was answered is cached
-            log.error("%s", err)
-            print(f"[synapse_pt] stopped: {err}", file=sys.stderr)
+            line = f"{err}; {resume_hint(cfg, err)}"
+            log.error("%s", line)
+            print(f"[synapse_pt] stopped: {line}", file=sys.stderr)
             sys.exit(BUDGET_EXIT_CODE)
 
     return report_failures(body, kept=lambda: kept_after(folder), errors=USER_FACING_ERRORS)
+
+
+def resume_hint(cfg: DictConfig, err: BudgetExceeded) -> str:
+    """How to go on after a budget stop: the same command (in the same folder, where it was
+    stamped) with a cap above what the command spent, which counts."""
+    if in_multirun():
+        from hydra.core.hydra_config import HydraConfig
+
+        folder = f" hydra.sweep.dir={Path(HydraConfig.get().sweep.dir).resolve()}"
+    else:
+        out = Path(cfg.paths.output_dir).resolve()
+        folder = f" hydra.run.dir={out}" if out in CLAIMED and holds_spending(out) else ""
+    return (f"to go on, the same command with{folder} llm.max_cost_usd above "
+            f"{err.spent_usd:.4f} (what this command spent counts); "
+            "`python -m synapse_pt.estimate` with its overrides prints what the whole run costs")
+
 
 
 if __name__ == "__main__":

@@ -31,7 +31,13 @@ from synapse_pt.cli import (
     report_failures,
 )
 from synapse_pt.eval.records.commit import commit, committing, holding, staging
-from synapse_pt.eval.records.outputs import config_hash, git_commit, naming, run_config, write_json
+from synapse_pt.eval.records.outputs import (
+    code_identity,
+    config_hash,
+    naming,
+    run_config,
+    write_json,
+)
 from synapse_pt.eval.records.run_folder import HYDRA_RECORDS
 from synapse_pt.eval.tuning.sweep import (
     auto_chunk,
@@ -97,7 +103,7 @@ def sweep_chunk(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
     timing = {"ingest_seconds": ingest_seconds, "sweep_seconds": seconds,
               "configs": stop - start, "batch": batch,
               "configs_per_minute": 60 * (stop - start) / seconds if seconds > 0 else None,
-              "git_commit": git_commit(Path(__file__).resolve().parent),
+              **code_identity(),
               "config_hash": config_hash(run_config(OmegaConf.to_container(cfg, resolve=True)))}
     log.info("configurations %d-%d of %d: %.1f s", start, stop - 1, int(s.configs), seconds)
     return table, timing
@@ -128,7 +134,7 @@ class MergeSweepTables(Callback):
               f"best recall@10 {merged['recall@10'].max():.4f})")
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="sweep")
+@hydra.main(version_base="1.3", config_path="configs", config_name="sweep")
 def main(cfg: DictConfig) -> None:
     """CLI: one chunk of the sweep inside the error boundary
     (:func:`~synapse_pt.cli.report_failures`); Hydra's records and the log in the job's folder

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from synapse_pt.eval.qa.scorers import table_columns
 from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
 from synapse_pt.eval.qa.scorers.peer_rules import PEER_RULES
+from synapse_pt.resources import checkout_root, version
 
 #: every file a run writes into its folder, and its folder of tables
 RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
@@ -75,6 +76,14 @@ def column_type(col: str) -> pa.DataType:
     if col in AUDIT_SCHEMA:
         return AUDIT_SCHEMA[col]
     return COUNT_METRICS.get(col.removeprefix("audited_"), pa.float64())
+
+
+def code_identity() -> dict[str, str]:
+    """Which code made a run: the package's version and, in a source checkout, its commit
+    (:func:`git_commit`); an installed package has no commit at hand (``unknown``)."""
+    root = checkout_root()
+    return {"git_commit": git_commit(root) if root is not None else "unknown",
+            "version": version()}
 
 
 def git_commit(root: str | Path | None = None) -> str:
