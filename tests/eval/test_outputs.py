@@ -90,7 +90,7 @@ def qa_run(tmp_path_factory) -> tuple[Path, dict, ScriptedLLM]:
     tmp = tmp_path_factory.mktemp("qa")
     llm = ScriptedLLM()
     patch = pytest.MonkeyPatch()
-    patch.setattr(run_module, "build_llm", lambda cfg: llm)
+    patch.setattr(run_module, "build_llm", lambda cfg, ledger=None: llm)
     try:
         # a threshold inside the sample's C_ret range (0.08-0.12 at the paper's values), so the
         # run has both gated and answered questions

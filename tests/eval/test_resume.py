@@ -95,7 +95,7 @@ def run_with(monkeypatch: pytest.MonkeyPatch, cfg: DictConfig, cache_file: Path,
     """``run(cfg)`` with the answer model ``CachedLLM(DiesAfter(ScriptedBackend, limit))``."""
     backend = ScriptedBackend()
     llm = CachedLLM(DiesAfter(backend, limit), ResponseCache(cache_file))
-    monkeypatch.setattr(run_module, "build_llm", lambda _cfg: llm)
+    monkeypatch.setattr(run_module, "build_llm", lambda _cfg, ledger=None: llm)
     try:
         run_module.run(cfg)
     finally:
