@@ -166,21 +166,18 @@ def test_a_half_assembled_mpnet_folder_names_make_mpnet(tmp_path: Path) -> None:
 
 
 def test_run_study_takes_overrides_after_out(tmp_path: Path, monkeypatch) -> None:
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        import run_study
-    finally:
-        sys.path.remove(str(REPO_ROOT / "scripts"))
+    import synapse_pt.study as study_module
+
     seen = {}
 
     def stop(study, out, overrides):
         seen.update(out=out, overrides=list(overrides))
         raise SystemExit(0)
 
-    monkeypatch.setattr(run_study, "run_study", stop)
-    monkeypatch.setattr(run_study, "load_study", lambda name: {"path": name})
+    monkeypatch.setattr(study_module, "run_study", stop)
+    monkeypatch.setattr(study_module, "load_study", lambda name: {"path": name})
     with pytest.raises(SystemExit):
-        run_study.main(["readings", "memory=bm25", "--out", str(tmp_path), "seed=1"])
+        study_module.main(["readings", "memory=bm25", "--out", str(tmp_path), "seed=1"])
     assert seen == {"out": tmp_path, "overrides": ["memory=bm25", "seed=1"]}
 
 

@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 
 from synapse_pt.build import composed_config
-from synapse_pt.eval.tuning.study import STUDY_DIR, load_study, study_table
+from synapse_pt.eval.tuning.study import load_study, study_table
+from synapse_pt.resources import study_dir
 from synapse_pt.study import run_study
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in STUDY_DIR.glob("*.yaml")))
+@pytest.mark.parametrize("name", sorted(p.stem for p in study_dir().glob("*.yaml")))
 def test_every_shipped_study_composes(name: str) -> None:
     study = load_study(name)
     assert study["variants"]

@@ -50,3 +50,21 @@ def test_a_rerun_with_fewer_variants_tabulates_only_its_own(tmp_path: Path, caps
         assert (out / mine).read_text() == "mine\n", mine
     said = capsys.readouterr().out
     assert "left out of the tables" in said and "1_k5" in said and "2_k3" in said
+
+
+def test_variants_on_different_questions_get_tables_apart(tmp_path: Path, capsys) -> None:
+    """A study whose variants were scored on different questions (one on the first 6) ran every
+    variant and then stopped at its tables, losing them: each group gets its own."""
+    run_study = load()
+    out = tmp_path / "out"
+    study = study_file(tmp_path / "mixed.yaml", {
+        "k10": "memory.k=10", "k10.first6": "dataset.max_questions=6",
+        "k5": "memory.k=5", "k5.first6": "dataset.max_questions=6, memory.k=5"})
+    assert run_study.main([str(study), "--out", str(out),
+                           f"paths.cache_dir={tmp_path / 'cache'}"]) == 0
+    assert row_labels((out / "tables" / "main_recall@10.md").read_text()) == ["k10", "k5"]
+    apart = out / "tables" / "k10.first6" / "main_recall@10.md"
+    assert row_labels(apart.read_text()) == ["k10.first6", "k5.first6"]
+    said = capsys.readouterr().out
+    assert "scored on different questions" in said and "tables/k10.first6/" in said
+    assert "tables/k10.first6/" in (out / "study.md").read_text()

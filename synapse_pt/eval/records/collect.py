@@ -215,6 +215,18 @@ def check_one_question_set(runs: Mapping[str, Mapping[str, Any]],
                          f"({listed}); make the tables of each gold apart")
 
 
+def question_groups(runs: Mapping[str, Mapping[str, Any]],
+                    where: Mapping[str, Path]) -> list[list[str]]:
+    """The labels of ``runs`` grouped by the questions they were scored on (their question set,
+    else their number of questions: :func:`question_set`), each group in the order of ``runs``,
+    the groups in the order of their first run: the runs whose tables can be set side by side."""
+    groups: dict[str, list[str]] = {}
+    for label, metrics in runs.items():
+        number, ident = question_set(metrics, where[label])
+        groups.setdefault(ident if ident is not None else f"{number} questions", []).append(label)
+    return list(groups.values())
+
+
 def _data_of(metrics: Mapping[str, Any]) -> str:
     """The data file of a run, and how it compares with its release."""
     data = metrics["identity"].get("dataset") or {}
