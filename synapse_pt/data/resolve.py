@@ -82,8 +82,9 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
     sample = source.is_sample or (bench.sample is not None and path == str(bench.sample))
     name = "sample" if sample else cfg.get("name")
+    options = bench.options(cfg) if bench.options is not None else {}
     dataset = bench.load(source.path, name=name,
-                         turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)))
+                         turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)), **options)
     if name != "sample":  # the sample (dataset=sample, whatever its path) has no upstream
         check = check_upstream(dataset, upstream_manifest(str(cfg.get("name"))))
         dataset.upstream = check.status
