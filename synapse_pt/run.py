@@ -151,7 +151,7 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
     audit = build_audit(cfg.dataset, dataset)
     settings = for_memory(EvalSettings(**{k: v for k, v in resolved["eval"].items()
                                           if k in EvalSettings.__dataclass_fields__}),
-                          memory_class(cfg))
+                          memory_class(cfg), dataset)
     # what can be checked without ingesting stops the run before the slow part: the answer
     # model's settings, the objective, a missing prompt file
     check_run(cfg, dataset, settings)
@@ -165,16 +165,17 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
                              else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                  cache=derived))
     gold = str(cfg.dataset.get("gold", "official"))
+    names = run_category_names(cfg)
     judge_served: dict[str, Any] = {}  # each judge's responses: its part of spend.json
     df, summary = evaluate(built.memory, dataset, settings=settings, token_counter=counter,
-                           llm=llm, audit=audit, gold=gold, judge_served=judge_served)
+                           llm=llm, audit=audit, gold=gold, judge_served=judge_served,
+                           category_names=names)
     timings = run_timings(built.timings, loading, summary, built.encoder)
 
     prices = resolved["llm"].get("prices") or {}
     identity = run_identity(resolved, dataset=dataset, audit=audit,
                             memory=built.memory.describe(), embedder=built.encoder.name,
                             llm=llm, gold=gold)
-    names = run_category_names(cfg)
     metrics = run_metrics(df, summary, identity, settings=settings, names=names,
                           context_tokenizer=counter.name, llm=llm, prices=prices,
                           smoke=bool(cfg.smoke), answerable=dataset.answerable,

@@ -83,6 +83,8 @@ __all__ = ["CATEGORIES", "CUE_READINGS", "GAP_READINGS", "JUDGE_CATEGORY", "VARI
 CATEGORIES = {1: "causal", 2: "state", 3: "goal", 4: "value"}
 #: the authors' name of the category every item belongs to (the key of its judge template)
 JUDGE_CATEGORY = "Cognitive"
+#: the judge protocol of the authors (registered in :mod:`synapse_pt.eval.qa.scorers.judge`)
+JUDGE_PROTOCOL = "locomo_plus"
 VARIANTS = ("faithful", "packed")
 CUE_READINGS = ("split", "authors")
 GAP_READINGS = ("authors", "read")
@@ -321,6 +323,7 @@ def load_locomo_plus(path: str | Path, *, name: str | None = None,
                       answerable=tuple(CATEGORIES), unanswerable=None,
                       f1_rules={c: "none" for c in CATEGORIES},
                       judge_categories={c: JUDGE_CATEGORY for c in CATEGORIES},
+                      judge=JUDGE_PROTOCOL,
                       file_sha256=hashes)
     return dataset
 

@@ -167,6 +167,10 @@ class Dataset:
     #: authors judge under another name than its categories' (LoCoMo-Plus: every relation type
     #: is their "Cognitive"); empty: the run's category names
     judge_categories: dict[int, str] = field(default_factory=dict)
+    #: the benchmark's own LLM judge (a registered judge protocol), what
+    #: ``eval.judge_protocol=system`` asks for on it before the memory's own (LoCoMo-Plus: its
+    #: authors', the only one that needs no reference answer); ``None``: the memory's own
+    judge: str | None = None
 
     def __len__(self) -> int:
         return len(self.conversations)

@@ -27,6 +27,7 @@ from synapse_pt.eval.qa.pipeline import (
     upstream_files,
 )
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
+from synapse_pt.eval.qa.settings import template_files
 from synapse_pt.eval.records.outputs import (
     config_hash,
     git_commit,
@@ -114,12 +115,15 @@ def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[
     """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
     whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.qa.pipeline.
     upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
-    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`)."""
+    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`), and the data
+    files its judges' templates were read from (:func:`~synapse_pt.eval.qa.settings.
+    template_files`: LoCoMo-Plus's ``prompts.json``)."""
     from synapse_pt.data.upstream import pinned_sha256
 
     files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
     pinned = pinned_sha256()
-    return {rel: pinned[rel] for rel in sorted(set(files))}
+    found = {rel: pinned[rel] for rel in set(files)} | template_files(settings)
+    return dict(sorted(found.items()))
 
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
