@@ -1,0 +1,109 @@
+"""The LoCoMo-Plus table of a study's runs (issue 59): cue recall, any-hit, rank, per relation type.
+
+    python experiments/locomo_plus_table.py multirun/study_locomo_plus [more run folders...]
+
+Reads each run folder (``metrics.json``, ``predictions.parquet``, ``timing.json``) under the
+given folders and prints, per run (label: the folder's name), over the 401 items and per relation
+type:
+
+* ``R@5``, ``R@10``, ``R@30``: evidence recall (the share of the cue's turns among the first k
+  retrieved units, as ``metrics.json`` records it);
+* ``any@10``: a cue turn among the first 10 *turns* the retrieved units cover
+  (``peer_rules.any@10``);
+* ``rank``: the mean rank, among the turns the ranking covers (in the order it first covers them,
+  so that a system whose units hold several turns compares), of the best-placed cue turn, over
+  the items whose cue the ranking reaches at all, and ``found``: the share it reaches (1.0 for a
+  system that ranks every turn of the memory);
+* ``look-alike@10``: the share of the first 10 turns that are cue turns of *other* items (the
+  packed variant's distractors; 0 in the faithful variant by construction);
+* ``build s`` / ``retrieve s``: the run's ingest and retrieval seconds (``timing.json``).
+
+The any@10 and rank columns are computed here from ``retrieved_turns`` and ``evidence`` and
+checked against ``metrics.json`` where it has them (any@10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from synapse_pt.data.locomo_plus import CATEGORIES, CUE_SESSION
+from synapse_pt.eval.reports.tables import to_markdown
+
+
+def is_cue(turn: str) -> bool:
+    return turn.startswith("D") and int(turn[1:].split(":")[0]) >= CUE_SESSION
+
+
+def per_item(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Per item: any@10, the best cue turn's 1-based rank among covered turns (NaN: not reached)
+    and the look-alike share of the first 10 turns."""
+    rows = []
+    for _, row in predictions.iterrows():
+        turns = list(row["retrieved_turns"])
+        gold = set(row["evidence"])
+        ranks = [i + 1 for i, t in enumerate(turns) if t in gold]
+        top = turns[:10]
+        rows.append({"category": int(row["category"]),
+                     "any@10": float(any(t in gold for t in top)),
+                     "rank": float(ranks[0]) if ranks else math.nan,
+                     "lookalike@10": (sum(1 for t in top if is_cue(t) and t not in gold)
+                                      / max(1, len(top)))})
+    return pd.DataFrame(rows)
+
+
+def run_rows(folder: Path) -> dict[str, float | str]:
+    metrics = json.loads((folder / "metrics.json").read_text())
+    timing = json.loads((folder / "timing.json").read_text())
+    items = per_item(pd.read_parquet(folder / "predictions.parquet"))
+    recorded = metrics["peer_rules"]["any@10"]["mean_q_1_4"]
+    if abs(recorded - items["any@10"].mean()) > 1e-9:
+        raise ValueError(f"{folder}: any@10 {items['any@10'].mean()} here, {recorded} recorded")
+    identity = metrics["identity"]
+    row: dict[str, float | str] = {
+        "dataset": f"{identity['dataset']['conversations']} memories",
+        **{f"R@{k}": metrics["metrics"][f"recall@{k}"]["mean_q_1_4"] for k in (5, 10, 30)},
+        "any@10": items["any@10"].mean(),
+        **{f"any@10 {name}": items.loc[items["category"] == c, "any@10"].mean()
+           for c, name in CATEGORIES.items()},
+        "rank": items["rank"].mean(), "found": items["rank"].notna().mean(),
+        "look-alike@10": items["lookalike@10"].mean(),
+        "build s": (math.nan if timing.get("ingest_reused") else timing.get("ingest_seconds")),
+        "retrieve s": timing.get("retrieve_seconds"),
+    }
+    return row
+
+
+def run_folders(paths: list[Path]) -> list[Path]:
+    found = []
+    for p in paths:
+        if (p / "metrics.json").is_file():
+            found.append(p)
+        else:
+            found += sorted(q.parent for q in p.glob("*/metrics.json"))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    rows = {}
+    for folder in run_folders(args.folders):
+        metrics = json.loads((folder / "metrics.json").read_text())
+        if metrics["identity"]["dataset"]["name"] != "locomo_plus":
+            continue
+        rows[folder.name] = run_rows(folder)
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "run"
+    print(to_markdown(table, floatfmt=".3f"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
