@@ -12,8 +12,10 @@ type:
   (``peer_rules.any@10``);
 * ``rank``: the mean rank, among the turns the ranking covers (in the order it first covers them,
   so that a system whose units hold several turns compares), of the best-placed cue turn, over
-  the items whose cue the ranking reaches at all, and ``found``: the share it reaches (1.0 for a
-  system that ranks every turn of the memory);
+  the items whose cue the ranking reaches at all, and ``found``: the share it reaches. A study
+  variant ``<label>.deep`` (the same system ranking every node) gives its rank and found to the
+  row ``<label>`` (found 1.0: every item's rank is known); without one, they are the standard
+  run's, over the items whose cue its first units cover;
 * ``look-alike@10``: the share of the first 10 turns that are cue turns of *other* items (the
   packed variant's distractors; 0 in the faithful variant by construction);
 * ``build s`` / ``retrieve s``: the run's ingest and retrieval seconds (``timing.json``).
@@ -79,6 +81,16 @@ def run_rows(folder: Path) -> dict[str, float | str]:
     return row
 
 
+#: the suffix of a study variant that ranks every node (its rank column fills its standard row's)
+DEEP = ".deep"
+
+
+def variant_label(folder: Path) -> str:
+    """A study run folder ``<i>_<label>`` as ``<label>``; any other folder by its name."""
+    head, _, rest = folder.name.partition("_")
+    return rest if head.isdigit() and rest else folder.name
+
+
 def run_folders(paths: list[Path]) -> list[Path]:
     found = []
     for p in paths:
@@ -98,7 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         metrics = json.loads((folder / "metrics.json").read_text())
         if metrics["identity"]["dataset"]["name"] != "locomo_plus":
             continue
-        rows[folder.name] = run_rows(folder)
+        rows[variant_label(folder)] = run_rows(folder)
+    for label in [lb for lb in rows if lb.endswith(DEEP)]:  # its rank goes to its standard row
+        deep = rows.pop(label)
+        base = rows.get(label.removesuffix(DEEP))
+        if base is not None:
+            base["rank"], base["found"] = deep["rank"], deep["found"]
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "run"
     print(to_markdown(table, floatfmt=".3f"))
