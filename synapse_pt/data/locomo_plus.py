@@ -32,7 +32,12 @@ What is built here for retrieval:
   per item, ``<base sample_id>-plus<iii>`` (401 memories, each a LoCoMo conversation plus one
   cue); ``variant="packed"``: every item of conversation ``k`` inserted into that one
   conversation at its own date (10 memories, whose other cues are distractors). Question ``i``
-  has ``qa_index`` ``i`` in both.
+  has ``qa_index`` ``i`` in both;
+* ``variant="placebo"``, a control, not the benchmark: as ``faithful``, but the memory of item
+  ``i`` holds the cue of *another* item of the same conversation (the next one whose cue text
+  differs, at that item's date), and that unrelated cue is the evidence: how often a system
+  ranks an inserted session high for being inserted rather than for what the trigger recalls
+  (its any-hit beside the faithful one).
 
 Readings the data needs (each chosen, counted in the dataset's notes, and documented in
 experiments/locomo_plus.md):
@@ -85,7 +90,7 @@ CATEGORIES = {1: "causal", 2: "state", 3: "goal", 4: "value"}
 JUDGE_CATEGORY = "Cognitive"
 #: the judge protocol of the authors (registered in :mod:`synapse_pt.eval.qa.scorers.judge`)
 JUDGE_PROTOCOL = "locomo_plus"
-VARIANTS = ("faithful", "packed")
+VARIANTS = ("faithful", "packed", "placebo")
 CUE_READINGS = ("split", "authors")
 GAP_READINGS = ("authors", "read")
 ITEMS_FILE = "locomo_plus.json"
@@ -239,16 +244,19 @@ def cue_session(item: PlusItem, base: Conversation, sample_id: str,
 
 
 def stitch(base: Conversation, items: Sequence[PlusItem], sample_id: str,
-           offset: timedelta = timedelta(seconds=60)) -> Conversation:
+           offset: timedelta = timedelta(seconds=60),
+           cued: Sequence[PlusItem] | None = None) -> Conversation:
     """``base`` with the cue of every item of ``items`` inserted as a new session, renamed
     ``sample_id``; one question per item (its trigger, its cue turns as evidence).
 
     The sessions are sorted by date, ties kept in order (the base's sessions in theirs, then the
-    cues in the order of ``items``): a cue lands after the last session dated at or before it."""
+    cues in the order of ``items``): a cue lands after the last session dated at or before it.
+    ``cued``: the items whose cues are inserted instead, one per item of ``items`` (the placebo
+    control: each trigger's evidence is then the cue inserted in its place)."""
     renamed = [Session(s.index, s.date_time, s.date_time_raw,
                        tuple(dataclasses.replace(t, sample_id=sample_id) for t in s.turns))
                for s in base.sessions] if sample_id != base.sample_id else list(base.sessions)
-    cues = [cue_session(item, base, sample_id, offset) for item in items]
+    cues = [cue_session(item, base, sample_id, offset) for item in (cued or items)]
     sessions = sorted([*renamed, *cues], key=lambda s: s.date_time)  # stable: ties in order
     speakers = {"A": base.speaker_a, "B": base.speaker_b}
     questions = tuple(
@@ -257,6 +265,22 @@ def stitch(base: Conversation, items: Sequence[PlusItem], sample_id: str,
         for item, ids in ((item, tuple(t.dia_id for t in cue.turns))
                           for item, cue in zip(items, cues, strict=True)))
     return Conversation(sample_id, base.speaker_a, base.speaker_b, tuple(sessions), questions)
+
+
+def placebo_pairs(groups: Mapping[int, Sequence[PlusItem]]) -> dict[int, PlusItem]:
+    """Per item, the item whose cue the placebo control inserts instead: the next item of the
+    same conversation (cyclically) whose cue text differs from its own."""
+    out = {}
+    for group in groups.values():
+        for j, item in enumerate(group):
+            for step in range(1, len(group)):
+                other = group[(j + step) % len(group)]
+                if other.cue != item.cue:
+                    out[item.index] = other
+                    break
+            else:
+                raise ValueError(f"placebo: item {item.index}'s conversation has no other cue")
+    return out
 
 
 def faithful_id(base_id: str, index: int) -> str:
@@ -275,7 +299,8 @@ def load_locomo_plus(path: str | Path, *, name: str | None = None,
         base_path: LoCoMo-10 (``locomo10.json``), read by :func:`~synapse_pt.data.locomo.
             load_locomo`; a file that is not the release (neither its bytes nor its content)
             is refused where ``base_sha256`` is given.
-        variant: ``"faithful"`` (one conversation per item) or ``"packed"`` (ten).
+        variant: ``"faithful"`` (one conversation per item), ``"packed"`` (ten) or
+            ``"placebo"`` (the control: faithful with another item's cue).
         cue_reading, gap_reading: the readings of the module docstring.
     """
     for key, value, allowed in (("variant", variant, VARIANTS),
@@ -304,10 +329,12 @@ def load_locomo_plus(path: str | Path, *, name: str | None = None,
     groups: dict[int, list[PlusItem]] = {}
     for item in items:
         groups.setdefault(item.index % len(convs), []).append(item)
-    if variant == "faithful":
+    if variant in ("faithful", "placebo"):
+        other = placebo_pairs(groups) if variant == "placebo" else {}
         conversations = [stitch(convs[item.index % len(convs)], [item],
                                 faithful_id(convs[item.index % len(convs)].sample_id, item.index),
-                                offset) for item in items]
+                                offset, [other[item.index]] if other else None)
+                         for item in items]
     else:
         conversations = [stitch(conv, groups.get(k, []), conv.sample_id, offset)
                          for k, conv in enumerate(convs)]

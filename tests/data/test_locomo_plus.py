@@ -231,3 +231,19 @@ def test_real_files_through_the_config():
     for q in ds.questions():
         counts[q.category] = counts.get(q.category, 0) + 1
     assert counts == {1: 101, 2: 100, 3: 100, 4: 100}
+
+
+def test_placebo_inserts_another_items_cue(files):
+    folder, base = files
+    ds = load_locomo_plus(folder, base_path=base, variant="placebo")
+    c0, c1, c2, c3, c4 = ds.conversations
+    # conv-A holds items 0, 2, 4: item 0's memory gets item 2's cue (at item 2's date: 8 Jun),
+    # item 2's gets item 4's, item 4's gets item 0's; conv-B: items 1 and 3 swap
+    assert [s.index for s in c0.sessions] == [1, 2, 3, 1002]
+    assert c0.questions[0].question == "Ann: I feel sharper lately."
+    assert c0.questions[0].evidence == ("D1002:1", "D1002:2")
+    assert [s.index for s in c2.sessions] == [1, 2, 1004, 3]
+    assert [s.index for s in c4.sessions] == [1, 2, 1000, 3]
+    assert [s.index for s in c1.sessions] == [1003, 1, 2]
+    assert [s.index for s in c3.sessions] == [1, 2, 1001]
+    assert c3.questions[0].question == "Dan: Can you carry this box for me?"
