@@ -2,9 +2,9 @@
 
     python experiments/locomo_plus_table.py multirun/study_locomo_plus [more run folders...]
 
-Reads each run folder (``metrics.json``, ``predictions.parquet``, ``timing.json``) under the
-given folders and prints, per run (label: the folder's name), over the 401 items and per relation
-type:
+Reads each run folder (``metrics.json``, ``predictions.parquet``, ``timing.json``,
+``config.yaml``) under the given folders and prints, per run (``<dataset.variant>/<label>``, the
+label a study gave it), over the 401 items and per relation type:
 
 * ``R@5``, ``R@10``, ``R@30``: evidence recall (the share of the cue's turns among the first k
   retrieved units, as ``metrics.json`` records it);
@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from synapse_pt.data.locomo_plus import CATEGORIES, CUE_SESSION
 from synapse_pt.eval.reports.tables import to_markdown
@@ -68,7 +69,7 @@ def run_rows(folder: Path) -> dict[str, float | str]:
         raise ValueError(f"{folder}: any@10 {items['any@10'].mean()} here, {recorded} recorded")
     identity = metrics["identity"]
     row: dict[str, float | str] = {
-        "dataset": f"{identity['dataset']['conversations']} memories",
+        "memories": identity["dataset"]["conversations"],
         **{f"R@{k}": metrics["metrics"][f"recall@{k}"]["mean_q_1_4"] for k in (5, 10, 30)},
         "any@10": items["any@10"].mean(),
         **{f"any@10 {name}": items.loc[items["category"] == c, "any@10"].mean()
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics = json.loads((folder / "metrics.json").read_text())
         if metrics["identity"]["dataset"]["name"] != "locomo_plus":
             continue
-        rows[variant_label(folder)] = run_rows(folder)
+        variant = OmegaConf.load(folder / "config.yaml").dataset.variant
+        rows[f"{variant}/{variant_label(folder)}"] = run_rows(folder)
     for label in [lb for lb in rows if lb.endswith(DEEP)]:  # its rank goes to its standard row
         deep = rows.pop(label)
         base = rows.get(label.removesuffix(DEEP))
