@@ -21,7 +21,8 @@ label a study gave it), over the 401 items and per relation type:
 * ``build s`` / ``retrieve s``: the run's ingest and retrieval seconds (``timing.json``).
 
 The any@10 and rank columns are computed here from ``retrieved_turns`` and ``evidence`` and
-checked against ``metrics.json`` where it has them (any@10).
+checked against ``metrics.json`` where it has them (any@10). A ``<variant>/random`` row gives
+what a uniformly random ranking of each memory's turns scores in expectation.
 """
 
 from __future__ import annotations
@@ -82,6 +83,30 @@ def run_rows(folder: Path) -> dict[str, float | str]:
     return row
 
 
+def random_row(variant: str) -> dict[str, float]:
+    """What a uniformly random ranking of each memory's turns gives, per item, in expectation:
+    any@10 :math:`= 1 - \binom{N-m}{10} / \binom{N}{10}` and the best cue turn's rank
+    :math:`(N + 1) / (m + 1)` (``N`` turns in the item's memory, ``m`` cue turns)."""
+    from synapse_pt.build import composed_config
+    from synapse_pt.data.resolve import build_dataset
+
+    dataset = build_dataset(composed_config(["dataset=locomo_plus",
+                                             f"dataset.variant={variant}"]).dataset)
+    hits, ranks, cats = [], [], []
+    for conv in dataset:
+        n = conv.num_turns
+        for q in conv.questions:
+            m = len(q.evidence)
+            hits.append(1.0 - math.comb(n - m, 10) / math.comb(n, 10))
+            ranks.append((n + 1) / (m + 1))
+            cats.append(q.category)
+    items = pd.DataFrame({"any@10": hits, "rank": ranks, "category": cats})
+    return {"memories": len(dataset), "any@10": items["any@10"].mean(),
+            **{f"any@10 {name}": items.loc[items["category"] == c, "any@10"].mean()
+               for c, name in CATEGORIES.items()},
+            "rank": items["rank"].mean(), "found": 1.0}
+
+
 #: the suffix of a study variant that ranks every node (its rank column fills its standard row's)
 DEEP = ".deep"
 
@@ -98,7 +123,9 @@ def run_folders(paths: list[Path]) -> list[Path]:
         if (p / "metrics.json").is_file():
             found.append(p)
         else:
-            found += sorted(q.parent for q in p.glob("*/metrics.json"))
+            found += sorted((q.parent for q in p.glob("*/metrics.json")),
+                            key=lambda f: (int(f.name.split("_")[0])
+                                           if f.name.split("_")[0].isdigit() else 0, f.name))
     return found
 
 
@@ -118,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         base = rows.get(label.removesuffix(DEEP))
         if base is not None:
             base["rank"], base["found"] = deep["rank"], deep["found"]
+    for variant in sorted({label.split("/")[0] for label in rows}):
+        rows[f"{variant}/random"] = random_row(variant)
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "run"
     print(to_markdown(table, floatfmt=".3f"))
