@@ -147,4 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synapse_pt.cli import USER_FACING_ERRORS, report_failures
+
+    sys.exit(report_failures(main, errors=USER_FACING_ERRORS,
+                             kept=lambda: "what finished before is kept; the caches keep what was "
+                                          "computed (the same command resumes from them)"))

@@ -147,4 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synapse_pt.cli import report_failures
+
+    sys.exit(report_failures(main, kept=lambda: "the figures written before it are in --out"))

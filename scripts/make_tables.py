@@ -10,7 +10,10 @@ else by system and setting: the memory system's name and the overrides (``.hydra
 that not every run shares, e.g. ``bm25 (memory.k=5)``; in folder order (a multirun's job number),
 the baseline first. Runs scored on different questions (their number and ids:
 ``identity.dataset.question_set``, the sha256 of the question keys) are refused in one line naming
-each run's count and set: make each set's tables apart. Writes, as ``<name>.md`` and ``<name>.tex``
+each run's count and set: make each set's tables apart; so are runs on the same questions scored
+against different gold (``identity.dataset.gold_set``: an edited file's answers or evidence),
+naming each run's gold and data file. A folder that holds no run, or a ``metrics.json`` that is
+not a run's, is one line (exit status 2). Writes, as ``<name>.md`` and ``<name>.tex``
 plus everything in one ``tables.md``:
 
 - ``main_<metric>``: rows = runs, columns = categories and both means, for every metric all runs
@@ -38,6 +41,10 @@ style, the judge and its unreadable replies, the gold and its audit file, the pr
 ``--allow-mixed-protocols`` writes them anyway, with a ``protocols`` table saying how each row
 was made and the difference printed, tables only under the golds every run was scored against
 (an official-gold and an audited-gold run share none: refused all the same).
+
+``--out`` is written as every folder the project writes (``synapse_pt.eval.records.commit``):
+locked, the tables staged and swapped in whole; the tables an earlier call wrote there (its
+manifest) that this one does not are removed, a user's files are never touched.
 """
 
 from __future__ import annotations
@@ -69,7 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="put runs made under different protocols in one table (said so in "
                              "a 'protocols' table)")
     args = parser.parse_args(argv)
-    runs, where = load_runs(find_runs(args.run_dirs), baseline=args.baseline)
+    try:
+        runs, where = load_runs(find_runs(args.run_dirs), baseline=args.baseline)
+    except (OSError, ValueError) as err:  # no run folder, or one that is not a run's
+        print(f"[make_tables] error: {str(err).removeprefix('make_tables: ')}", file=sys.stderr)
+        return 2
     differences = protocol_differences(runs)
     if differences:
         lines = [f"  {field}: " + ", ".join(f"{label}={value}" for label, value in vals.items())
@@ -88,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tables = build_tables(runs, where, baseline)
     except ValueError as err:  # runs no table can hold together (different golds, categories)
-        print(f"[make_tables] refused: {err}", file=sys.stderr)
+        print(f"[make_tables] refused: {str(err).removeprefix('make_tables: ')}",
+              file=sys.stderr)
         return 2
     if differences:
         frame = pd.DataFrame({f: {label: str(v) for label, v in vals.items()}
@@ -102,4 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synapse_pt.cli import report_failures
+    from synapse_pt.eval.records.commit import FolderLocked
+
+    sys.exit(report_failures(main, errors=(FolderLocked,),
+                             kept=lambda: "the folder of tables is left as it was"))

@@ -17,7 +17,8 @@ list and checks every import against it)::
     graph/                      memory graph tensors, consolidation, extraction, PageRank
     nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
                                 (data/benchmark.py: each declared beside its loader)
-    errors.py progress.py       what every layer may use: ConfigError; a long step's progress
+    errors.py progress.py       what every layer may use: ConfigError; a long step's progress;
+    resources.py                the configs and studies it ships, its checkout, its version
 """
 
 __version__ = "0.1.0"

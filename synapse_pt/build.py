@@ -36,30 +36,32 @@ from synapse_pt.errors import ConfigError
 from synapse_pt.eval.records.outputs import config_hash
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
-from synapse_pt.models.accounting import price_for, price_table
+from synapse_pt.models.accounting import price_for, price_table, usd_setting
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
+from synapse_pt.models.llm.ledger import SpendLedger
 from synapse_pt.models.llm.none import NoLLM
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.models.text_cache import TextValueCache
+from synapse_pt.resources import config_dir
 
 log = logging.getLogger("synapse_pt.build")
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def composed_config(overrides: Sequence[str]) -> DictConfig:
     """The config of ``python -m synapse_pt.run <overrides>``, composed without running (the
-    output folder defaults to ``outputs/composed``; an override of ``paths.output_dir`` wins)."""
+    output folder defaults to ``<paths.root_dir>/outputs/composed``; an override of
+    ``paths.output_dir`` wins)."""
     from hydra import compose, initialize_config_dir
 
     overrides = list(overrides)
     if not any(o.startswith("paths.output_dir=") for o in overrides):
-        overrides.append(f"paths.output_dir={CONFIG_DIR.parent}/outputs/composed")
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        overrides.append("paths.output_dir=${paths.root_dir}/outputs/composed")
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return compose("run", overrides=overrides)
 
 
@@ -87,8 +89,16 @@ def instantiate(cfg: Any, **kwargs: Any) -> Any:
         raise
 
 
-def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
-    """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``."""
+def build_llm(cfg: Mapping[str, Any], ledger: str | Path | SpendLedger | None = None
+              ) -> LLM | None:
+    """The answer/extraction model, wrapped in the on-disk response cache; None for ``llm=none``.
+
+    A model with a price above zero in ``llm.prices``, or any model under ``llm.max_cost_usd``,
+    is metered into the spend ``ledger`` (a :class:`SpendLedger` or its file, shared by what one
+    command runs; None: this process's alone) by a
+    :class:`~synapse_pt.models.llm.budget.BudgetedLLM`, inside the cache: hits cost nothing,
+    answers are stored before a stop. The cap and the prices are finite numbers >= 0 or a
+    :class:`ConfigError` naming the key."""
     # hydra's instantiate silently drops ``???`` arguments (the backend's default would stand in)
     missing = sorted(OmegaConf.missing_keys(cfg)) if isinstance(cfg, DictConfig) else []
     if missing:
@@ -98,12 +108,14 @@ def build_llm(cfg: Mapping[str, Any]) -> LLM | None:
     if isinstance(backend, NoLLM):
         return None
     cap = cfg.get("max_cost_usd")
-    if cap is not None:  # inside the cache: hits cost nothing, answers are stored before a stop
-        price = price_for(backend.model, price_table(cfg.get("prices") or {}))
-        if price is None:
-            raise ConfigError(f"llm.max_cost_usd={cap} needs a price for {backend.model!r} in "
-                              f"llm.prices (USD per 1M prompt and completion tokens)")
-        backend = BudgetedLLM(backend, float(cap), price)
+    cap = None if cap is None else usd_setting(cap, "llm.max_cost_usd")
+    price = price_for(backend.model, price_table(cfg.get("prices") or {}))
+    if cap is not None and price is None:
+        raise ConfigError(f"llm.max_cost_usd={cap:g} needs a price for {backend.model!r} in "
+                          f"llm.prices (USD per 1M prompt and completion tokens)")
+    if price is not None and (cap is not None or price.prompt_per_1m or price.completion_per_1m):
+        book = ledger if isinstance(ledger, SpendLedger) else SpendLedger(ledger)
+        backend = BudgetedLLM(backend, price, book, cap)
     if cfg.get("cache"):
         Path(cfg["cache"]).parent.mkdir(parents=True, exist_ok=True)
         return CachedLLM(backend, ResponseCache(cfg["cache"]))
@@ -142,16 +154,6 @@ def text_cache(cfg: DictConfig) -> TextValueCache:
     """The run's cache of derived text values (token counts, BM25 analyses, sentence splits),
     ``paths.cache_dir/text.sqlite`` beside the embedding cache."""
     return TextValueCache(Path(cfg.paths.cache_dir) / "text.sqlite")
-
-
-def memory_class(cfg: DictConfig) -> type[MemorySystem]:
-    """The memory class ``cfg.memory`` builds, read without building it (its declarations: cost
-    model, search space, own answer steps); an error naming ``memory._target_`` otherwise."""
-    target = str(cfg.memory.get("_target_", ""))
-    cls = get_class(target) if target else None
-    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
-        raise ConfigError(f"memory._target_={target!r} is not a MemorySystem class")
-    return cls
 
 
 def build_memory(cfg: DictConfig, **available: Any) -> MemorySystem:

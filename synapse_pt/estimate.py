@@ -9,7 +9,8 @@ What is exact and what is a bound:
 
 * SYNAPSE's LLM concept extraction (``extractor=llm``): exact. The windows are cut as the graph
   builder cuts them and every request is rendered as the extractor renders it. A garbled reply's
-  repair round (at most one more call per window) is not counted: it is a failure case.
+  repair round, at most one more call per window, is a row of its own (``extraction repairs``:
+  the request again, the bad reply at ``max_tokens`` and the repair instruction).
 * Answers: one call per question, an upper bound (questions the gate rejects cost none). Each
   question's request is rendered exactly as the run renders it (instruction, date instruction,
   category-5 options) around the largest context the memory can retrieve. The memory's declared
@@ -21,21 +22,27 @@ What is exact and what is a bound:
   memory that declares no cost model is refused with an error naming it.
 * Judge: ``eval.judge_runs`` calls per judged question and judge (``eval.judges``: a row each,
   ``judge_<protocol>``; BEAM's rubric judge: per rubric item; the dataset's unanswerable
-  category left out but under the rubric judge; GAAMA's retries after an unreadable reply not
-  counted: a failure case); the answer is bounded
+  category left out but under the rubric judge); GAAMA's judge (its code's prompts) retries an
+  unreadable reply up to twice more with its retry prompt (the reply's first 500 characters in
+  it): a row of its own (``judge_gaama retries``); the answer is bounded
   by its request's ``max_tokens`` (``eval.max_answer_tokens``, or the answer style's own budget
   under ``eval.answer_budget=style``: :func:`~synapse_pt.eval.qa.pipeline.answer_limits`).
-* GAAMA's and Membox's LLM builds (:class:`ModelDependentBuild`): their extraction depends on
-  the model's replies (the facts GAAMA's reflections group, the boxes Membox's Topic Loom
-  closes); they are not estimated, and a row says so.
+* GAAMA's and Membox's LLM builds (:class:`ModelDependentBuild`): their requests' number and
+  prompts depend on the model's replies (the facts GAAMA's reflections group and shows again, the
+  boxes Membox's Topic Loom closes, the traces it verifies); they are not bounded: the row says
+  so, and the total is said to leave them out ("not bounded: ...").
+* The backend's re-asks: a reply the run cannot use (an empty completion) is asked again, up to
+  ``llm.backend.max_retries`` times, and each is billed; the line under the table gives the
+  figure if every reply came back empty. ``llm.max_cost_usd`` holds the spending whatever
+  happens (:mod:`synapse_pt.models.llm.budget`).
 
 Tokens are counted with the bundled MiniLM WordPiece tokenizer (``eval.context_tokenizer``;
-offline), plus :data:`~synapse_pt.models.llm.base.MESSAGE_OVERHEAD_TOKENS` per message. The bound
-is a bound in these tokens: a provider counts with its own tokenizer and chat template, and the
-two can differ by some tens of per cent (SmolLM2 served by ``transformers serve`` counted 14,367
-prompt tokens for the sample's 14 answer requests with ``memory=bm25``, where this counter gives
-11,484: 25 % more; ``tests/test_real_server.py``); :data:`TOKENIZER_NOTE` says so under every
-estimate.
+offline), plus :data:`~synapse_pt.models.llm.base.MESSAGE_OVERHEAD_TOKENS` per message. A
+provider counts with its own tokenizer and chat template (SmolLM2 served by ``transformers
+serve`` counted 14,367 prompt tokens for the sample's 14 answer requests with ``memory=bm25``,
+where this counter gives 11,484: 25 % more; ``tests/test_real_server.py``), so the dollars price
+every prompt at :data:`TOKENIZER_MARGIN` more tokens than counted: "at most" holds while the
+provider counts no more than that; :data:`TOKENIZER_NOTE` says so under every estimate.
 """
 
 from __future__ import annotations
@@ -48,7 +55,6 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.build import memory_class
 from synapse_pt.cli import drop_unused_folder
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
@@ -68,7 +74,7 @@ from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory import steps
-from synapse_pt.memory.base import EPISODIC, RetrievedItem
+from synapse_pt.memory.base import EPISODIC, RetrievedItem, memory_class
 from synapse_pt.memory.declare import (
     CostModel,
     ModelDependentBuild,
@@ -80,11 +86,25 @@ from synapse_pt.memory.declare import (
 )
 from synapse_pt.models.accounting import price_for, price_table
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS, ChatRequest
+from synapse_pt.models.structured import DEFAULT_REPAIR_INSTRUCTION
 
-#: printed under every estimate: what the token counts are, and how far a provider's may be
-TOKENIZER_NOTE = ("a provider counts with its own tokenizer and chat template: expect its prompt "
-                  "tokens to differ by some tens of per cent (SmolLM2's server counted 25 % "
-                  "more on the sample; see synapse_pt/estimate.py)")
+#: the parse error a repair instruction quotes, at its longest (an excerpt of 200 characters of
+#: the reply and the parser's words): counted in its place
+REPAIR_ERROR_BOUND = "StructuredOutputError: no JSON object or list in reply: " + "x " * 120
+
+#: the share of prompt tokens a provider's tokenizer and chat template may count beyond MiniLM's
+#: (SmolLM2's server counted 25 % more on the sample): the dollars price every prompt with it
+TOKENIZER_MARGIN = 0.5
+
+#: printed under every estimate: what the token counts are, and the margin the dollars include
+TOKENIZER_NOTE = (f"dollars price each prompt at {TOKENIZER_MARGIN:.0%} more tokens than counted "
+                  "here, the margin for a provider's own tokenizer and chat template (SmolLM2's "
+                  "server counted 25 % more on the sample; see synapse_pt/estimate.py): \"at "
+                  "most\" holds while the provider counts within it; llm.max_cost_usd holds the "
+                  "spending whatever it counts")
+
+#: a row's kind: a bound, an estimate (GAAMA's and Membox's answer contexts), or not bounded
+BOUND, ESTIMATE, UNBOUNDED = "at most", "estimate", "not bounded"
 
 __all__ = ["answer_prompt_bounds", "estimate", "format_estimate"]
 
@@ -95,9 +115,10 @@ def _prompt_tokens(requests: Sequence[ChatRequest], counter: HFTokenCounter) -> 
     return sum(counter.count_many(contents)) + MESSAGE_OVERHEAD_TOKENS * len(contents)
 
 
-def _row(stage: str, calls: int, prompt: int, completion: int, basis: str) -> dict[str, Any]:
+def _row(stage: str, calls: int, prompt: int, completion: int, basis: str,
+         bound: str = BOUND) -> dict[str, Any]:
     return {"stage": stage, "calls": calls, "prompt_tokens": prompt,
-            "completion_tokens_max": completion, "basis": basis}
+            "completion_tokens_max": completion, "bound": bound, "basis": basis}
 
 
 def cost_model(cfg: DictConfig) -> CostModel:
@@ -125,8 +146,8 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     if rule is None:
         return [_row("extraction", 0, 0, 0, f"{name} uses no extractor: no calls")]
     if isinstance(rule, ModelDependentBuild):
-        return [_row("extraction", 0, 0, 0, f"{name} LLM build: not estimated (its calls "
-                                           "depend on the model's replies)")]
+        return [_row("extraction", 0, 0, 0, f"{name}'s LLM build: not bounded (the number and "
+                     "prompts of its requests depend on the model's replies)", UNBOUNDED)]
     if not isinstance(rule, WindowExtraction):
         raise TypeError(f"{name}.cost_model.extraction: no estimate for {rule!r}")
     extractor = LLMConceptExtractor(llm=None, max_concepts=int(cfg.extractor.max_concepts),  # type: ignore[arg-type]
@@ -134,9 +155,16 @@ def _extraction_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     size = int(_setting(cfg, rule.window))
     requests = [extractor.request(w) for conv in dataset
                 for w in windows_of(list(conv.turns()), size)]
-    return [_row("extraction", len(requests), _prompt_tokens(requests, counter),
-                 sum(r.max_tokens for r in requests),
-                 f"exact: one request per window of {size} turns (repairs not counted)")]
+    # a repair: the request, the bad reply (at most max_tokens) and the instruction with its error
+    instruction = DEFAULT_REPAIR_INSTRUCTION.replace("{error}", REPAIR_ERROR_BOUND)
+    repair = (counter.count_many([instruction])[0] + 2 * MESSAGE_OVERHEAD_TOKENS)
+    completion = sum(r.max_tokens for r in requests)
+    prompt = _prompt_tokens(requests, counter)
+    return [_row("extraction", len(requests), prompt, completion,
+                 f"exact: one request per window of {size} turns"),
+            _row("extraction repairs", len(requests), prompt + completion + repair * len(requests),
+                 completion, "at most one repair per window: its request, the bad reply at "
+                 "max_tokens and the repair instruction")]
 
 
 #: tokens per English word for estimating GAAMA's word-trimmed pack: a rule of thumb of ours
@@ -233,7 +261,8 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
     bounds, basis = answer_prompt_bounds(cfg, dataset, counter, ev)
     questions = list(dataset.questions())
     rows = [_row("answers", len(questions), sum(bounds.values()),
-                 len(questions) * answer_limits(ev)[0], basis)]
+                 len(questions) * answer_limits(ev)[0], basis,
+                 BOUND if basis.startswith("upper bound") else ESTIMATE)]
     runs = int(ev.judge_runs)
     for protocol in judge_protocols(ev):  # eval.judges: a row per judge, judge_<protocol>
         skip = judge_skip_categories(dataset.unanswerable, protocol)
@@ -254,7 +283,33 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                          runs * sum(r.max_tokens for r in judge),
                          f"{runs} run{'s' if runs != 1 else ''} of the {protocol} judge, "
                          f"{per}{left}"))
+        if protocol == "gaama" and ev.prompts == "upstream":  # its code's retries
+            rows.append(_gaama_judge_retries(judge_column(ev, protocol), runs * len(judge),
+                                             ev, counter))
     return rows
+
+
+def _gaama_judge_retries(column: str, calls: int, ev: EvalSettings,
+                         counter: HFTokenCounter) -> dict[str, Any]:
+    """GAAMA's judge re-asks an unreadable reply up to twice with its retry prompt, which quotes
+    the parse error and the reply's first 500 characters (at most ``GAAMA_JUDGE_MAX_TOKENS``
+    tokens of it)."""
+    from synapse_pt.data.upstream import fstring
+    from synapse_pt.memory.gaama.judge import (
+        GAAMA_JUDGE_ATTEMPTS,
+        GAAMA_JUDGE_FILE,
+        GAAMA_JUDGE_FUNCTION,
+        GAAMA_JUDGE_MAX_TOKENS,
+    )
+
+    retry = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "retry_prompt", ev.upstream_path)
+    text = retry.render(last_error="Expecting value: line 1 column 1 (char 0)", last_raw="")
+    raw = min(500, GAAMA_JUDGE_MAX_TOKENS)  # 500 characters: at most that many tokens
+    per = counter.count_many([text])[0] + MESSAGE_OVERHEAD_TOKENS + raw
+    n = (GAAMA_JUDGE_ATTEMPTS - 1) * calls
+    return _row(f"{column} retries", n, n * per, n * GAAMA_JUDGE_MAX_TOKENS,
+                f"at most {GAAMA_JUDGE_ATTEMPTS - 1} retries of each call (its code's retry "
+                "prompt, the reply's first 500 characters in it)")
 
 
 def estimate(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -272,27 +327,59 @@ def estimate(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
     rows = _extraction_rows(cfg, dataset, counter) + _answer_rows(cfg, dataset, counter)
     frame = pd.DataFrame(rows).set_index("stage")
     model = str(cfg.llm.backend.get("model", cfg.llm.name)) if "backend" in cfg.llm else "none"
-    price = price_for(model, price_table(OmegaConf.to_container(cfg.llm.get("prices") or {})))
+    price = price_for(model, price_table(cfg.llm.get("prices") or {}))
     if price is None:
         frame["usd_max"] = float("nan")
     else:
-        frame["usd_max"] = [price.cost(p, c) for p, c in zip(frame["prompt_tokens"],
-                                                             frame["completion_tokens_max"],
-                                                             strict=True)]
+        frame["usd_max"] = [price.cost(math.ceil(p * (1 + TOKENIZER_MARGIN)), c) for p, c in
+                            zip(frame["prompt_tokens"], frame["completion_tokens_max"],
+                                strict=True)]
     total = frame[["calls", "prompt_tokens", "completion_tokens_max", "usd_max"]].sum(
         min_count=1)
-    total_row = pd.DataFrame([{**total.to_dict(), "basis": ""}], index=["total"])
+    total_row = pd.DataFrame([{**total.to_dict(), "bound": total_bound(frame), "basis": ""}],
+                             index=["total"])
     frame = pd.concat([frame, total_row[frame.columns]])
     frame.index.name = "stage"
     n = dataset.num_questions
+    retries = int(cfg.llm.backend.get("max_retries", 0) or 0) if "backend" in cfg.llm else 0
     facts = {"dataset": dataset.name, "conversations": len(dataset), "questions": n,
-             "model": model, "tokenizer": counter.name,
+             "model": model, "tokenizer": counter.name, "bound": total_bound(frame),
+             "not_bounded": [f"{stage} ({basis})" for stage, basis, kind in
+                             zip(frame.index, frame["basis"], frame["bound"], strict=True)
+                             if kind != BOUND and stage != "total"],
+             "max_retries": retries,
              "price_per_1m": None if price is None else {
                  "prompt": price.prompt_per_1m, "completion": price.completion_per_1m},
              "usd_max": None if price is None else float(total["usd_max"]),
              "usd_max_per_1000_questions": (None if price is None or n == 0
                                             else 1000 * float(total["usd_max"]) / n)}
     return frame, facts
+
+
+def total_bound(frame: pd.DataFrame) -> str:
+    """What the total is: :data:`BOUND` when every stage is bounded, else :data:`UNBOUNDED`
+    (a stage not bounded) or :data:`ESTIMATE`."""
+    kinds = set(frame["bound"].drop(index="total", errors="ignore"))
+    return UNBOUNDED if UNBOUNDED in kinds else ESTIMATE if ESTIMATE in kinds else BOUND
+
+
+def usd_line(usd: float, facts: Mapping[str, Any], what: str) -> str:
+    """The total's dollars, said as what they are: "at most" only when every stage is
+    bounded; otherwise the stages that are not are named."""
+    if facts["bound"] == BOUND:
+        return f"at most ${usd:,.4f} {what}"
+    left = "; ".join(facts["not_bounded"])
+    if facts["bound"] == UNBOUNDED:
+        return (f"at most ${usd:,.4f} {what} for the stages it bounds; more is spent, by "
+                f"at least what the stages not bounded cost: {left}")
+    return f"about ${usd:,.4f} {what}, not a bound: {left}"
+
+
+def retries_line(usd: float, retries: int) -> str:
+    """What the backend's re-asks of empty replies could add (each is billed)."""
+    return (f"each request may be re-asked up to llm.backend.max_retries={retries} times when "
+            f"the server's reply is empty (each billed): ${usd * (retries + 1):,.4f} if every "
+            "reply came back empty")
 
 
 def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
@@ -308,23 +395,39 @@ def format_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
         lines.append(f"no price for {facts['model']!r} in llm.prices: tokens only")
     else:
         p = facts["price_per_1m"]
-        lines.append(f"at most ${facts['usd_max']:,.4f} for the run, "
+        lines.append(usd_line(facts["usd_max"], facts, "for the run") + ", "
                      f"${facts['usd_max_per_1000_questions']:,.4f} per 1,000 questions "
                      f"(USD {p['prompt']:g} / {p['completion']:g} per 1M prompt / completion "
                      "tokens, completions at their max_tokens)")
+        if facts["max_retries"]:
+            lines.append(retries_line(facts["usd_max"], facts["max_retries"]))
     lines.append(f"tokens counted with {facts['tokenizer']} (offline); no model was called")
     lines.append(TOKENIZER_NOTE)
     return "\n".join(lines) + "\n"
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="run")
+@hydra.main(version_base="1.3", config_path="configs", config_name="run")
 def main(cfg: DictConfig) -> None:
     """CLI: print the estimate of the run the same overrides would make (the stamped run folder
     Hydra was given is removed: an estimate writes nothing)."""
+    import sys
+
+    from synapse_pt.data import DataFormatError, DatasetNotFoundError
+    from synapse_pt.errors import ConfigError
+
     drop_unused_folder(cfg.paths.output_dir)
-    frame, facts = estimate(cfg)
+    if "backend" not in cfg.llm or str(cfg.llm.backend.get("_target_", "")).endswith(".NoLLM"):
+        print(f"[estimate] llm={cfg.llm.get('name', 'none')}: this run sends no request to a "
+              "model, $0 (price one that does with its overrides, e.g. llm=openai eval=qa)")
+        return
+    try:
+        frame, facts = estimate(cfg)
+    except (ConfigError, DataFormatError, DatasetNotFoundError) as err:
+        print(f"[estimate] error: {err}", file=sys.stderr)
+        sys.exit(1)
     print(format_estimate(frame, facts), end="")
-    print(f"estimate_usd_max: {facts['usd_max'] if facts['usd_max'] is not None else 'n/a'} USD")
+    print(f"estimate_usd_max: {facts['usd_max'] if facts['usd_max'] is not None else 'n/a'} USD"
+          f" ({facts['bound']})")
 
 
 if __name__ == "__main__":

@@ -53,34 +53,40 @@ def estimate_study(study: Mapping[str, Any], extra: Sequence[str] = ()
     ``max_tokens``, USD), one row per variant, and their sum in a ``total`` row; ``not
     estimated`` names the stages a variant's estimate leaves out (the GAAMA and Membox LLM
     builds, whose calls depend on the model's replies). The facts: the dataset, questions and
-    model of the first variant, and each variant's own facts under ``variants``."""
-    from synapse_pt.estimate import estimate
+    model of the first variant, what the total is (``bound``, ``not_bounded``: the stages of
+    each variant that are not bounded) and each variant's own facts under ``variants``."""
+    from synapse_pt.estimate import BOUND, ESTIMATE, UNBOUNDED, estimate
 
     rows, facts = {}, {}
     for label in study["variants"]:
         frame, fact = estimate(variant_config(study, label, Path("outputs/estimate"), extra))
         stages = frame.drop(index="total")
-        left = [f"{stage} ({basis})" for stage, basis in stages["basis"].items()
-                if "not estimated" in str(basis)]
+        left = [f"{stage} ({basis})" for stage, basis, kind in
+                zip(stages.index, stages["basis"], stages["bound"], strict=True) if kind != BOUND]
         total = frame.loc["total"]
         rows[label] = {"calls": int(total["calls"]), "prompt_tokens": int(total["prompt_tokens"]),
                        "completion_tokens_max": int(total["completion_tokens_max"]),
-                       "usd_max": float(total["usd_max"]), "not estimated": "; ".join(left)}
+                       "usd_max": float(total["usd_max"]), "not bounded": "; ".join(left)}
         facts[label] = fact
     out = pd.DataFrame.from_dict(rows, orient="index")
     cols = ["calls", "prompt_tokens", "completion_tokens_max", "usd_max"]
-    out.loc["total"] = {**out[cols].sum(min_count=1).to_dict(), "not estimated": ""}
+    out.loc["total"] = {**out[cols].sum(min_count=1).to_dict(), "not bounded": ""}
     out.index.name = "variant"
     first = next(iter(facts.values()))
+    kinds = {fact["bound"] for fact in facts.values()}
     return out, {"dataset": first["dataset"], "questions": first["questions"],
                  "model": first["model"], "usd_max": float(out.loc["total", "usd_max"]),
-                 "variants": facts}
+                 "bound": (UNBOUNDED if UNBOUNDED in kinds else ESTIMATE if ESTIMATE in kinds
+                           else BOUND),
+                 "not_bounded": [f"{label}: {part}" for label, fact in facts.items()
+                                 for part in fact["not_bounded"]],
+                 "max_retries": first["max_retries"], "variants": facts}
 
 
 def format_study_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
     """The study estimate as console text: one row per variant and the total, then the total's
     dollars and what the figures rest on."""
-    from synapse_pt.estimate import TOKENIZER_NOTE
+    from synapse_pt.estimate import TOKENIZER_NOTE, retries_line, usd_line
 
     shown = frame.copy()
     for col in ("calls", "prompt_tokens", "completion_tokens_max"):
@@ -90,7 +96,10 @@ def format_study_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
     lines = [f"# Study estimate: {facts['dataset']} ({facts['questions']:,} questions a "
              f"variant), model {facts['model']}", "", shown.to_markdown(), "",
              (f"no price for {facts['model']!r} in llm.prices: tokens only" if pd.isna(usd)
-              else f"at most ${usd:,.4f} for the whole study (completions at their max_tokens)"),
+              else usd_line(usd, facts, "for the whole study") + " (completions at their "
+              "max_tokens)"),
+             *([retries_line(usd, facts["max_retries"])]
+               if facts["max_retries"] and not pd.isna(usd) else []),
              "no model was called; each variant's stages: python -m synapse_pt.estimate "
              "<its overrides>",
              "a sum of per-variant bounds: a request two variants both send (the same "
@@ -102,7 +111,11 @@ def format_study_estimate(frame: pd.DataFrame, facts: Mapping[str, Any]) -> str:
 def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
               ) -> dict[str, dict[str, Any]]:
     """Run every variant into ``out_dir/<i>_<label>``; returns ``{label: metrics}`` (each with
-    the run's ``timing``)."""
+    the run's ``timing``). The variants share one spend ledger, ``out_dir``'s
+    (:data:`~synapse_pt.models.llm.ledger.LEDGER_FILE`): ``llm.max_cost_usd`` caps the whole
+    study, and a study run again into ``out_dir`` counts what it spent before."""
+    from synapse_pt.models.llm.ledger import LEDGER_FILE
+
     results: dict[str, dict[str, Any]] = {}
     folders = variant_folders(study, out_dir)
     for i, (label, overrides) in enumerate(study["variants"].items()):
@@ -110,7 +123,7 @@ def run_study(study: Mapping[str, Any], out_dir: Path, extra: Sequence[str] = ()
         cfg = variant_config(study, label, folder, extra)
         print(f"[study] {i + 1}/{len(study['variants'])} {label}: "
               f"{' '.join([*study['base'], *overrides, *extra]) or '(base config)'}")
-        results[label] = run(cfg, refuse_fallback="a study")
+        results[label] = run(cfg, refuse_fallback="a study", ledger=out_dir / LEDGER_FILE)
         timing = folder / "timing.json"
         if timing.is_file():
             results[label] = {**results[label], "timing": json.loads(timing.read_text())}

@@ -16,14 +16,29 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import pandas as pd
 import torch
 from hydra.experimental.callback import Callback
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.build import ingested_memory
-from synapse_pt.cli import configure_threads
-from synapse_pt.eval.records.outputs import config_hash, git_commit, write_json
+from synapse_pt.cli import (
+    USER_FACING_ERRORS,
+    configure_threads,
+    drop_unused_folder,
+    entry_point,
+    report_failures,
+)
+from synapse_pt.eval.records.commit import commit, committing, holding, staging
+from synapse_pt.eval.records.outputs import (
+    code_identity,
+    config_hash,
+    naming,
+    run_config,
+    write_json,
+)
+from synapse_pt.eval.records.run_folder import HYDRA_RECORDS
 from synapse_pt.eval.tuning.sweep import (
     auto_chunk,
     chunk_bounds,
@@ -31,19 +46,35 @@ from synapse_pt.eval.tuning.sweep import (
     merge_tables,
     sweep_table,
 )
-from synapse_pt.run_records import RunRecords
+from synapse_pt.run_records import OnClaim, RunRecords
 
 log = logging.getLogger("synapse_pt.sweep")
 
 TABLE = "sweep.parquet"
 
 
-def sweep(cfg: DictConfig) -> Path:
+def sweep(cfg: DictConfig, on_claim: OnClaim | None = None) -> Path:
     """Evaluate configurations ``chunk_bounds(sweep.configs, sweep.chunks, sweep.chunk)`` of
-    the grid drawn from ``sweep.seed``; returns the written table's path."""
+    the grid drawn from ``sweep.seed``; returns the written table's path. The job's folder is
+    written as a run's (:mod:`synapse_pt.eval.records.commit`): locked, its files (``config.yaml``,
+    the table, ``timing.json``, Hydra's records through ``on_claim``) staged and committed when the
+    job has succeeded."""
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    with holding(output_dir), staging(output_dir) as staged:
+        in_place = on_claim(staged, output_dir) if on_claim is not None else []
+        with naming(staged / "config.yaml"):
+            (staged / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        table, timing = sweep_chunk(cfg)
+        with naming(staged / TABLE):
+            table.to_parquet(staged / TABLE)
+        write_json(staged / "timing.json", timing)
+        commit(output_dir, in_place=in_place, legacy=legacy_sweep_files)
+    return output_dir / TABLE
+
+
+def sweep_chunk(cfg: DictConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The sweep table of this job's configurations and its ``timing.json``."""
     configure_threads(cfg)
     s = cfg.sweep
     start, stop = chunk_bounds(int(s.configs), int(s.chunks), int(s.chunk))
@@ -69,17 +100,21 @@ def sweep(cfg: DictConfig) -> Path:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
-    path = output_dir / TABLE
-    table.to_parquet(path)
     timing = {"ingest_seconds": ingest_seconds, "sweep_seconds": seconds,
               "configs": stop - start, "batch": batch,
               "configs_per_minute": 60 * (stop - start) / seconds if seconds > 0 else None,
-              "git_commit": git_commit(Path(__file__).resolve().parent),
-              "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True))}
-    write_json(output_dir / "timing.json", timing)
-    log.info("configurations %d-%d of %d: %.1f s, %s", start, stop - 1, int(s.configs), seconds,
-             output_dir / TABLE)
-    return path
+              **code_identity(),
+              "config_hash": config_hash(run_config(OmegaConf.to_container(cfg, resolve=True)))}
+    log.info("configurations %d-%d of %d: %.1f s", start, stop - 1, int(s.configs), seconds)
+    return table, timing
+
+
+def legacy_sweep_files(folder: Path) -> list[str]:
+    """What a sweep job of a version before manifests wrote into its folder."""
+    if not (folder / TABLE).is_file():
+        return []
+    records = [str(p.relative_to(folder)) for p in sorted((folder / HYDRA_RECORDS).glob("*"))]
+    return ["config.yaml", TABLE, "timing.json", "sweep.log", *records]
 
 
 class MergeSweepTables(Callback):
@@ -90,27 +125,34 @@ class MergeSweepTables(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         tables = sorted(sweep_dir.glob(f"*/{TABLE}"))
         merged = merge_tables(tables, expected=int(config.sweep.configs))
-        merged.to_parquet(sweep_dir / TABLE)
+        with committing(sweep_dir, legacy=lambda folder: [TABLE]) as staged, \
+                naming(staged / TABLE):
+            merged.to_parquet(staged / TABLE)
         log.info("merged %d chunk tables (%d configurations) into %s", len(tables), len(merged),
                  sweep_dir / TABLE)
         print(f"[synapse_pt] sweep table: {sweep_dir / TABLE} ({len(merged)} configurations, "
               f"best recall@10 {merged['recall@10'].max():.4f})")
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="sweep")
+@hydra.main(version_base="1.3", config_path="configs", config_name="sweep")
 def main(cfg: DictConfig) -> None:
-    """CLI: one chunk of the sweep; Hydra's records and the log in the job's folder
+    """CLI: one chunk of the sweep inside the error boundary
+    (:func:`~synapse_pt.cli.report_failures`); Hydra's records and the log in the job's folder
     (:class:`~synapse_pt.run_records.RunRecords`)."""
     records = RunRecords(cfg)
+    folder = Path(cfg.paths.output_dir)
     try:
-        folder = Path(cfg.paths.output_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        records.claim(folder, folder)
-        path = sweep(cfg)
-    finally:
+        path = report_failures(lambda: sweep(cfg, on_claim=records.claim),
+                               kept=lambda: f"nothing of this job was committed: {folder} holds "
+                                            "what it held; the caches keep what was computed",
+                               errors=USER_FACING_ERRORS)
+    except BaseException:
         records.close()
+        drop_unused_folder(folder)
+        raise
+    records.close()
     print(f"[synapse_pt] sweep chunk table: {path}")
 
 
 if __name__ == "__main__":
-    main()
+    entry_point(main)

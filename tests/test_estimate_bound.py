@@ -4,6 +4,7 @@ estimate's own counter) than the estimate's bound for that question."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -91,4 +92,64 @@ def test_gaama_is_labelled_an_estimate_and_the_tokenizer_is_named() -> None:
     frame, facts = estimate(make_cfg(*COMMON, "memory=gaama"))
     assert frame.loc["answers", "basis"].startswith("estimate, not a bound")
     text = format_estimate(*estimate(make_cfg(*COMMON, "memory=bm25")))
-    assert "tokens counted with" in text and "its own tokenizer and chat template" in text
+    assert "tokens counted with" in text and "own tokenizer and chat template" in text
+    assert "at most $" in text and "50% more tokens than counted" in text
+
+
+def test_the_dollars_carry_the_tokenizer_margin() -> None:
+    """Issue 58: the tokenizer gap of "some tens of per cent" was left open; the dollars price
+    each prompt at 50 % more tokens than the offline counter gives."""
+    frame, facts = estimate(make_cfg(*COMMON, "memory=bm25"))
+    row = frame.loc["answers"]
+    prompt = math.ceil(row["prompt_tokens"] * 1.5)
+    assert row["usd_max"] == pytest.approx((0.15 * prompt + 0.60 * row["completion_tokens_max"])
+                                           / 1e6)
+    assert facts["bound"] == "at most"
+
+
+def test_a_part_that_cannot_be_bounded_is_named_and_not_called_at_most() -> None:
+    """Issue 58: "at most $33.92" left out the GAAMA and Membox LLM builds and was still called
+    "at most"."""
+    cfg = make_cfg(*COMMON, "memory=gaama", "extractor=llm")
+    text = format_estimate(*estimate(cfg))
+    line = next(t for t in text.splitlines() if t.startswith("at most $"))
+    assert "for the stages it bounds; more is spent" in line
+    assert "LLM build: not bounded" in line
+
+
+def test_synapse_extraction_repairs_bound_the_repairs_a_run_sends(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """Issue 58: a garbled reply's repair round was not counted. A server that garbles every
+    extraction reply gets one repair per window; each repair request is within the row's
+    bound (per window: the request, the reply at max_tokens, the instruction)."""
+    def garble(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        return 200, completion_body("not a list at all", {"prompt_tokens": 1,
+                                                          "completion_tokens": 1}), 0.0
+
+    overrides = ("experiment=paper_main", "llm=openai", "extractor=llm", "dataset=sample",
+                 "embedder=hashing", "device=cpu", "logger=none")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with serve(garble) as server:
+        run(make_cfg(*overrides, f"llm.backend.base_url={server.url}",
+                     "llm.backend.max_retries=0", f"paths.cache_dir={tmp_path / 'cache'}",
+                     output_dir=str(tmp_path / "run")))
+        bodies = list(server.bodies)
+    repairs = [b for b in bodies if any(m["role"] == "assistant" for m in b["messages"])]
+    frame, _ = estimate(make_cfg(*overrides))
+    row = frame.loc["extraction repairs"]
+    assert len(repairs) == row["calls"] == frame.loc["extraction", "calls"] == 8
+    assert sum(sent_tokens(b) for b in repairs) <= row["prompt_tokens"]
+
+
+def test_the_bare_estimate_is_one_line() -> None:
+    """Issue 58: the bare `python -m synapse_pt.estimate` (llm=none) was a traceback ("Input cfg
+    is not an OmegaConf config object")."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "synapse_pt.estimate"], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().count("\n") == 0 and "sends no request to a model" in proc.stdout
+    assert "Traceback" not in proc.stderr

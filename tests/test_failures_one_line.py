@@ -116,7 +116,8 @@ def test_a_folder_made_read_only_mid_run_is_named_not_its_lock(tmp_path: Path, m
     assert str(err) == (
         f"{folder}: the run's outputs could not be written ({folder}/.staging/"
         "predictions.parquet: Permission denied); the folder's earlier outputs are left as they "
-        "were; make it writable and rerun, or choose another hydra.run.dir")
+        "were, the caches keep what this run computed; make room or make it writable and rerun, "
+        "or choose another hydra.run.dir")
     assert f"{folder}/run.lock: could not remove the lock file" in caplog.text
 
 

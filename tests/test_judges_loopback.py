@@ -292,8 +292,9 @@ def test_locomo_plus_judge_end_to_end(tmp_path: Path) -> None:
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     identity = metrics["identity"]
     assert identity["judge_protocol"] == "locomo_plus"
-    assert identity["upstream_prompts"] == {"locomo_plus/prompts.json": (
-        "dead03372effaf0c2fd9aa986ab54fb42b9f7d7ec7e1492eb02e0f7f15056d2f")}
+    assert identity["upstream_prompts"] == {"locomo_plus/prompts.json": {
+        "sha256": "dead03372effaf0c2fd9aa986ab54fb42b9f7d7ec7e1492eb02e0f7f15056d2f",
+        "read_from": "data"}}
     assert metrics["judge"]["judge_failures"] == 1.0
     frame, _ = estimate_of(*overrides)
     assert frame.loc["judge", "calls"] == 3

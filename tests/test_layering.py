@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
 LAYERS = {
     "errors": -1,  # ConfigError: every layer may raise it
     "progress": -1,  # the progress of a long step: every layer may report it
+    "resources": -1,  # the shipped configs and studies, the checkout, the version
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,

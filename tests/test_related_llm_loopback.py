@@ -29,6 +29,7 @@ from upstream_files import (
     membox_qa_template,
     membox_template,
     needs_upstream,
+    provenance,
     template_head,
     unformat,
 )
@@ -51,14 +52,6 @@ def event_text(line: str) -> str:
     starts = [s.date_time_raw for s in SAMPLE.sessions if line.startswith(s.date_time_raw + ": ")]
     assert starts, line
     return line[len(starts[0]) + 2:]
-
-
-def sha256_of(rel: str) -> str:
-    """sha256 of an upstream file (``membox`` for membox/membox.py), hashed here."""
-    import hashlib
-
-    path = ROOT / ("membox/membox.py" if rel == "membox" else rel)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def is_answer(prompt: str) -> bool:
@@ -154,10 +147,10 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
             EVENT_A, EVENT_B]
     assert not [b for b in bodies if is_repair(b)]
     build = [b for b in bodies if not is_answer(user_messages(b)[0])]
-    # the code's requests: one user message, no max_tokens of its own (16,384), temperature 0;
-    # the box extraction in JSON mode (LLMWorker.chat_completion, process_new_box)
-    assert all([m["role"] for m in b["messages"]] == ["user"] and b["max_tokens"] == 16384
-               and b["temperature"] == 0.0 for b in build)
+    # the code's requests: one user message, no budget (the model's own limit), temperature 0,
+    # no seed; the box extraction in JSON mode (LLMWorker.chat_completion, process_new_box)
+    assert all([m["role"] for m in b["messages"]] == ["user"] and b["temperature"] == 0.0
+               and not {"max_tokens", "max_completion_tokens", "seed"} & set(b) for b in build)
     assert all(b.get("response_format") == {"type": "json_object"} for b in boxes)
     assert not [b for b in build if "response_format" in b and b not in boxes]
     assert metrics["extraction"] == {"failures": 0, "attempts": 34 + 3 + 1 + 2,
@@ -166,7 +159,8 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
     asked = answers(bodies)
     assert len(asked) == QUESTIONS  # no gate configured: every question answered
     # the run names the file its prompts came from, with the sha256 it was checked against
-    assert metrics["identity"]["upstream_prompts"] == {"membox/membox.py": sha256_of("membox")}
+    assert metrics["identity"]["upstream_prompts"] == {"membox/membox.py":
+                                                       provenance("membox/membox.py")}
     assert metrics["identity"]["answer_style"] == "membox"
     head, tail = membox_qa_template().split("{memories}")
     ends = {tail.format(question=q.question) for q in SAMPLE.questions}
@@ -179,20 +173,26 @@ def test_membox_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
         # one trace (A, B of all three boxes) follows the top box; the other two boxes' first
         # trace is the one shown, so they are left out
         assert prompt.count("Events:\n") == 1
-        events = prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()
-        assert [event_text(e) for e in events] == [EVENT_A, EVENT_B] * 3
+        events = [event_text(e)
+                  for e in prompt.split("Events:\n")[1].split("\n\n")[0].splitlines()]
+        # box 0's entry in the chain reply's order; boxes 1 and 2 add the verified texts in the
+        # order of a Python set of them (membox.py 938), the same both times
+        assert events[:2] == [EVENT_A, EVENT_B] and events[2:4] == events[4:]
+        assert sorted(events[2:4]) == sorted([EVENT_A, EVENT_B])
     assert (preds["prediction"] == ANSWER).all()
 
 
-def test_membox_garbled_chain_reply_is_counted_end_to_end(tmp_path: Path, monkeypatch) -> None:
-    """The grouping call of box 0 fails (prose, then the repair too): counted, and A and B start
-    a trace each. Box 1: A's most similar event is in trace 0, B's in trace 1, so two candidate
-    traces, two verifications (each relates only the event it holds); box 2 the same. The
-    top box is followed by trace 0 (A three times); the other boxes' first trace is trace 0 too,
-    so they are left out."""
+def test_membox_garbled_chain_reply_is_counted_end_to_end_ours(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """Ours (``memory.chain_parse=fenced``): the grouping call of box 0 fails (prose, then the
+    repair too): counted, and A and B start a trace each. Box 1: A's most similar event is in
+    trace 0, B's in trace 1, so two candidate traces, two verifications (each relates only the
+    event it holds); box 2 the same. The top box is followed by trace 0 (A three times); the
+    other boxes' first trace is trace 0 too, so they are left out."""
     metrics, bodies, preds = run_against(tmp_path, monkeypatch,
                                          lambda p: membox_reply(p, garble_chains=True),
-                                         "memory=membox", "eval.answer_style=membox")
+                                         "memory=membox", "eval.answer_style=membox",
+                                         "memory.chain_parse=fenced")
     assert len(of_kind(bodies, template_head(CHAINS))) == 1
     assert len(of_kind(bodies, template_head(CHAINS), repairs=True)) == 1
     assert len(of_kind(bodies, template_head(VERIFY))) == 4
@@ -221,16 +221,23 @@ def test_gaama_llm_build_end_to_end(tmp_path: Path, monkeypatch) -> None:
         len(kinds) // 2)  # the code's order: each chunk's reflections after its facts
     assert not [b for b in bodies if is_repair(b)]
     assert all([m["role"] for m in b["messages"]] == ["user"] for b in build)
-    assert [b["max_tokens"] for b in build] == [8000, 4000] * (len(kinds) // 2)
+    # the code's sampling (adapters/openai_llm.py 51-57): no temperature, no seed, the budget
+    # as max_completion_tokens
+    assert [b["max_completion_tokens"] for b in build] == [8000, 4000] * (len(kinds) // 2)
+    assert not [b for b in build if {"temperature", "seed", "max_tokens"} & set(b)]
+    memory = metrics["identity"]["memory"]
+    assert (memory["temperature"], memory["seed"], memory["budget_param"]) == (
+        None, None, "max_completion_tokens")
     assert metrics["extraction"] == {"failures": 0, "attempts": len(build),
                                      "failure_share": 0.0}
     assert set(preds["build"]) == {"gaama-llm"}
     asked = answers(bodies)
     assert len(asked) == QUESTIONS
     assert metrics["identity"]["upstream_prompts"] == {
-        rel: sha256_of(rel) for rel in ("gaama/prompts/answer_from_memory.md",
-                                        "gaama/prompts/fact_generation.md",
-                                        "gaama/prompts/reflection_generation.md")}
+        rel: provenance(rel) for rel in ("gaama/evals/locomo/locomo_eval.py",
+                                         "gaama/prompts/answer_from_memory.md",
+                                         "gaama/prompts/fact_generation.md",
+                                         "gaama/prompts/reflection_generation.md")}
     assert metrics["identity"]["answer_style"] == "gaama"
     head, tail = gaama_answer_md().split("{{memory_text}}")
     heads = {head.replace("{{query}}", q.question) for q in SAMPLE.questions}

@@ -130,3 +130,28 @@ def test_a_read_only_folder_is_named_with_the_cause(tmp_path: Path, monkeypatch)
     assert str(err.value) == (f"hydra.run.dir={tmp_path / 'ro'}: the run's folder cannot be "
                               "written (PermissionError: Permission denied); choose a writable "
                               "folder with hydra.run.dir=...")
+
+
+def test_the_paths_of_a_config_are_not_compared(tmp_path: Path) -> None:
+    """Issue 58: a moved folder, another cache, another checkout, the data file at another path
+    are the same run; ``embedder=mpnet``, whose weights are in the cache
+    (``${paths.cache_dir}/models/...``), too. Another model folder is another run."""
+    finished_folder(tmp_path, config_text(*PAPER, "embedder=mpnet",
+                                          f"paths.cache_dir={tmp_path / 'c1'}",
+                                          output_dir=tmp_path / "elsewhere"))
+    check_output_dir(tmp_path, config_text(
+        *PAPER, "embedder=mpnet", f"paths.cache_dir={tmp_path / 'c2'}",
+        f"paths.root_dir={tmp_path / 'checkout'}", f"dataset.path={tmp_path / 'copy.json'}",
+        output_dir=tmp_path))
+    with pytest.raises(OutputDirInUse, match=r"differs in \['embedder'\]"):
+        check_output_dir(tmp_path, config_text(*PAPER, "embedder=mpnet",
+                                               f"embedder.model={tmp_path / 'other'}",
+                                               output_dir=tmp_path))
+
+
+@pytest.mark.parametrize("text", ["a: [1,\n  b", "- just\n- a list\n"])
+def test_a_config_yaml_that_cannot_be_read_is_named(tmp_path: Path, text: str) -> None:
+    """Before: a YAML parser's traceback (the CLI's three-line error without the file)."""
+    finished_folder(tmp_path, text)
+    with pytest.raises(OutputDirInUse, match=rf"^{tmp_path / 'config.yaml'}: not a"):
+        check_output_dir(tmp_path, config_text(*PAPER, output_dir=tmp_path))

@@ -92,20 +92,33 @@ def test_threads_claiming_the_same_stamp_get_different_folders(tmp_path: Path) -
         [stamp.name] + [f"{stamp.name}-{n}" for n in range(2, 9)])
 
 
-def lock_file(folder: Path, pid: int, host: str | None = None) -> None:
+# a process that holds a folder's lock (the project's own, as a run holds it) until killed
+HOLDER = """
+import sys, time
+from pathlib import Path
+from synapse_pt.eval.records.commit import holding
+with holding(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def hold(folder: Path) -> subprocess.Popen:
+    """A process holding ``folder``'s lock (returned once it holds it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "run.lock").write_text(json.dumps(
-        {"pid": pid, "host": host or socket.gethostname(), "started": "2026-01-02 03:04:05"}))
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
 
 
 def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    """A run writing a folder holds ``run.lock``; another run into it (the CLI, an explicit
-    ``hydra.run.dir``) ends in one line naming the holder's pid and host, writes nothing, and
-    leaves the lock to its holder."""
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    """A process writing a folder holds its lock (``filelock``: an OS lock on ``run.lock``);
+    another run into it (the CLI, an explicit ``hydra.run.dir``) ends in one line naming the
+    holder's pid and host, writes nothing, and leaves the lock to its holder."""
+    folder = tmp_path / "run"
+    holder = hold(folder)
     try:
-        folder = tmp_path / "run"
-        lock_file(folder, holder.pid)
         proc = cli(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
                    f"hydra.run.dir={folder}", cwd=REPO_ROOT)
         _, err = proc.communicate(timeout=600)
@@ -113,35 +126,78 @@ def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path
         lines = err.strip().splitlines()
         assert len(lines) == 1, err[-3000:]
         assert lines[0].startswith(f"[synapse_pt] error: {folder} is being written by another "
-                                   f"run (pid {holder.pid} on {socket.gethostname()}, started "
-                                   "2026-01-02 03:04:05")
-        assert not (folder / "config.yaml").exists() and not (folder / "metrics.json").exists()
+                                   f"process (pid {holder.pid} on {socket.gethostname()}, "
+                                   "started "), lines[0]
+        assert sorted(p.name for p in folder.iterdir()) == ["run.lock"]
         assert json.loads((folder / "run.lock").read_text())["pid"] == holder.pid
     finally:
         holder.kill()
         holder.wait()
 
 
-def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path: Path, caplog) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+def test_a_killed_runs_lock_does_not_block_the_next(tmp_path: Path) -> None:
+    """The lock dies with its process: a holder killed with SIGKILL (no ``finally`` runs; its
+    ``run.lock`` stays, naming it) does not block the next run, which takes the lock, writes the
+    folder and removes the lock file at the end. Before (issue 58): a pid-file lock that the next
+    run took over only after checking that the pid was dead on this host."""
     folder = tmp_path / "run"
-    lock_file(folder, dead.pid)
-    with caplog.at_level("WARNING", logger="synapse_pt.run"):
+    holder = hold(folder)
+    holder.kill()
+    holder.wait()
+    assert json.loads((folder / "run.lock").read_text())["pid"] == holder.pid  # left behind
+    run(make_cfg(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
+                 output_dir=str(folder)))
+    assert (folder / "metrics.json").is_file() and not (folder / "run.lock").exists()
+
+
+def test_a_lock_file_naming_a_live_process_that_holds_no_lock_does_not_block(
+        tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves ``run.lock`` naming its pid; once that pid is reused by
+    an unrelated process (here a ``sleep``), the old pid-file lock refused every later run into
+    the folder ("being written by another run"). The OS lock is not held by anyone: the run goes
+    ahead."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        folder = tmp_path / "run"
+        folder.mkdir()
+        (folder / "run.lock").write_text(json.dumps(
+            {"pid": other.pid, "host": socket.gethostname(), "started": "2026-01-02 03:04:05"}))
         run(make_cfg(*FAST, "memory=bm25", f"paths.cache_dir={tmp_path / 'cache'}",
                      output_dir=str(folder)))
-    assert (folder / "metrics.json").is_file() and not (folder / "run.lock").exists()
-    assert f"taking over the lock of a run that is no longer running (pid {dead.pid}" in \
-        caplog.text
+        assert (folder / "metrics.json").is_file() and not (folder / "run.lock").exists()
+    finally:
+        other.kill()
+        other.wait()
 
 
-def test_a_lock_of_another_host_is_never_taken_over(tmp_path: Path) -> None:
-    from synapse_pt.eval.records.run_folder import RunFolderLocked, holding
-
-    lock_file(tmp_path, 999_999_999, host="another-host")  # no such pid here: still refused
-    with pytest.raises(RunFolderLocked, match=r"pid 999999999 on another-host"), \
-            holding(tmp_path):
-        pass
+def test_two_processes_never_hold_one_folder(tmp_path: Path) -> None:
+    """Eight processes started together try to take one folder's lock, each holding it for a
+    while: at no moment do two hold it (each records when it held it; the spans never overlap),
+    and every one that was refused was refused while another held it."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    script = """
+import json, sys, time
+from pathlib import Path
+from synapse_pt.eval.records.commit import FolderLocked, holding
+folder, n = Path(sys.argv[1]), sys.argv[2]
+deadline = time.time() + 60
+while time.time() < deadline:
+    try:
+        with holding(folder):
+            start = time.time(); time.sleep(0.05); end = time.time()
+        print(json.dumps([start, end])); break
+    except FolderLocked:
+        time.sleep(0.001)
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(folder), str(i)],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+             for i in range(8)]
+    spans = sorted(json.loads(p.communicate(timeout=120)[0]) for p in procs)
+    assert len(spans) == 8
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert end <= start, spans
+    assert sorted(p.name for p in folder.iterdir()) == []  # the last one removed the lock file
 
 
 def test_the_lock_is_released_when_a_run_fails(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ the subset and the embedder change the name; a swept key, a cache folder or the 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,10 @@ def test_study_key_hashes_the_loaded_file_not_the_dataset_name() -> None:
         cfg = compose("run", overrides=["hparams_search=synapse_optuna", "dataset=sample"],
                       return_hydra_config=True)
         content = study_content(cfg)
-    assert content["data_sha256"] == hashlib.sha256(sample_path().read_bytes()).hexdigest()
+    # the parsed data as canonical JSON (sorted keys, no spaces, UTF-8), as a run's identity has it
+    canonical = json.dumps(json.loads(sample_path().read_text()), sort_keys=True,
+                           ensure_ascii=False, separators=(",", ":"))
+    assert content["data_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     # the swept keys are left out of what is hashed
     assert "S" not in content["memory"]["params"] and "T" in content["memory"]["params"]
 
@@ -62,3 +66,26 @@ def test_study_name_resolves_with_the_key() -> None:
                       return_hydra_config=True)
         name = cfg.hydra.sweeper.study_name
         assert name == f"synapse_optuna_sample_recall@10.mean_q_1_4_{study_key(_root_=cfg)}"
+
+
+def test_the_same_data_written_out_again_names_the_same_study(tmp_path: Path) -> None:
+    """Issue 58: the key hashed the file's bytes, so the same data re-serialised (indented, keys
+    in another order) started a new study instead of resuming; an edit still names another."""
+    samples = json.loads(sample_path().read_text())
+    compact, indented, edited = (tmp_path / f"{n}.json" for n in ("compact", "indented", "edited"))
+    compact.write_text(json.dumps(samples))
+    indented.write_text(json.dumps([dict(reversed(s.items())) for s in samples], indent=4))
+    samples[0]["qa"] = samples[0]["qa"][:-1]
+    edited.write_text(json.dumps(samples))
+    assert compact.read_bytes() != indented.read_bytes()
+    keys = {p.stem: key(f"dataset.path={p}", "dataset.sha256=null")
+            for p in (compact, indented, edited)}
+    assert keys["compact"] == keys["indented"] != keys["edited"]
+
+
+def test_a_model_in_the_cache_is_the_same_study_under_another_cache(tmp_path: Path) -> None:
+    """``embedder=mpnet`` reads its weights from ``${paths.cache_dir}/models/...``: another
+    ``paths.cache_dir`` (``SYNAPSE_CACHE``) is the same study; another model folder is not."""
+    base = key("embedder=mpnet", f"paths.cache_dir={tmp_path / 'a'}")
+    assert key("embedder=mpnet", f"paths.cache_dir={tmp_path / 'b'}") == base
+    assert key("embedder=mpnet", f"embedder.model={tmp_path / 'other'}") != base

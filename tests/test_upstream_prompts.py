@@ -1,22 +1,32 @@
-"""The related systems' own prompts, read from their source files (issue 44).
+"""The related systems' own prompts, read from their source files or their data (issues 44, 57).
 
 Every expectation here is read from the upstream files at test time by a route independent of
-:mod:`synapse_pt.data.upstream` (the raw text cut with a regular expression, GAAMA's ``{{key}}``
-filled with ``str.replace`` as its ``prompt_loader`` does, Membox's with ``str.format``), so a
-loader that misreads a template fails these tests. Skipped where the files are not at hand
-(``SYNAPSE_UPSTREAM`` or ``../shared/data/upstream`` beside the checkout).
+:mod:`synapse_pt.data.upstream` (a markdown file's raw text, ``templates.json`` parsed with
+:mod:`json`, GAAMA's ``{{key}}`` filled with ``str.replace`` as its ``prompt_loader`` does, Membox's
+with ``str.format``), so a loader that misreads a template fails these tests. Skipped where the
+files are not at hand (``SYNAPSE_UPSTREAM`` or ``../shared/data/upstream`` beside the checkout);
+the comparison with the Python sources themselves needs ``SYNAPSE_UPSTREAM_SOURCES``.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
 import shutil
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-from upstream_files import ROOT, gaama_answer_md, membox_qa_template, needs_upstream
+from upstream_files import (
+    ROOT,
+    SOURCES,
+    gaama_answer_md,
+    membox_qa_template,
+    needs_sources,
+    needs_upstream,
+    template_entry,
+)
 
 from synapse_pt.data import upstream
 from synapse_pt.data.records import Question
@@ -40,17 +50,13 @@ def _upstream_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(upstream.ENV_VAR, str(ROOT))
 
 
-def membox_source() -> str:
-    return (ROOT / "membox" / "membox.py").read_text()
+JUDGE_FILE = "gaama/evals/locomo/locomo_eval.py"
 
 
 def gaama_judge_sentences() -> list[str]:
-    """The literal pieces of GAAMA's judge prompt, cut from the source text."""
-    src = (ROOT / "gaama" / "evals" / "locomo" / "locomo_eval.py").read_text()
-    body = src.split("def _compute_hypothesis_reward")[1].split("    prompt = (")[1]
-    body = body.split("\n    )\n")[0]
-    literals = re.findall(r"""f?(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')""", body)
-    return [(a or b).encode().decode("unicode_escape") for a, b in literals]
+    """The literal pieces of GAAMA's judge prompt, as ``templates.json`` holds them."""
+    parts = template_entry(JUDGE_FILE, "prompt", "_compute_hypothesis_reward")["parts"]
+    return [p for p in parts if isinstance(p, str)]
 
 
 def distinctive(lines: list[str]) -> list[str]:
@@ -71,27 +77,166 @@ def test_no_upstream_prompt_text_is_pasted_into_the_project() -> None:
     assert found == []
 
 
-def test_loader_checks_the_pinned_sha256_and_says_where_to_put_missing_files(tmp_path) -> None:
+@pytest.fixture
+def data_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared data's layout (GAAMA's prompt files and templates.json, no Python sources),
+    copied from ROOT, as $SYNAPSE_UPSTREAM."""
+    folder = tmp_path / "data_only"
+    shutil.copytree(ROOT / "gaama" / "prompts", folder / "gaama" / "prompts")
+    shutil.copy(ROOT / "templates.json", folder / "templates.json")
+    monkeypatch.setenv(upstream.ENV_VAR, str(folder))
+    return folder
+
+
+def test_loader_checks_the_pinned_sha256_and_says_where_to_put_missing_files(tmp_path,
+                                                                             data_only) -> None:
+    """The shared folder has no Python sources: membox.py's templates come from its
+    templates.json, whose own sha256 and every entry's file_sha256 are the pinned ones."""
     src = upstream.resolve_upstream_file("membox/membox.py")
-    assert src.path == ROOT / "membox" / "membox.py" and src.origin == "env"
+    assert src.path == data_only / "templates.json" and src.origin == "env"
+    assert src.read_from == "templates.json"
     assert src.sha256 == upstream.pinned_sha256()["membox/membox.py"]
-    # every pinned hash is the one of the shared SHA256SUMS
+    # every pinned file the shared folder holds has the shared SHA256SUMS' hash; templates.json
+    # names each source by its pinned sha256
     sums = dict(line.split()[::-1] for line in (ROOT / "SHA256SUMS").read_text().splitlines()
                 if line.strip())
-    assert all(sums["./" + rel] == digest for rel, digest in upstream.pinned_sha256().items())
+    pinned = upstream.pinned_sha256()
+    held = {rel.removeprefix("./"): digest for rel, digest in sums.items()}
+    assert {"templates.json", "gaama/prompts/answer_from_memory.md"} <= set(held) & set(pinned)
+    assert all(held[rel] == pinned[rel] for rel in set(held) & set(pinned))
+    entries = json.loads((ROOT / "templates.json").read_text())["templates"]
+    assert len(entries) == 8
+    assert all(e["file_sha256"] == pinned[e["file"]] for e in entries)
     with pytest.raises(upstream.UpstreamNotFoundError) as err:
         upstream.resolve_upstream_file("membox/membox.py", tmp_path)
     message = str(err.value)
     assert "\n" not in message and "eval.upstream_path" in message
     assert upstream.ENV_VAR in message and "membox/membox.py" in message
+    assert "templates.json" in message
     changed = tmp_path / "membox" / "membox.py"
     changed.parent.mkdir()
-    changed.write_text(membox_source().replace("5-6 words", "5-7 words"))
+    changed.write_text("class Config:\n    PROMPT_QA_ANSWER = 'Answer in 5-7 words'\n")
     with pytest.raises(upstream.UpstreamMismatchError, match="sha256"):
         upstream.membox_constant("PROMPT_QA_ANSWER", tmp_path)
     assert upstream.url_of("gaama/prompts/answer_from_memory.md") == (
         "https://raw.githubusercontent.com/swarna-kpaul/gaama/"
         "2d992f7f7b97c802bfe4c799878a5477cac1b6ff/prompts/answer_from_memory.md")
+
+
+def test_templates_json_that_is_not_the_pinned_one_is_refused_in_one_line(tmp_path,
+                                                                          monkeypatch) -> None:
+    """A templates.json whose bytes changed, or whose entry names another sha256 of its source
+    than the pinned one: one UpstreamMismatchError line naming the file (and the entry)."""
+    data = json.loads((ROOT / "templates.json").read_text())
+    data["templates"][0]["text"] += " Be brief."
+    (tmp_path / "templates.json").write_text(json.dumps(data))
+    with pytest.raises(upstream.UpstreamMismatchError, match="templates.json") as err:
+        upstream.membox_constant("PROMPT_QA_ANSWER", tmp_path)
+    assert "\n" not in str(err.value)
+    # pinned to these bytes, the entry's file_sha256 is still checked against its source's pin
+    data["templates"][0]["file_sha256"] = "0" * 64
+    (tmp_path / "templates.json").write_text(json.dumps(data))
+    digest = hashlib.sha256((tmp_path / "templates.json").read_bytes()).hexdigest()
+    monkeypatch.setattr(upstream, "pinned_sha256",
+                        lambda: {**_real_pins, "templates.json": digest})
+    with pytest.raises(upstream.UpstreamMismatchError,
+                       match=r"templates\[0\] \('PROMPT_QA_ANSWER'\): file_sha256 0{64}") as err:
+        upstream.membox_constant("PROMPT_QA_ANSWER", tmp_path)
+    assert "\n" not in str(err.value)
+
+
+_real_pins = dict(upstream.pinned_sha256())
+
+# a Python source written here, and templates.json entries for it written by hand (as the shared
+# data describes its fields), for the two routes of a template
+OWN_SOURCE = '''class Config:
+    PROMPT_GREET = """Hello {name},
+you asked {{nothing}} about {topic}."""
+
+
+def judge(question, answer, last_raw):
+    note = "unused"
+    prompt = (
+        "Question: "
+        f"{question}\\n\\nAnswer: {answer}"
+        f" -- earlier: {last_raw[:5]}"
+    )
+    fallback = "(none)"
+    return prompt, note, fallback
+'''
+OWN_ENTRIES = [
+    {"file": "membox/membox.py", "name": "PROMPT_GREET", "kind": "format",
+     "text": "Hello {name},\nyou asked {{nothing}} about {topic}."},
+    {"file": "gaama/evals/locomo/locomo_eval.py", "function": "judge", "name": "prompt",
+     "kind": "fstring", "text": "Question: {question}\n\nAnswer: {answer} -- earlier: "
+     "{last_raw[:5]}",
+     "parts": ["Question: ", {"field": "question", "expr": "question"}, "\n\nAnswer: ",
+               {"field": "answer", "expr": "answer"}, " -- earlier: ",
+               {"field": "last_raw", "expr": "last_raw[:5]"}]},
+    {"file": "gaama/evals/locomo/locomo_eval.py", "function": "judge", "name": "fallback",
+     "kind": "fstring", "text": "(none)", "parts": ["(none)"]},
+]
+
+
+def test_a_source_and_its_templates_json_give_the_same_template(tmp_path, monkeypatch) -> None:
+    """Both routes read the same Template (text, kind, parts) from a source file written here
+    and from templates.json entries written by hand; each renders as the code would (worked out
+    by hand), and each records where it was read."""
+    sources, data = tmp_path / "sources", tmp_path / "data"
+    for rel in ("membox/membox.py", JUDGE_FILE):
+        (sources / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sources / rel).write_text(OWN_SOURCE)
+    digest = hashlib.sha256(OWN_SOURCE.encode()).hexdigest()
+    entries = [{**e, "file_sha256": digest} for e in OWN_ENTRIES]
+    data.mkdir()
+    (data / "templates.json").write_text(json.dumps({"about": "test", "templates": entries}))
+    pins = {"membox/membox.py": digest, JUDGE_FILE: digest,
+            "templates.json": hashlib.sha256((data / "templates.json").read_bytes()).hexdigest()}
+    monkeypatch.setattr(upstream, "pinned_sha256", lambda: {**_real_pins, **pins})
+
+    def fields(t: upstream.Template) -> tuple:
+        return t.text, t.kind, t.parts
+
+    a = upstream.membox_constant("PROMPT_GREET", sources)
+    b = upstream.membox_constant("PROMPT_GREET", data)
+    assert (a.source.read_from, b.source.read_from) == ("source", "templates.json")
+    assert fields(a) == fields(b) == (OWN_ENTRIES[0]["text"], "format", ())
+    assert a.render(name="Ann", topic="cats") == b.render(name="Ann", topic="cats") == (
+        "Hello Ann,\nyou asked {nothing} about cats.")
+    for name, want in (("prompt", "Q? Question: Q?\n\nAnswer: A! -- earlier: 12345"),
+                       ("fallback", "(none)")):
+        a = upstream.fstring(JUDGE_FILE, "judge", name, sources)
+        b = upstream.fstring(JUDGE_FILE, "judge", name, data)
+        assert fields(a) == fields(b)
+        values = {"question": "Q?", "answer": "A!", "last_raw": "123456789"}
+        assert a.render(**values) == b.render(**values) == want.removeprefix("Q? ")
+    assert b.source.describe() == {"file": JUDGE_FILE, "sha256": digest, "commit": "2d992f7",
+                                   "read_from": "templates.json",
+                                   "templates_sha256": pins["templates.json"]}
+    assert a.source.describe()["read_from"] == "source"
+    # a folder holding both: the source wins
+    shutil.copy(data / "templates.json", sources / "templates.json")
+    assert upstream.membox_constant("PROMPT_GREET", sources).source.read_from == "source"
+    with pytest.raises(ValueError, match="0 templates for membox/membox.py: PROMPT_NONE"):
+        upstream.membox_constant("PROMPT_NONE", data)
+
+
+@needs_sources
+def test_the_python_sources_and_templates_json_agree(data_only: Path) -> None:
+    """With the two systems' sources at hand (``SYNAPSE_UPSTREAM_SOURCES``): every template of
+    templates.json is the one the loader reads from its source, and the constants the tests
+    assume of GAAMA's judge are in its code."""
+    for e in json.loads((ROOT / "templates.json").read_text())["templates"]:
+        if e["kind"] == "format":
+            a = upstream.membox_constant(e["name"], SOURCES)
+            b = upstream.membox_constant(e["name"], data_only)
+        else:
+            a = upstream.fstring(e["file"], e["function"], e["name"], SOURCES)
+            b = upstream.fstring(e["file"], e["function"], e["name"], data_only)
+        assert (a.source.read_from, b.source.read_from) == ("source", "templates.json")
+        assert (a.text, a.kind, a.parts) == (b.text, b.kind, b.parts), e["name"]
+    code = (SOURCES / JUDGE_FILE).read_text()
+    assert "_MAX_RETRIES = 3" in code and "max_tokens=400" in code
 
 
 def test_a_download_lands_in_the_cache_and_is_checked(tmp_path, monkeypatch) -> None:
@@ -204,16 +349,14 @@ def test_gaama_judge_retries_with_its_retry_prompt_and_scores_zero_after_three()
     np.testing.assert_allclose(res.labels, [[0.5, 0.0, 1.0]])
     np.testing.assert_array_equal(res.n_failures, [0, 1, 0])
     assert len(sent) == 3 + 2 + 1
-    first = (ROOT / "gaama" / "evals" / "locomo" / "locomo_eval.py").read_text()
-    pieces = gaama_judge_sentences()
-    # the file's prompt, piece by piece (its f-string fields filled)
-    assert "".join(pieces).replace("{question}", "Q1").replace("{answer}", "a and b").replace(
-        "{hypothesis}", "a") == sent[0][0]
+    parts = template_entry(JUDGE_FILE, "prompt", "_compute_hypothesis_reward")["parts"]
+    values = {"question": "Q1", "answer": "a and b", "hypothesis": "a"}
+    # the code's prompt, piece by piece (its f-string fields filled)
+    assert "".join(p if isinstance(p, str) else values[p["expr"]] for p in parts) == sent[0][0]
     retries = [p for p, _ in sent if "could not be parsed" in p]
     assert len(retries) == 3  # Q1 once, Q2 twice
     assert all("Expecting value: line 1 column 1 (char 0)" in p for p in retries)
     assert "Your previous output:\nHard to say about Q2." in retries[-1]
-    assert "_MAX_RETRIES = 3" in first and "max_tokens=400" in first
 
 
 def test_a_run_without_the_files_stops_before_its_build(tmp_path, monkeypatch) -> None:
@@ -233,3 +376,14 @@ def test_a_run_without_the_files_stops_before_its_build(tmp_path, monkeypatch) -
         run(cfg)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "run" / "predictions.parquet").exists()
+
+
+def test_templates_json_stands_in_only_for_the_sources_it_holds(data_only: Path) -> None:
+    """GAAMA's llm_extractors.py (its retry prompt, read by the code's reply handling) has no
+    entries in templates.json: the shared folder does not stand in for it."""
+    entries = json.loads((ROOT / "templates.json").read_text())["templates"]
+    assert not [e for e in entries if e["file"] == "gaama/services/llm_extractors.py"]
+    with pytest.raises(upstream.UpstreamNotFoundError, match="llm_extractors.py"):
+        upstream.resolve_upstream_file("gaama/services/llm_extractors.py", data_only)
+    found = upstream.resolve_upstream_file("membox/membox.py", data_only)
+    assert found.read_from == "templates.json"

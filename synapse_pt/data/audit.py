@@ -45,6 +45,7 @@ from .errors import DataFormatError
 from .evidence import parse_evidence
 from .records import Dataset, Question
 from .source import resolve_dataset_path, sha256_file
+from .text import require_text
 
 log = logging.getLogger(__name__)
 
@@ -213,9 +214,12 @@ def load_audit(path: str | Path, dataset: Dataset, sha256: str) -> GoldAudit:
     question text is not the dataset's, is an error naming it."""
     path = str(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        raw = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataFormatError(path, "file", "<top level>", f"not UTF-8 JSON ({err})") from err
+    require_text(path, text, raw, lambda where: (f"entry {where[0]}", where[1:]) if where
+                 and isinstance(where[0], int) else ("file", where))
     if not isinstance(raw, list):
         raise DataFormatError(path, "file", "<top level>",
                               f"expected a list of entries, got {type(raw).__name__}")

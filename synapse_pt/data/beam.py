@@ -35,6 +35,7 @@ from .benchmark import Benchmark
 from .categories import BEAM as BEAM_ABILITIES
 from .errors import DataFormatError
 from .records import Conversation, Dataset, Question, Session, Turn
+from .text import require_text
 
 __all__ = ["BEAM_ABILITIES", "GOLD_FIELDS", "load_beam"]
 
@@ -67,9 +68,12 @@ def _read(path: Path) -> tuple[Any, bytes]:
                               f"missing (every BEAM conversation folder holds {CHAT} and "
                               f"{QUESTIONS})") from None
     try:
-        return json.loads(raw.decode("utf-8")), raw
+        text = raw.decode("utf-8")
+        value = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataFormatError(str(path), "file", "<top level>", f"not UTF-8 JSON ({err})") from err
+    require_text(str(path), text, value)
+    return value, raw
 
 
 def _conversation(folder: Path, sample_id: str, offset: timedelta, hashes: dict[str, str],

@@ -26,6 +26,7 @@ from .evidence import parse_evidence
 from .integrity import upstream_manifest
 from .records import Conversation, Dataset, Question, Session, Turn
 from .source import LOCOMO_FILENAME, sample_path
+from .text import require_text
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def load_locomo(path: str | Path, *, turn_offset_seconds: float = 60.0,
     if not isinstance(samples, list):
         raise DataFormatError(str(path), "file", "<top level>",
                               f"expected a list of samples, got {type(samples).__name__}")
+    require_text(str(path), text, samples, lambda where: _sample_record(samples, where))
     if not samples:
         raise DataFormatError(str(path), "file", "<top level>",
                               "the list of samples is empty: no conversation to evaluate")
@@ -99,6 +101,16 @@ def load_locomo(path: str | Path, *, turn_offset_seconds: float = 60.0,
                        for m in (upstream_manifest(n) for n in KNOWN_RELEASES))
         log.log(logging.INFO if upstream else logging.WARNING, msg)
     return dataset.with_content_notes()
+
+
+def _sample_record(samples: list[Any], where: list[str | int]) -> tuple[str, list[str | int]]:
+    """``("sample <i> (<sample_id>)", the field's path in it)`` of a JSON path of the file."""
+    if not where or not isinstance(where[0], int):
+        return "file", where
+    sample = samples[where[0]]
+    sample_id = sample.get("sample_id") if isinstance(sample, dict) else None
+    shown = isinstance(sample_id, (str, int)) and str(sample_id).isprintable()  # no surrogate
+    return f"sample {where[0]}" + (f" ({sample_id})" if shown else ""), where[1:]
 
 
 def unresolved_note(dataset: Dataset) -> list[str]:

@@ -31,6 +31,7 @@ from .categories import REALTALK as REALTALK_CATEGORIES
 from .errors import DataFormatError
 from .evidence import canonical_dia_id
 from .records import Conversation, Dataset, Question, Session, Turn
+from .text import require_text
 
 __all__ = ["REALTALK_CATEGORIES", "load_realtalk", "parse_realtalk_evidence"]
 
@@ -83,10 +84,12 @@ def _conversation(path: Path) -> tuple[Conversation, bytes]:
     raw = path.read_bytes()
     name = str(path)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataFormatError(name, "file", "<top level>", f"not UTF-8 JSON ({err})") from err
     sample_id = path.stem
+    require_text(name, text, data, lambda where: (sample_id, where))
     names = _require(name, sample_id, data, "name", dict)
     speaker_a = str(_require(name, sample_id, names, "speaker_1", str))
     speaker_b = str(_require(name, sample_id, names, "speaker_2", str))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,20 @@ def question_set_id(keys: Iterable[str]) -> str:
     same id asked the same questions, in whatever order."""
     blob = "\n".join(sorted(keys)).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def gold_set_id(golds: Iterable[tuple[str, int, str, str | None, str | None, Sequence[str]]]
+                ) -> str:
+    """What a run's questions are scored against: sha256 (first 16 hex digits) of each
+    question's ``(key, category, question, answer, adversarial answer, evidence turn ids)``
+    (:meth:`Question.gold`), as canonical JSON, sorted by key, one a line. Two runs over the same
+    questions (:func:`question_set_id`) of an edited file differ here where its gold was edited;
+    a run's ``predictions.parquet`` holds the same fields (``sample_id``, ``qa_index``,
+    ``category``, ``question``, ``gold``, ``adversarial_answer``, ``evidence``)."""
+    lines = sorted((g[0], json.dumps([g[0], int(g[1]), g[2], g[3], g[4], [str(e) for e in g[5]]],
+                                     ensure_ascii=True, separators=(",", ":")))
+                   for g in golds)
+    return hashlib.sha256("\n".join(line for _, line in lines).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,12 @@ class Question:
     def key(self) -> str:
         """Stable identifier: ``"<sample_id>/<qa_index>"``."""
         return f"{self.sample_id}/{self.qa_index}"
+
+    @property
+    def gold(self) -> tuple[str, int, str, str | None, str | None, tuple[str, ...]]:
+        """What this question is scored against (:func:`gold_set_id`)."""
+        return (self.key, self.category, self.question, self.answer, self.adversarial_answer,
+                self.evidence)
 
 
 @dataclass(frozen=True)
@@ -198,6 +219,11 @@ class Dataset:
     def question_set(self) -> str:
         """:func:`question_set_id` of this dataset's questions."""
         return question_set_id(q.key for q in self.questions())
+
+    @property
+    def gold_set(self) -> str:
+        """:func:`gold_set_id` of this dataset's questions."""
+        return gold_set_id(q.gold for q in self.questions())
 
     def unresolved_evidence(self) -> list[tuple[str, int, str]]:
         """``(sample_id, qa_index, raw piece)`` for every evidence piece that was not resolved."""

@@ -15,6 +15,7 @@ call them.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,13 +81,27 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         expected_sha256=cfg.get("sha256"), allow_download=bool(cfg.get("allow_download", True)),
         allow_sample=bool(cfg.get("allow_sample", False)) and bench.sample is not None,
         env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
-    sample = source.is_sample or (bench.sample is not None and path == str(bench.sample))
-    name = "sample" if sample else cfg.get("name")
+    offset = float(cfg.get("turn_offset_seconds", 60))
     options = bench.options(cfg) if bench.options is not None else {}
-    dataset = bench.load(source.path, name=name,
-                         turn_offset_seconds=float(cfg.get("turn_offset_seconds", 60)), **options)
-    if name != "sample":  # the sample (dataset=sample, whatever its path) has no upstream
-        check = check_upstream(dataset, upstream_manifest(str(cfg.get("name"))))
+    dataset = bench.load(source.path, name=cfg.get("name"), turn_offset_seconds=offset,
+                         **options)
+    # labelled by what it is: the shipped sample only when its content is the sample's
+    # (dataset=sample with another file's path is that file, named by it)
+    sample = is_shipped_sample(dataset, bench)
+    asked_sample = source.is_sample or cfg.get("name") == "sample" or path == str(bench.sample)
+    if sample:
+        dataset.name = "sample"
+    elif cfg.get("name") == "sample":
+        dataset.name = source.path.stem
+        dataset.notes.append(f"{source.path}: not the shipped sample conversation (its content "
+                             f"differs), though dataset.name=sample: named {dataset.name}")
+        log.warning("%s", dataset.notes[-1])
+    if sample and asked_sample:
+        pass  # the sample has no upstream release (and dataset=sample no file hash of its own)
+    elif sample:  # a copy of the sample where another file was configured: its hash is checked
+        check_sha256(source.path, cfg.get("sha256"))
+    else:
+        check = check_upstream(dataset, upstream_manifest(dataset.name))
         dataset.upstream = check.status
         if check.status == "same_content":
             dataset.notes.append(f"{source.path}: {check.describe()}")
@@ -103,6 +118,25 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         dataset.notes.append(SAMPLE_FALLBACK_NOTE)
     check_categories(dataset, dataset_categories(cfg))
     return require_turns(_subset(dataset, cfg, smoke))
+
+
+def is_shipped_sample(dataset: Dataset, bench: Benchmark) -> bool:
+    """Whether ``dataset`` holds the benchmark's shipped sample, by content (its content sha256,
+    else its file's sha256, equal to the sample's): a copy of the sample anywhere is the sample,
+    an edited sample or another file at ``dataset.path`` under ``dataset=sample`` is not."""
+    if bench.sample is None:
+        return False
+    sample_hash, sample_content = _sample_hashes(str(bench.sample), bench.load)
+    if dataset.content_sha256 is not None and sample_content is not None:
+        return dataset.content_sha256 == sample_content
+    return dataset.sha256 == sample_hash
+
+
+@functools.cache
+def _sample_hashes(path: str, load: Any) -> tuple[str | None, str | None]:
+    """``(sha256, content sha256)`` of a benchmark's shipped sample (read once a process)."""
+    sample = load(Path(path), name="sample", turn_offset_seconds=60.0)
+    return sample.sha256, sample.content_sha256
 
 
 def check_sha256(path: Path, expected: str | None) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..resources import checkout_root
 from .errors import DatasetNotFoundError
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,10 @@ class ResolvedSource:
 
 
 def default_locomo_path() -> str:
-    """For scripts: ``$SYNAPSE_DATA``, else ``../shared/data/locomo10.json`` beside the checkout."""
-    repo_root = Path(__file__).resolve().parents[2]
-    return os.environ.get(ENV_VAR) or str(repo_root.parent / "shared" / "data" / LOCOMO_FILENAME)
+    """For scripts: ``$SYNAPSE_DATA``, else ``../shared/data/locomo10.json`` beside the checkout
+    (beside the working folder for an installed package)."""
+    root = checkout_root() or Path.cwd()
+    return os.environ.get(ENV_VAR) or str(root.parent / "shared" / "data" / LOCOMO_FILENAME)
 
 
 def sample_path() -> Path:

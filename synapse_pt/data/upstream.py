@@ -1,21 +1,28 @@
-"""The related systems' own source files: their prompts and settings read from them, never pasted.
+"""The related systems' own prompts: read from their source files or their data, never pasted.
 
 GAAMA (``swarna-kpaul/gaama`` at :data:`COMMITS` ``["gaama"]``) keeps its prompts as markdown files
 (``prompts/<name>.md``, ``{{key}}`` placeholders, filled by its ``infra/prompt_loader.py`` with
 ``str.replace``) and its LoCoMo judge as an f-string inside ``evals/locomo/locomo_eval.py``. Membox
 (``nnnoidea/Membox``) keeps every prompt as a string constant of ``class Config`` in ``membox.py``.
 This module finds those files, checks each one's sha256 against the pinned list shipped with the
-package (``manifests/upstream.sha256``, the ``SHA256SUMS`` of ``shared/data/upstream``), and reads
-a template by *name*: a GAAMA prompt by its file name (:func:`gaama_prompt`), a Membox string by
-its attribute name through Python's :mod:`ast` (:func:`membox_constant`), an f-string by the
-function and variable it is assigned to (:func:`fstring`); never by line number.
+package (``manifests/upstream.sha256``), and reads a template by *name*: a GAAMA prompt by its file
+name (:func:`gaama_prompt`), a Membox string by its attribute name (:func:`membox_constant`), an
+f-string by the function and variable it is assigned to (:func:`fstring`); never by line number.
 
-Where the files come from (first hit wins; :func:`resolve_upstream_root`):
+A template inside a Python source has two routes, which give the same :class:`Template`:
 
-1. an explicit folder (config ``eval.upstream_path``);
-2. the ``SYNAPSE_UPSTREAM`` environment variable;
-3. ``../shared/data/upstream`` beside the checkout;
-4. the cache folder (``~/.cache/synapse_pt/upstream``), where
+- the source file itself, read with :mod:`ast`;
+- ``templates.json`` (the shared data's ``upstream/templates.json``: each template as data, with
+  its source file's sha256 at the pinned commit), where the source is not at hand. The file's own
+  sha256 is pinned too, and every entry's ``file_sha256`` must be the pinned sha256 of its source.
+
+Where the files come from (first hit wins; :func:`resolve_upstream_file`):
+
+1. an explicit folder (config ``eval.upstream_path``), else
+2. the ``SYNAPSE_UPSTREAM`` environment variable, else
+3. ``../shared/data/upstream`` beside the checkout: in that folder the file itself, else (for a
+   Python source) its ``templates.json``;
+4. the cache folder (``~/.cache/synapse_pt/upstream``), likewise, where
 5. a file is downloaded from ``raw.githubusercontent.com`` at the pinned commit when allowed
    (``allow_download``), sha256-checked before it is used.
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import urllib.error
 from collections.abc import Mapping
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..resources import checkout_root
 from .errors import DatasetNotFoundError
 from .source import DEFAULT_CACHE_DIR, download, sha256_file
 
@@ -57,9 +66,14 @@ class UpstreamMismatchError(DatasetNotFoundError):
     """A related system's source file is there but is not the pinned version (sha256 differs)."""
 
 
+#: the templates of the Python sources, as data (the shared ``upstream/templates.json``)
+TEMPLATES = "templates.json"
+
+
 @functools.cache
 def pinned_sha256() -> dict[str, str]:
-    """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the shipped ``SHA256SUMS``."""
+    """``{"gaama/prompts/answer_from_memory.md": sha256, ..., "templates.json": sha256}``: the
+    upstream files at their pinned commits, and the templates' data file."""
     text = resources.files("synapse_pt.data").joinpath("manifests/upstream.sha256").read_text()
     out = {}
     for line in text.splitlines():
@@ -69,9 +83,10 @@ def pinned_sha256() -> dict[str, str]:
     return out
 
 
-def default_root() -> Path:
-    """``../shared/data/upstream`` beside the checkout."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "upstream"
+def default_root() -> Path | None:
+    """``../shared/data/upstream`` beside the checkout (``None`` for an installed package)."""
+    root = checkout_root()
+    return None if root is None else root.parent / "shared" / "data" / "upstream"
 
 
 def cache_root() -> Path:
@@ -89,46 +104,61 @@ def url_of(rel: str) -> str:
 @dataclass(frozen=True)
 class UpstreamFile:
     """One source file: ``rel`` (``gaama/prompts/answer_from_memory.md``), where it was read, its
-    sha256 (the pinned one) and where it came from (``path``, ``env``, ``beside``, ``cache``,
-    ``download``)."""
+    sha256 (the pinned one), where it came from (``path``, ``env``, ``beside``, ``cache``,
+    ``download``) and how: the file itself (``read_from="source"``), or ``templates.json``
+    standing in for a Python source (``path`` is then that file, ``data_sha256`` its sha256)."""
 
     rel: str
     path: Path
     sha256: str
     origin: str
+    read_from: str = "source"
+    data_sha256: str | None = None
 
     def text(self) -> str:
         return self.path.read_text(encoding="utf-8")
 
     def describe(self) -> dict[str, str]:
+        """What a run's identity records of the file: its sha256 at the pinned commit and where
+        its templates were read (the source, or ``templates.json`` with that file's sha256)."""
         system = self.rel.split("/", 1)[0]
-        return {"file": self.rel, "sha256": self.sha256, "commit": COMMITS[system][1][:7]}
+        out = {"file": self.rel, "sha256": self.sha256, "commit": COMMITS[system][1][:7],
+               "read_from": self.read_from}
+        if self.data_sha256 is not None:
+            out["templates_sha256"] = self.data_sha256
+        return out
 
 
 def resolve_upstream_file(rel: str, root: str | os.PathLike | None = None, *,
                           allow_download: bool = True) -> UpstreamFile:
-    """Find ``rel`` (see the module docstring for the order) and check its sha256.
+    """Find ``rel`` (see the module docstring for the order) and check its sha256; a Python
+    source not at hand in a folder is read from that folder's ``templates.json`` instead.
 
     Raises:
         KeyError: ``rel`` is not one of the pinned files.
         UpstreamNotFoundError: nowhere to be found (and no download allowed or possible).
-        UpstreamMismatchError: found, but not the pinned version.
+        UpstreamMismatchError: found, but not the pinned version (or ``templates.json`` is not
+            the pinned one, or one of its entries names another sha256 of its source).
     """
     pinned = pinned_sha256()
-    if rel not in pinned:
+    if rel not in pinned or rel == TEMPLATES:
         raise KeyError(f"{rel}: not a pinned upstream file (known: {sorted(pinned)})")
     places: list[tuple[Path, str]] = []
     if root is not None and str(root) != "":
         places.append((Path(root).expanduser(), "path"))
     elif os.environ.get(ENV_VAR):
         places.append((Path(os.environ[ENV_VAR]).expanduser(), "env"))
-    else:
+    elif default_root() is not None:
         places.append((default_root(), "beside"))
     places.append((cache_root(), "cache"))
     for folder, origin in places:
         path = folder / rel
         if path.is_file():
             return _checked(rel, path, origin)
+        if rel.endswith(".py") and (folder / TEMPLATES).is_file():
+            data = _templates_file(folder / TEMPLATES)
+            if any(e.get("file") == rel for e in data.entries):  # it holds this file's templates
+                return UpstreamFile(rel, data.path, pinned[rel], origin, TEMPLATES, data.sha256)
         if origin in ("path", "env"):
             break  # an explicit folder that lacks the file is an error, not a hint to look on
     problem = "downloads are disabled"
@@ -140,11 +170,12 @@ def resolve_upstream_file(rel: str, root: str | os.PathLike | None = None, *,
         except (urllib.error.URLError, OSError, TimeoutError) as err:
             problem = f"downloading {url_of(rel)} failed: {err}"
     where = places[0][0]
+    data = f" or its {TEMPLATES}" if rel.endswith(".py") else ""
     raise UpstreamNotFoundError(
-        f"{rel}: not found in {where} ({problem}); put the upstream files (gaama 2d992f7, Membox "
-        f"3d1fa84; shared/data/upstream) in a folder and pass {KEY}=/that/folder or set "
-        f"{ENV_VAR}=/that/folder (expected: /that/folder/{rel}), or copy them to {cache_root()}; "
-        "or run with eval.prompts=ours")
+        f"{rel}{data}: not found in {where} ({problem}); put the upstream files (gaama 2d992f7, "
+        f"Membox 3d1fa84; shared/data/upstream) in a folder and pass {KEY}=/that/folder or set "
+        f"{ENV_VAR}=/that/folder (expected: /that/folder/{rel}{data and ' or /that/folder/'}"
+        f"{data and TEMPLATES}), or copy them to {cache_root()}; or run with eval.prompts=ours")
 
 
 def _checked(rel: str, path: Path, origin: str) -> UpstreamFile:
@@ -154,6 +185,37 @@ def _checked(rel: str, path: Path, origin: str) -> UpstreamFile:
         raise UpstreamMismatchError(f"{path}: sha256 {digest} is not the pinned {want} of {rel} "
                                     f"at {COMMITS[rel.split('/', 1)[0]][1][:7]}")
     return UpstreamFile(rel, path, digest, origin)
+
+
+@dataclass(frozen=True)
+class _TemplatesData:
+    path: Path
+    sha256: str
+    entries: tuple[Mapping[str, object], ...]
+
+
+def _templates_file(path: Path) -> _TemplatesData:
+    """``templates.json`` at ``path``, its sha256 checked against the pinned one and every
+    entry's ``file_sha256`` against the pinned sha256 of its ``file``."""
+    digest = sha256_file(path)
+    want = pinned_sha256()[TEMPLATES]
+    if digest != want:
+        raise UpstreamMismatchError(f"{path}: sha256 {digest} is not the pinned {want} of "
+                                    f"{TEMPLATES}")
+    return _parse_templates(path, digest)
+
+
+@functools.cache
+def _parse_templates(path: Path, sha256: str) -> _TemplatesData:  # sha256 keys the content
+    entries = json.loads(path.read_text(encoding="utf-8"))["templates"]
+    pinned = pinned_sha256()
+    for i, entry in enumerate(entries):
+        rel, digest = entry.get("file"), entry.get("file_sha256")
+        if rel not in pinned or rel == TEMPLATES or digest != pinned[rel]:
+            raise UpstreamMismatchError(
+                f"{path}: templates[{i}] ({entry.get('name')!r}): file_sha256 {digest} is not "
+                f"the pinned sha256 of {rel} ({pinned.get(rel, 'not a pinned file')})")
+    return _TemplatesData(path, sha256, tuple(entries))
 
 
 # ------------------------------------------------------------------------------------- readers
@@ -207,8 +269,8 @@ def _eval_field(expr: str, values: Mapping[str, object]) -> str:
 
 
 @functools.cache
-def _tree(path: Path, sha256: str) -> ast.Module:  # sha256 keys the cache on the content
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+def _tree(source: str) -> ast.Module:
+    return ast.parse(source)
 
 
 def gaama_prompt(name: str, root: str | os.PathLike | None = None, *,
@@ -221,9 +283,44 @@ def gaama_prompt(name: str, root: str | os.PathLike | None = None, *,
 def membox_constant(name: str, root: str | os.PathLike | None = None, *,
                     allow_download: bool = True) -> Template:
     """The string constant ``name`` of Membox's ``membox.py`` (a ``Config`` class attribute or a
-    module-level name), read with :mod:`ast`; filled with ``str.format`` as the code does."""
+    module-level name); filled with ``str.format`` as the code does."""
     src = resolve_upstream_file("membox/membox.py", root, allow_download=allow_download)
-    found = [node.value.value for node in ast.walk(_tree(src.path, src.sha256))
+    if src.read_from == TEMPLATES:
+        return _from_data(src, name, None, "format")
+    return constant_in_source(src.path.read_text(encoding="utf-8"), name, src)
+
+
+def fstring(rel: str, function: str, variable: str, root: str | os.PathLike | None = None, *,
+            allow_download: bool = True) -> Template:
+    """The string assigned to ``variable`` inside ``def function`` of the Python file ``rel``
+    (an f-string or a plain string; implicit concatenation joined)."""
+    src = resolve_upstream_file(rel, root, allow_download=allow_download)
+    if src.read_from == TEMPLATES:
+        return _from_data(src, variable, function, "fstring")
+    return fstring_in_source(src.path.read_text(encoding="utf-8"), function, variable, src)
+
+
+def _from_data(src: UpstreamFile, name: str, function: str | None, kind: str) -> Template:
+    """The entry of ``templates.json`` for ``name`` (in ``function``) of ``src.rel``."""
+    data = _parse_templates(src.path, src.data_sha256)
+    found = [e for e in data.entries if e.get("file") == src.rel and e.get("name") == name
+             and e.get("function") == function]
+    where = f"{src.rel}: {function + ': ' if function else ''}{name}"
+    if len(found) != 1:
+        raise ValueError(f"{src.path}: {len(found)} templates for {where} (expected 1)")
+    entry = found[0]
+    if entry.get("kind") != kind:
+        raise ValueError(f"{src.path}: {where}: kind {entry.get('kind')!r}, expected {kind!r}")
+    parts: tuple[str | tuple[str, str], ...] = ()
+    if kind == "fstring":
+        parts = tuple(p if isinstance(p, str) else (str(p["field"]), str(p["expr"]))
+                      for p in entry["parts"])  # type: ignore[union-attr]
+    return Template(name, src, str(entry["text"]), kind, parts)
+
+
+def constant_in_source(source: str, name: str, src: UpstreamFile) -> Template:
+    """The string constant ``name`` of the Python ``source`` text, read with :mod:`ast`."""
+    found = [node.value.value for node in ast.walk(_tree(source))
              if isinstance(node, (ast.Assign, ast.AnnAssign))
              and any(isinstance(t, ast.Name) and t.id == name
                      for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
@@ -233,12 +330,10 @@ def membox_constant(name: str, root: str | os.PathLike | None = None, *,
     return Template(name, src, found[0], "format")
 
 
-def fstring(rel: str, function: str, variable: str, root: str | os.PathLike | None = None, *,
-            allow_download: bool = True) -> Template:
-    """The string assigned to ``variable`` inside ``def function`` of the Python file ``rel``
-    (an f-string or a plain string; implicit concatenation joined), read with :mod:`ast`."""
-    src = resolve_upstream_file(rel, root, allow_download=allow_download)
-    funcs = [n for n in ast.walk(_tree(src.path, src.sha256))
+def fstring_in_source(source: str, function: str, variable: str, src: UpstreamFile) -> Template:
+    """The string assigned to ``variable`` inside ``def function`` of the Python ``source`` text,
+    read with :mod:`ast`: its literal pieces and fields as :attr:`Template.parts`."""
+    funcs = [n for n in ast.walk(_tree(source))
              if isinstance(n, ast.FunctionDef) and n.name == function]
     if len(funcs) != 1:
         raise ValueError(f"{src.path}: {len(funcs)} functions named {function!r} (expected 1)")

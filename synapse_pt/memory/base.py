@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import torch
 
@@ -230,3 +231,16 @@ class MemorySystem(ABC):
         score, decision, signals = self.gate(questions, c_ret, gated)
         return RetrievalResult(items, c_ret, decision, gate_score=score.float(),
                                gate_signals=signals)
+
+
+def memory_class(cfg: Mapping[str, Any]) -> type[MemorySystem]:
+    """The memory class a run config's ``memory`` group builds, read without building it (its
+    declarations: cost model, search space, own answer steps); an error naming
+    ``memory._target_`` otherwise."""
+    from hydra.utils import get_class
+
+    target = str(cfg["memory"].get("_target_", ""))
+    cls = get_class(target) if target else None
+    if not (isinstance(cls, type) and issubclass(cls, MemorySystem)):
+        raise ConfigError(f"memory._target_={target!r} is not a MemorySystem class")
+    return cls

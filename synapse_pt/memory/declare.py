@@ -79,7 +79,7 @@ class WindowExtraction:
 @dataclass(frozen=True)
 class ModelDependentBuild:
     """With an LLM extractor the build's calls depend on the model's replies (the facts GAAMA's
-    reflections group, the boxes Membox's Topic Loom closes): not estimated, and said so."""
+    reflections group, the boxes Membox's Topic Loom closes): not bounded, and said so."""
 
 
 ExtractionRule = WindowExtraction | ModelDependentBuild

@@ -14,15 +14,34 @@ A response's model is looked up by its full name, then by the part before ``@``,
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from synapse_pt.errors import ConfigError
 
 from .llm.base import ChatResponse
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PRICES: dict[str, dict[str, float]] = {"gpt-4o-mini": {"prompt": 0.15, "completion": 0.60}}
+
+
+def usd_setting(value: Any, key: str) -> float:
+    """``value`` as dollars: a finite number >= 0, else a :class:`ConfigError` naming ``key``
+    (``nan``, ``inf``, ``-5``, ``'$1'`` are refused)."""
+    try:
+        usd = float(value)
+        if isinstance(value, bool):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is not a number of US dollars (write e.g. "
+                          f"{key}=1.50)") from None
+    if not math.isfinite(usd) or usd < 0:
+        raise ConfigError(f"{key}={value!r}: dollars must be a finite number >= 0")
+    return usd
+
 
 
 @dataclass(frozen=True)
@@ -38,21 +57,24 @@ class ModelPrice:
 
 
 def price_table(prices: Mapping[str, Any]) -> dict[str, ModelPrice]:
-    """Normalise a config mapping ``model -> {prompt, completion}`` (or a pair)."""
+    """Normalise a config mapping ``model -> {prompt, completion}`` (or a pair); a price that is
+    no finite number >= 0 is a :class:`ConfigError` naming ``llm.prices.<model>.<part>``."""
     table: dict[str, ModelPrice] = {}
     for model, entry in prices.items():
+        key = f"llm.prices.{model}"
         if isinstance(entry, ModelPrice):
-            table[str(model)] = entry
+            pair = (entry.prompt_per_1m, entry.completion_per_1m)
         elif isinstance(entry, Mapping):
             missing = {"prompt", "completion"} - set(entry)
             if missing:
-                raise ValueError(f"price for {model!r} lacks {sorted(missing)} (USD per 1M tokens)")
-            table[str(model)] = ModelPrice(float(entry["prompt"]), float(entry["completion"]))
+                raise ConfigError(f"{key} lacks {sorted(missing)} (USD per 1M tokens)")
+            pair = (entry["prompt"], entry["completion"])
         elif isinstance(entry, (list, tuple)) and len(entry) == 2:
-            table[str(model)] = ModelPrice(float(entry[0]), float(entry[1]))
+            pair = (entry[0], entry[1])
         else:
-            raise ValueError(f"price for {model!r} must be {{prompt, completion}} or a pair, "
-                             f"got {entry!r}")
+            raise ConfigError(f"{key} must be {{prompt, completion}} or a pair, got {entry!r}")
+        table[str(model)] = ModelPrice(usd_setting(pair[0], f"{key}.prompt"),
+                                       usd_setting(pair[1], f"{key}.completion"))
     return table
 
 

@@ -2,11 +2,14 @@
 
 Reruns and other processes reuse every embedding already computed by the same model identity; a
 different model, truncation length or dtype gives different keys, so stale vectors are never served.
+A vector read back is whole and finite, or refused (:class:`CorruptVectorError`, one line naming
+the cache file and the key): a NaN would score no similarity and give recall 0 silently.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -14,11 +17,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .sqlite_store import open_wal
+from .sqlite_store import CorruptCacheError, open_wal
 
 CACHE_FILE = "embeddings.sqlite"  # the file's name inside an embedder's ``cache_dir``
 _SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)"
 _CHUNK = 500  # keys per SELECT ... IN (...): well under SQLite's variable limit
+
+
+class CorruptVectorError(CorruptCacheError):
+    """A vector of the embedding cache that cannot be an embedding: another length than its row
+    says, or values that are not finite (NaN, infinite)."""
+
+    def __init__(self, path: str | Path, key: str, problem: str) -> None:
+        self.path = str(path)
+        self.key = key
+        sqlite3.DatabaseError.__init__(
+            self, f"{path}: embedding {key} {problem}: the cache is corrupt; delete it or move it "
+            f"aside (mv {path} {path}.corrupt) and rerun: its vectors are computed again (only "
+            "the time to recompute them is lost)")
 
 
 def embedding_key(model_identity: str, text: str) -> str:
@@ -63,7 +79,9 @@ class EmbeddingCache:
         self._conn = open_wal(self.path, _SCHEMA)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, torch.Tensor]:
-        """The cached vectors among ``keys`` (float32, 1-D); absent keys are left out."""
+        """The cached vectors among ``keys`` (float32, 1-D); absent keys are left out. A vector of
+        another length than its row's ``dim``, or with a value that is not finite, is a
+        :class:`CorruptVectorError` naming the file and the key."""
         wanted = list(dict.fromkeys(keys))
         if self.seen is not None:
             self.seen.update(wanted)
@@ -77,8 +95,13 @@ class EmbeddingCache:
                 for key, dim, blob in rows:
                     vec = np.frombuffer(blob, dtype=np.float32)
                     if vec.shape[0] != dim:
-                        raise ValueError(f"{self.path}: embedding {key} has {vec.shape[0]} values, "
-                                         f"its row says dim={dim} (corrupt cache: delete the file)")
+                        raise CorruptVectorError(self.path, key, f"has {vec.shape[0]} values, "
+                                                 f"its row says dim={dim}")
+                    finite = np.isfinite(vec)
+                    if not finite.all():
+                        raise CorruptVectorError(
+                            self.path, key, f"holds {int((~finite).sum())} of {dim} values that "
+                            "are not finite (NaN or infinite)")
                     found[key] = torch.from_numpy(vec.copy())
             self.hits += len(found)
             self.misses += len(wanted) - len(found)

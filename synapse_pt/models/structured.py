@@ -1,9 +1,11 @@
-"""Structured output from chat models: parse JSON (or a list) out of a reply, with one repair round.
+"""Structured output from chat models: parse JSON (or a list) out of a reply, with repair rounds.
 
 Small models wrap JSON in code fences, add prose around it, or answer with a bulleted list; the
-parsers here accept those forms. A reply that still does not parse gets one repair request (the
-original messages, the bad reply, and an instruction naming the error); a second failure is
-reported as ``ok=False`` with the error, never as an empty success.
+parsers here accept those forms. A reply that still does not parse gets a repair request: by
+default one round of the original messages, the bad reply, and an instruction naming the error
+(:func:`repair_in_context`); a caller may give its own rounds and requests (a related system's
+code re-asks in its own way). A reply still failing after the last round is reported as
+``ok=False`` with the error, never as an empty success.
 """
 
 from __future__ import annotations
@@ -37,19 +39,27 @@ class StructuredResult:
 
     value: Any | None  # parsed value, None on failure
     ok: bool
-    error: str | None  # why it failed (after the repair retry)
-    responses: list[ChatResponse]  # the first reply, and the repair reply if one was needed
+    error: str | None  # why it failed (after the repair rounds)
+    responses: list[ChatResponse]  # the first reply, then each repair reply
+    #: each failed reply's parse error
+    failures: list[Exception] = dataclasses.field(default_factory=list)
 
 
-def recheck(result: StructuredResult, parse: Callable[..., Any], *args: Any) -> Any | None:
-    """A request's final reply parsed again by ``parse(text, *args)``: the checks that need the
-    request itself (its ids, its number of items), which the batch's shape check could not
-    make. The value, or ``None`` when the request failed or ``parse`` refuses the reply
+#: ``repair(original request, its result so far, round)`` -> the repair request of that round
+#: (1 for the first); the result's last reply is ``responses[-1]``, its error ``failures[-1]``
+Repair = Callable[[ChatRequest, StructuredResult, int], ChatRequest]
+
+
+def recheck(result: StructuredResult, parse: Callable[..., Any], *args: Any,
+            **kwargs: Any) -> Any | None:
+    """A request's final reply parsed again by ``parse(text, *args, **kwargs)``: the checks that
+    need the request itself (its ids, its number of items), which the batch's shape check could
+    not make. The value, or ``None`` when the request failed or ``parse`` refuses the reply
     (``result`` then marked failed, its ``error`` saying why)."""
     if not result.ok:
         return None
     try:
-        return parse(result.responses[-1].text, *args)
+        return parse(result.responses[-1].text, *args, **kwargs)
     except StructuredOutputError as err:
         result.ok, result.error = False, str(err)
         return None
@@ -186,11 +196,15 @@ def parse_string_list(text: str) -> list[str]:
     raise StructuredOutputError(f"no list of strings in reply: {_excerpt(text)!r}")
 
 
-def _try_parse(parse: Callable[[str], Any], text: str) -> tuple[Any, str | None]:
+def _named(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def _try_parse(parse: Callable[[str], Any], text: str) -> tuple[Any, Exception | None]:
     try:
         return parse(text), None
     except (StructuredOutputError, ValueError) as err:
-        return None, f"{type(err).__name__}: {err}"
+        return None, err
 
 
 def _generate(llm: LLM, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
@@ -201,41 +215,64 @@ def _generate(llm: LLM, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
     return responses
 
 
+def repair_in_context(instruction: str = DEFAULT_REPAIR_INSTRUCTION) -> Repair:
+    """Our repair: the original messages, the bad reply as the assistant turn, then
+    ``instruction`` as a user turn (``{error}`` in it replaced by the parse error)."""
+
+    def repair(request: ChatRequest, result: StructuredResult, round: int) -> ChatRequest:
+        text = instruction.replace("{error}", _named(result.failures[-1]))
+        messages = request.messages + (("assistant", result.responses[-1].text), ("user", text))
+        return dataclasses.replace(request, messages=messages)
+
+    return repair
+
+
 def generate_structured(llm: LLM, requests: Sequence[ChatRequest], *,
                         parse: Callable[[str], Any] = parse_json_reply,
-                        repair_instruction: str = DEFAULT_REPAIR_INSTRUCTION
+                        repair_instruction: str = DEFAULT_REPAIR_INSTRUCTION,
+                        repair: Repair | None = None, rounds: int = 1,
+                        repair_parse: Callable[[str], Any] | None = None
                         ) -> list[StructuredResult]:
     """Ask ``llm`` for every request in one batch and parse each reply with ``parse``.
 
-    Replies that fail to parse get ONE repair round, sent as one batch: the original messages, the
-    bad reply as the assistant turn, then ``repair_instruction`` as a user turn (``{error}`` in it
-    is replaced by the parse error). Replies still failing give ``ok=False`` and the error.
-    ``parse`` signals failure with :class:`StructuredOutputError` (or any ``ValueError``).
-    Backend failures (:class:`~synapse_pt.models.llm.base.LLMError`) propagate.
+    Replies that fail to parse get up to ``rounds`` repair rounds, each sent as one batch: by
+    default (:func:`repair_in_context`) the original messages, the bad reply as the assistant
+    turn, then ``repair_instruction`` as a user turn (``{error}`` in it is replaced by the parse
+    error); ``repair`` builds each round's request instead. A repair reply is read with
+    ``repair_parse`` (``parse`` when not given). Replies still failing give ``ok=False`` and
+    the errors. ``parse`` signals failure with :class:`StructuredOutputError` (or any
+    ``ValueError``). Backend failures (:class:`~synapse_pt.models.llm.base.LLMError`)
+    propagate.
     """
     if not requests:
         return []
-    first = _generate(llm, requests)
+    build = repair or repair_in_context(repair_instruction)
+    read_repair = repair_parse or parse
     results: list[StructuredResult] = []
     failed: list[int] = []
-    for i, response in enumerate(first):
+    for i, response in enumerate(_generate(llm, requests)):
         value, error = _try_parse(parse, response.text)
-        results.append(StructuredResult(value, error is None, error, [response]))
+        results.append(StructuredResult(value, error is None, None if error is None
+                                        else _named(error), [response],
+                                        [] if error is None else [error]))
         if error is not None:
             failed.append(i)
-    if not failed:
-        return results
-    repairs = []
-    for i in failed:
-        instruction = repair_instruction.replace("{error}", results[i].error or "")
-        messages = requests[i].messages + (("assistant", first[i].text), ("user", instruction))
-        repairs.append(dataclasses.replace(requests[i], messages=messages))
-    for i, response in zip(failed, _generate(llm, repairs), strict=True):
-        value, error = _try_parse(parse, response.text)
-        result = results[i]
-        result.responses.append(response)
-        if error is None:
-            result.value, result.ok, result.error = value, True, None
-        else:
-            result.error = f"first reply: {result.error}; repair reply: {error}"
+    for round in range(1, rounds + 1):
+        if not failed:
+            break
+        repairs = [build(requests[i], results[i], round) for i in failed]
+        still: list[int] = []
+        for i, response in zip(failed, _generate(llm, repairs), strict=True):
+            value, error = _try_parse(read_repair, response.text)
+            result = results[i]
+            result.responses.append(response)
+            if error is None:
+                result.value, result.ok, result.error = value, True, None
+            else:
+                result.failures.append(error)
+                label = "repair reply" if rounds == 1 else f"repair reply {round}"
+                first = (f"first reply: {result.error}" if round == 1 else result.error)
+                result.error = f"{first}; {label}: {_named(error)}"
+                still.append(i)
+        failed = still
     return results

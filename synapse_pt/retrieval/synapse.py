@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +18,7 @@ import yaml
 from synapse_pt.errors import ConfigError
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
 from synapse_pt.nn import INHIBITION_SCHEDULES, ActivationDynamics, activation_adjacency
+from synapse_pt.resources import config_file
 
 from .anchors import initial_energy
 from .dense import cosine_scores, own_graph_mask
@@ -41,7 +41,7 @@ INHIBITION_SCOPES = ("all", "neighbourhood")
 
 #: the config that runs SYNAPSE; its nodes ``params`` and ``readings`` are the one place each
 #: default of :class:`SynapseParams` is written (the dataclass reads them, the layers take none)
-CONFIG_FILE = Path(__file__).resolve().parents[2] / "configs" / "memory" / "synapse.yaml"
+CONFIG_FILE = config_file("memory/synapse.yaml")
 _CONFIG = yaml.safe_load(CONFIG_FILE.read_text())
 DEFAULTS: dict[str, Any] = {**_CONFIG["params"], **_CONFIG["readings"]}
 #: how the activation layer stores its activations unless told (the same config's ``engine``)

@@ -5,12 +5,11 @@ fallback is read here from the file with a regular expression, not through the l
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import pytest
 import torch
-from upstream_files import ROOT, needs_upstream
+from upstream_files import ROOT, needs_upstream, template_entry
 
 from synapse_pt.data import load_locomo, sample_path, upstream
 from synapse_pt.data.records import Dataset, Dialogue, Question
@@ -22,10 +21,10 @@ pytestmark = needs_upstream
 
 
 def fallback() -> str:
-    src = (ROOT / "gaama" / "evals" / "locomo" / "locomo_eval.py").read_text()
-    body = src.split("def answer_and_judge")[1].split("\ndef ")[0]
-    (value,) = re.findall(r'^\s+hypothesis = "([^"]*)"$', body, re.MULTILINE)
-    return value
+    """The reply GAAMA's ``answer_and_judge`` records for an empty pack, as templates.json holds
+    it (read with json, not the loader)."""
+    return template_entry("gaama/evals/locomo/locomo_eval.py", "hypothesis",
+                          "answer_and_judge")["text"]
 
 
 class Packs(MemorySystem):

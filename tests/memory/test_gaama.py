@@ -250,6 +250,13 @@ def test_bad_settings_are_named() -> None:
         GAAMAMemory(ENC, KeywordConceptExtractor(), hub_dampening="sometimes")
     with pytest.raises(ValueError, match="memory.graph_only_cosine"):
         GAAMAMemory(ENC, KeywordConceptExtractor(), graph_only_cosine="maybe")
+    # the LLM build's settings (issue 61), checked by an LLM-free build too
+    for key, value in (("replies", "loose"), ("budget_param", "tokens"), ("seed", -1),
+                       ("temperature", "hot")):
+        with pytest.raises(ValueError, match=f"memory.{key}"):
+            GAAMAMemory(ENC, KeywordConceptExtractor(), **{key: value})
+    with pytest.raises(ValueError, match="memory.replies=code"):
+        GAAMAMemory(ENC, KeywordConceptExtractor(), replies="code", prompts="ours")
 
 
 def test_a_sweep_cannot_set_an_unknown_rule() -> None:

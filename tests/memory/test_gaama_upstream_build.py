@@ -222,6 +222,9 @@ def test_fact_and_reflection_prompts_are_the_files_filled_by_hand(conv) -> None:
     assert llm.kinds() == ["facts", "reflections", "facts", "reflections"]
     assert all([role for role, _ in r.messages] == ["user"] for r in llm.requests)
     assert [r.max_tokens for r in llm.requests] == [8000, 4000, 8000, 4000]
+    # the code's sampling (adapters/openai_llm.py 51-57): none sent, max_completion_tokens
+    assert {(r.temperature, r.seed, r.budget_param) for r in llm.requests} == {
+        (None, None, "max_completion_tokens")}
     sent = [r.messages[0][1] for r in llm.requests]
     assert sent[0] == by_hand(fact_md(), new_episodes=f"{line('D1:1')}\n{line('D1:2')}",
                               related_episodes="(none)", existing_facts="(none)",
@@ -250,8 +253,10 @@ def test_fact_and_reflection_prompts_are_the_files_filled_by_hand(conv) -> None:
     assert set(facts) == {F1, F2, F3} and set(reflections) == {R1}
     assert edges(memory, reflections[R1], "DERIVED_FROM_FACT") == {facts[F1]}
     concepts = nodes(memory, "concept")
-    assert set(concepts) == {"pottery class", "dog walks"}  # "not_listed" was in no list
-    assert edges(memory, facts[F3], "ABOUT_CONCEPT") == {concepts["pottery class"]}
+    # each concept's text is its label, as the code embeds it (infra/serialization.py 28-31);
+    # "not_listed" was in no list
+    assert set(concepts) == {"pottery_class", "dog_walks"}
+    assert edges(memory, facts[F3], "ABOUT_CONCEPT") == {concepts["pottery_class"]}
 
 
 def test_a_bad_source_drops_only_that_edge(conv) -> None:

@@ -152,6 +152,11 @@ def test_bad_settings_are_named() -> None:
         MemboxMemory(ENC, KeywordConceptExtractor(), mode="verbose")
     with pytest.raises(ValueError, match="memory.k"):
         MemboxMemory(ENC, KeywordConceptExtractor(), k=0)
+    # the LLM build's settings are checked by an LLM-free build too (issue 61)
+    for key, value in (("box_parse", "loose"), ("chain_parse", "lenient"),
+                       ("budget_param", "tokens"), ("seed", -1), ("temperature", "hot")):
+        with pytest.raises(ValueError, match=f"memory.{key}"):
+            MemboxMemory(ENC, KeywordConceptExtractor(), **{key: value})
 
 
 def test_fused_ranking_scores_a_box_by_its_best_turn(conv) -> None:

@@ -28,6 +28,7 @@ from synapse_pt.data import upstream
 from synapse_pt.data.records import Dialogue, Session, Turn
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory.membox.llm_build import (
+    BoxReply,
     MemboxPrompts,
     parse_box_code,
     parse_chains_code,
@@ -215,13 +216,25 @@ def test_the_code_readers_by_hand() -> None:
     loom = MemboxPrompts("upstream")
     assert [loom.parse_loom(r) for r in ("Yes", "yes, same topic", "No", "Partially Shifted",
                                          "")] == ["yes", "yes", "no", "no", "no"]
-    # box: keywords as a list or one string, missing keys empty, a reply of none unreadable
+    # box (membox.py 480-499): keywords as a list or one string, missing keys empty; strict (the
+    # code's): an object of none of the keys is an empty box, a fenced reply no JSON object;
+    # fenced (ours): the fence taken off, an object of none of the keys unreadable
     assert parse_box_code('{"keywords": [" dog ", ""], "topic": " pets ", '
-                          '"explicit_mentions": ["a walk", " "]}') == (["dog"], "pets",
-                                                                       ["a walk"])
-    assert parse_box_code('{"keywords": "dog, cat"}') == (["dog, cat"], "", [])
+                          '"explicit_mentions": ["a walk", " "]}') == BoxReply(
+        ["dog"], "pets", ["a walk"])
+    assert parse_box_code('{"keywords": "dog, cat"}') == BoxReply(["dog, cat"], "", [])
+    assert parse_box_code('{"summary": "x"}') == BoxReply([], "", [])
+    # events that are no list: no event, their text indexed (events_text, 496-498)
+    assert parse_box_code('{"topic": "t", "explicit_mentions": "a walk"}') == BoxReply(
+        [], "t", [], "a walk")
     with pytest.raises(StructuredOutputError):
-        parse_box_code('{"summary": "x"}')
+        parse_box_code('```json\n{"topic": "pets"}\n```')
+    with pytest.raises(StructuredOutputError):
+        parse_box_code('["dog", "cat"]')  # the code's d.get fails: an empty box
+    assert parse_box_code('```json\n{"topic": "pets"}\n```', strict=False) == BoxReply(
+        [], "pets", [])
+    with pytest.raises(StructuredOutputError):
+        parse_box_code('{"summary": "x"}', strict=False)
     # verification: by text; none named -> all; not JSON as a whole -> unreadable under strict
     events = ["a", "b", "c"]
     assert parse_verify_code('{"related_events": ["c", "a"], "unrelated_events": ["b"]}',

@@ -74,6 +74,11 @@ def test_a_corrupt_cache_names_its_file_and_the_remedy(tmp_path: Path, name: str
     assert text.startswith(f"{path}: this cache file is corrupt (")
     assert f"delete it or move it aside (mv {path} {path}.corrupt)" in text
     assert isinstance(err.value, sqlite3.DatabaseError)  # callers catching SQLite errors still do
+    # issue 58: the response cache holds money, not "only the time to recompute it"
+    if name == "llm_responses.sqlite":
+        assert "it holds money" in text and "only the time" not in text
+    else:
+        assert "only the time to recompute it is lost" in text
     # the remedy works: moved aside, the cache is rebuilt
     path.rename(path.with_name(name + ".corrupt"))
     FILLS[name](path)

@@ -46,3 +46,40 @@ def test_mean_pool_ignores_padding():
                            [[5.0, 6.0], [0.0, 0.0], [0.0, 0.0]]])
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
     assert torch.equal(mean_pool(hidden, mask), torch.tensor([[2.0, 3.0], [5.0, 6.0]]))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_vector_that_is_not_finite_is_refused_naming_the_cache_and_key(tmp_path, bad):
+    """Issue 58: a NaN (or infinite) value read back is a corrupt cache, one line naming the file
+    and the key; on main it was served, and every similarity with it was NaN (recall 0)."""
+    from synapse_pt.models.embedding_cache import CorruptVectorError
+    from synapse_pt.models.sqlite_store import CorruptCacheError
+
+    path = tmp_path / "e.sqlite"
+    cache = EmbeddingCache(path)
+    good, broken = embedding_key("m", "a"), embedding_key("m", "b")
+    cache.put_many([(good, torch.tensor([1.0, 2.0, 3.0])), (broken, torch.tensor([1.0, bad, 0.0]))])
+    assert torch.equal(cache.get_many([good])[good], torch.tensor([1.0, 2.0, 3.0]))
+    with pytest.raises(CorruptVectorError) as err:
+        cache.get_many([good, broken])
+    assert isinstance(err.value, CorruptCacheError)  # a user-facing error: one line in the CLI
+    assert str(err.value).startswith(
+        f"{path}: embedding {broken} holds 1 of 3 values that are not finite (NaN or infinite): "
+        "the cache is corrupt; delete it or move it aside")
+    assert "\n" not in str(err.value)
+
+
+def test_a_vector_of_another_length_than_its_row_is_refused(tmp_path):
+    import sqlite3
+
+    from synapse_pt.models.embedding_cache import CorruptVectorError
+
+    path = tmp_path / "e.sqlite"
+    cache = EmbeddingCache(path)
+    key = embedding_key("m", "a")
+    cache.put_many([(key, torch.tensor([1.0, 2.0]))])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE embeddings SET dim = 3")
+    with pytest.raises(CorruptVectorError, match=f"embedding {key} has 2 values, its row says "
+                       "dim=3: the cache is corrupt"):
+        cache.get_many([key])

@@ -55,7 +55,7 @@ def test_lookup_before_at_and_default_and_unpriced():
 def test_bad_inputs_name_what_is_wrong():
     with pytest.raises(ValueError, match="record 0 lacks a usable 'latency_s'"):
         summarize_usage([{"prompt_tokens": 1, "completion_tokens": 1, "model": "m"}], {})
-    with pytest.raises(ValueError, match="price for 'm' lacks \\['completion'\\]"):
+    with pytest.raises(ValueError, match="llm.prices.m lacks \\['completion'\\]"):
         price_table({"m": {"prompt": 1.0}})
 
 

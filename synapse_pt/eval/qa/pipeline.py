@@ -521,9 +521,6 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
                             judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
                             "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
         answer_s = time.perf_counter() - start
-    elif settings.judge_runs > 0:
-        log.warning("eval.judge_runs=%d ignored: retrieval mode has no answers to judge",
-                    settings.judge_runs)
     frame_args = {"unit_tokens": unit_tokens, "f1_rules": dataset.f1_rules,
                   "peer_rules": dataset.id_convention == "locomo"}
     df = prediction_frame(questions, result, context_tokens, responses, settings, judges,

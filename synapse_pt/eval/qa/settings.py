@@ -193,16 +193,19 @@ def _step(settings: EvalSettings) -> steps.AnswerStep:
 
 
 def upstream_files(settings: EvalSettings) -> list[str]:
-    """The upstream files (``<system>/<path>``) whose prompts the run's answers and judge read
-    (empty under ``prompts=ours``, or when neither step is a related system's)."""
+    """The upstream files (``<system>/<path>``) whose prompts the run's answers and judge read,
+    the empty-pack reply of :func:`empty_pack_reply` included (empty under ``prompts=ours``, or
+    when neither step is a related system's)."""
     if settings.prompts != "upstream" or settings.mode != "qa":
         return []
     step = _step(settings)
     files = list(step.upstream_files) if step.upstream(settings.prompts) else []
+    if skips_empty_pack(settings):
+        files.append(step.empty_pack[0])  # type: ignore[index]
     for protocol in judge_protocols(settings):
         if protocol in steps.JUDGES:  # "system" before for_memory: none of its own
             files += steps.JUDGES[protocol].upstream_files(settings.prompts)
-    return files
+    return list(dict.fromkeys(files))
 
 
 def require_upstream(settings: EvalSettings) -> None:
@@ -212,9 +215,7 @@ def require_upstream(settings: EvalSettings) -> None:
     run stops before it builds its memory, not after."""
     from synapse_pt.data.upstream import resolve_upstream_file
 
-    extra = ([_step(settings).empty_pack[0]]  # type: ignore[index]
-             if settings.mode == "qa" and skips_empty_pack(settings) else [])
-    for rel in [*upstream_files(settings), *extra]:
+    for rel in upstream_files(settings):
         resolve_upstream_file(rel, settings.upstream_path)
     template_files(settings)
 

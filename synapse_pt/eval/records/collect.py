@@ -4,7 +4,8 @@ Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_ru
 any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
 name, :func:`build_tables` assembles the main, ablation, delta, rejection, judge-sensitivity
 (:mod:`~synapse_pt.eval.reports.judge_sensitivity`), paper-ablation and provenance tables, and
-:func:`write` writes them as Markdown and LaTeX.
+:func:`write` writes them as Markdown and LaTeX into a folder of tables, committed
+(:mod:`~synapse_pt.eval.records.commit`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from synapse_pt.data.records import question_set_id
+from synapse_pt.data.records import gold_set_id, question_set_id
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
-from synapse_pt.eval.records.outputs import RESULT_NEUTRAL_KEYS
+from synapse_pt.eval.records.commit import JOURNAL, REPLACED, STAGING, committing, holding
+from synapse_pt.eval.records.outputs import PATH_KEYS, RESULT_NEUTRAL_KEYS, naming
 from synapse_pt.eval.records.record import build_label
 from synapse_pt.eval.reports import paper_numbers
 from synapse_pt.eval.reports.judge_sensitivity import FORMATS, has_judges, sensitivity_tables
 from synapse_pt.eval.reports.report import run_gold, run_tables
 from synapse_pt.eval.reports.tables import PAPER_AVERAGE, PAPER_PREFIX, to_latex, to_markdown
+
+#: folders of the commit protocol whose files are no run's outputs (yet, or any more)
+BOOKKEEPING_DIRS = {STAGING, REPLACED}
 
 REJECTION_COLUMNS = {
     "true_rejection_rate": "true rejection (cat 5 gated)",
@@ -43,25 +48,31 @@ def _natural_key(path: Path) -> list[Any]:
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
-    """Run folders (holding ``metrics.json``) at or below each of ``paths``, each once, in order."""
+    """Run folders (holding ``metrics.json``) at or below each of ``paths``, each once, in order.
+    A commit a killed run left below them is completed first (:func:`~synapse_pt.eval.records.
+    commit.recover`, logged); a staging folder's files are no run's."""
     found: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
             raise FileNotFoundError(f"make_tables: {p} does not exist")
+        for journal in sorted(p.rglob(JOURNAL)):
+            with holding(journal.parent):  # completes it
+                pass
         hits = [p / "metrics.json"] if (p / "metrics.json").is_file() else sorted(
-            p.rglob("metrics.json"), key=_natural_key)
+            (h for h in p.rglob("metrics.json")
+             if not BOOKKEEPING_DIRS & set(h.relative_to(p).parts)), key=_natural_key)
         found.extend(h.parent.resolve() for h in hits if h.parent.resolve() not in found)
     if not found:
         raise FileNotFoundError(f"make_tables: no metrics.json under {[str(p) for p in paths]}")
     return found
 
 
-#: Overrides that say nothing of a run's setting (where it wrote, caches, devices, logging, the
-#: result-neutral settings of :data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`), by key
-#: or key
+#: Overrides that say nothing of a run's setting (where it wrote, caches, data files and other paths
+#: of :data:`~synapse_pt.eval.records.outputs.PATH_KEYS`, devices, logging, the result-neutral
+#: settings of :data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`), by key or key
 #: prefix: left out of a row's label
-LABEL_NEUTRAL_KEYS = ("hydra", "paths", "dataset.path", "device", "embedder.cache_dir",
-                      "llm.cache", "task_name", "experiment_name", *RESULT_NEUTRAL_KEYS)
+LABEL_NEUTRAL_KEYS = ("hydra", *PATH_KEYS, "device", "task_name", "experiment_name",
+                      *RESULT_NEUTRAL_KEYS)
 
 
 def _override_key(override: str) -> str:
@@ -74,7 +85,10 @@ def run_overrides(folder: Path) -> list[str]:
     path = folder / ".hydra" / "overrides.yaml"
     if not path.is_file():
         return []
-    listed = yaml.safe_load(path.read_text()) or []
+    try:
+        listed = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ValueError(f"make_tables: {path} is not YAML ({type(err).__name__})") from err
     if not isinstance(listed, list):
         raise ValueError(f"make_tables: {path} is not a list of overrides")
     return [str(o) for o in listed
@@ -105,12 +119,17 @@ def load_runs(folders: Sequence[Path], baseline: str | None = None
     for folder in folders:
         path = folder / "metrics.json"
         try:
-            metrics = json.loads(path.read_text())
-            metrics["identity"]  # noqa: B018 - fail here with the file's name
-            metrics["metrics"]  # noqa: B018
-        except (json.JSONDecodeError, KeyError) as err:
+            metrics = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"make_tables: {path} is not a synapse_pt metrics.json "
                              f"({type(err).__name__}: {err})") from err
+        except OSError as err:
+            raise ValueError(f"make_tables: {path} cannot be read ({err.strerror or err})"
+                             ) from err
+        if not isinstance(metrics, dict) or not all(
+                isinstance(metrics.get(k), dict) for k in ("identity", "metrics")):
+            raise ValueError(f"make_tables: {path} is not a synapse_pt metrics.json (no "
+                             "'identity' and 'metrics' objects at its top level)")
         loaded.append((folder, metrics, run_overrides(folder)))
     shared = set.intersection(*(set(o) for _, _, o in loaded)) if loaded else set()
     runs: dict[str, dict[str, Any]] = {}
@@ -146,11 +165,40 @@ def question_set(metrics: Mapping[str, Any], folder: Path) -> tuple[int | None, 
     return number, ident
 
 
+#: the columns of ``predictions.parquet`` a question's gold is read from (in
+#: :meth:`~synapse_pt.data.records.Question.gold`'s order, after the key's two)
+GOLD_COLUMNS = ("sample_id", "qa_index", "category", "question", "gold", "adversarial_answer",
+                "evidence")
+
+
+def gold_set(metrics: Mapping[str, Any], folder: Path) -> str | None:
+    """What a run's questions were scored against: ``identity.dataset.gold_set``
+    (:func:`~synapse_pt.data.records.gold_set_id`), or for a run recorded before it and scored
+    against its file's own gold (``dataset.gold`` official or both), the same id of its
+    ``predictions.parquet``; ``None`` where neither is there."""
+    ident = (metrics["identity"].get("dataset") or {}).get("gold_set")
+    predictions = folder / "predictions.parquet"
+    if ident is None and predictions.is_file() and run_gold(metrics["identity"]) != "audited":
+        frame = pd.read_parquet(predictions, columns=list(GOLD_COLUMNS))
+        ident = gold_set_id(
+            (f"{r.sample_id}/{r.qa_index}", int(r.category), r.question, _text(r.gold),
+             _text(r.adversarial_answer), [str(e) for e in r.evidence])
+            for r in frame.itertuples(index=False))
+    return ident
+
+
+def _text(value: Any) -> str | None:
+    """A text cell of ``predictions.parquet`` (``None`` where the question has none)."""
+    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
 def check_one_question_set(runs: Mapping[str, Mapping[str, Any]],
                            where: Mapping[str, Path]) -> None:
     """A :class:`ValueError` naming each run with its number of questions and question set
     where the runs were scored on different questions (a table sets its rows side by side only
-    over the same ones); a run whose set is unknown is compared by its number of questions."""
+    over the same ones; a run whose set is unknown is compared by its number of questions), or
+    on the same questions against different gold (:func:`gold_set`: an edited file's answers or
+    evidence; a run whose gold is unknown is not compared)."""
     sets = {label: question_set(m, where[label]) for label, m in runs.items()}
     keys = {ident if ident is not None else f"{number} questions" for number, ident in
             sets.values()}
@@ -159,13 +207,34 @@ def check_one_question_set(runs: Mapping[str, Mapping[str, Any]],
                            for label, (number, ident) in sets.items())
         raise ValueError(f"the runs were scored on different questions ({listed}); make the "
                          "tables of each question set apart")
+    golds = {label: gold_set(m, where[label]) for label, m in runs.items()}
+    if len({g for g in golds.values() if g is not None}) > 1:
+        listed = "; ".join(f"{label}: gold {g or 'unknown'} ({_data_of(runs[label])})"
+                           for label, g in golds.items())
+        raise ValueError(f"the runs were scored against different gold on the same questions "
+                         f"({listed}); make the tables of each gold apart")
+
+
+def _data_of(metrics: Mapping[str, Any]) -> str:
+    """The data file of a run, and how it compares with its release."""
+    data = metrics["identity"].get("dataset") or {}
+    named = str(data.get("path"))
+    if data.get("upstream"):
+        named += f", upstream {data['upstream']}"
+    if data.get("upstream_change"):
+        named += f": {data['upstream_change']}"
+    return named
 
 
 def category_names(runs: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
     """The runs' category names (``identity.category_names``); they must agree."""
     names: dict[int, str] | None = None
     for label, m in runs.items():
-        these = {int(k): v for k, v in m["identity"]["category_names"].items()}
+        named = m["identity"].get("category_names")
+        if not isinstance(named, dict):
+            raise ValueError(f"make_tables: run {label!r} records no category names "
+                             "(identity.category_names in its metrics.json)")
+        these = {int(k): v for k, v in named.items()}
         if names is not None and these != names:
             raise ValueError(f"make_tables: run {label!r} names its categories {these}, "
                              f"others {names}; tables need one naming")
@@ -264,6 +333,7 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "gold": run_gold(ident),
                        "questions": ident.get("dataset", {}).get("questions"),
                        "question_set": question_set(m, where[label])[1],
+                       "gold_set": gold_set(m, where[label]),
                        "eval_mode": ident.get("eval_mode"), "memory": mem.get("memory"),
                        "build": mem.get("build"), "llm_free": mem.get("llm_free"),
                        "extractor": mem.get("extractor"), "embedder": ident.get("embedder"),
@@ -273,11 +343,19 @@ def runs_table(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path])
                        "judges": ", ".join(ident.get("judges") or []) or None,
                        "prompt_source": ident.get("prompt_source"),
                        "upstream_prompts": "; ".join(
-                           f"{rel} {sha[:12]}"
-                           for rel, sha in (ident.get("upstream_prompts") or {}).items())}
+                           _upstream_cell(rel, found)
+                           for rel, found in (ident.get("upstream_prompts") or {}).items())}
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "config"
     return df
+
+
+def _upstream_cell(rel: str, found: str | Mapping[str, str]) -> str:
+    """``membox/membox.py b00b7d6885 (templates.json)``: a file's sha256 and where its templates
+    were read (a run before issue 57 recorded the sha256 alone, read from the source)."""
+    if isinstance(found, str):
+        return f"{rel} {found[:12]}"
+    return f"{rel} {found['sha256'][:12]} ({found.get('read_from', 'source')})"
 
 
 def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path],
@@ -303,13 +381,15 @@ def build_tables(runs: Mapping[str, Mapping[str, Any]], where: Mapping[str, Path
     return tables
 
 
-def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
-          replace: bool = False) -> list[Path]:
-    """Each table as ``<name>.md`` and ``<name>.tex``, and all of them in ``tables.md``. With
-    ``replace``, the ``.md`` and ``.tex`` files already in ``out`` that this call does not write
-    are removed (a folder of one collection's tables only: no table of an earlier one stays)."""
-    out.mkdir(parents=True, exist_ok=True)
-    before = {p for p in out.iterdir() if p.suffix in (".md", ".tex")} if replace else set()
+#: the file holding every table of a folder of tables, one ``### <name> ...`` section each
+COMBINED = "tables.md"
+_SECTION = re.compile(r"^### (\S+)", re.MULTILINE)
+
+
+def write_files(tables: Mapping[str, tuple[pd.DataFrame, str]], folder: Path) -> list[Path]:
+    """Each table as ``<name>.md`` and ``<name>.tex`` in ``folder`` (made as needed), and all of
+    them in ``tables.md``; the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     sections = []
     for name, (df, fmt) in tables.items():
@@ -322,12 +402,33 @@ def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path,
         sections.append(f"### {name}{note}\n\n{md}")
         caption = name.replace("_", " ") + note
         for suffix, text in ((".md", md), (".tex", to_latex(df, floatfmt=fmt, caption=caption))):
-            path = out / f"{name}{suffix}"
-            path.write_text(text)
-            written.append(path)
-    combined = out / "tables.md"
-    combined.write_text("\n".join(sections))
-    written.append(combined)
-    for stale in sorted(before - set(written)):
-        stale.unlink()
+            written.append(_write_text(folder / f"{name}{suffix}", text))
+    written.append(_write_text(folder / COMBINED, "\n".join(sections)))
     return written
+
+
+def _write_text(path: Path, text: str) -> Path:
+    with naming(path):
+        path.write_text(text)
+    return path
+
+
+def legacy_table_files(folder: Path, prefix: str = "") -> list[str]:
+    """The files a version before manifests wrote into a folder of tables (``prefix``: the
+    folder's path in the committed folder, e.g. ``tables/``): ``tables.md`` and the ``.md`` and
+    ``.tex`` of each table it holds a section of; none without a ``tables.md``."""
+    combined = folder / prefix / COMBINED
+    if not combined.is_file():
+        return []
+    names = _SECTION.findall(combined.read_text(errors="replace"))
+    return [f"{prefix}{COMBINED}", *(f"{prefix}{n}{s}" for n in names for s in (".md", ".tex"))]
+
+
+def write(tables: Mapping[str, tuple[pd.DataFrame, str]], out: Path) -> list[Path]:
+    """The tables in ``out`` (:func:`write_files`), committed as every folder the project writes
+    (:mod:`synapse_pt.eval.records.commit`: locked, staged, swapped in whole): the tables an earlier
+    call wrote there and this one does not are removed, every other file is left; the files
+    written."""
+    with committing(out, legacy=legacy_table_files) as staged:
+        written = write_files(tables, staged)
+    return [out / p.relative_to(staged) for p in written]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 from synapse_pt.eval.qa.scorers import table_columns
 from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
 from synapse_pt.eval.qa.scorers.peer_rules import PEER_RULES
+from synapse_pt.resources import checkout_root, version
 
 #: every file a run writes into its folder, and its folder of tables
 RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
@@ -73,6 +76,14 @@ def column_type(col: str) -> pa.DataType:
     if col in AUDIT_SCHEMA:
         return AUDIT_SCHEMA[col]
     return COUNT_METRICS.get(col.removeprefix("audited_"), pa.float64())
+
+
+def code_identity() -> dict[str, str]:
+    """Which code made a run: the package's version and, in a source checkout, its commit
+    (:func:`git_commit`); an installed package has no commit at hand (``unknown``)."""
+    root = checkout_root()
+    return {"git_commit": git_commit(root) if root is not None else "unknown",
+            "version": version()}
 
 
 def git_commit(root: str | Path | None = None) -> str:
@@ -148,18 +159,65 @@ RESULT_NEUTRAL_KEYS: tuple[str, ...] = (
 )
 
 
+def _drop(tree: dict[str, Any], dotted: str) -> None:
+    """Remove ``a.b.c`` from a nested dict (nothing where absent)."""
+    *parents, leaf = dotted.split(".")
+    node: Any = tree
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(leaf, None)
+
+
 def without_result_neutral(resolved: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of the resolved config without :data:`RESULT_NEUTRAL_KEYS` (absent keys are
-    skipped): what two runs must share to write the same outputs."""
+    skipped)."""
     out: dict[str, Any] = json.loads(json.dumps(resolved, default=str))
     for dotted in RESULT_NEUTRAL_KEYS:
-        *parents, leaf = dotted.split(".")
-        node: Any = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
+        _drop(out, dotted)
     return out
+
+
+#: Dotted config keys that say where files are, not what a run computes: the roots of ``paths``
+#: (the run's own folder, the caches, the checkout), the data file and where it is looked for (the
+#: data is compared by its content sha256, ``identity.dataset.content_sha256``), the caches' files
+#: and the related systems' sources (checked against their pinned sha256 as they are read). A run
+#: folder moved elsewhere, a changed ``SYNAPSE_CACHE`` or a copy of the data file at another path
+#: is the same run.
+PATH_KEYS: tuple[str, ...] = (
+    "paths", "dataset.path", "dataset.candidates", "dataset.cache_dir", "dataset.audit.path",
+    "dataset.audit.candidates", "dataset.audit.cache_dir", "embedder.cache_dir",
+    "embedder.onnx_dir", "llm.cache", "eval.upstream_path", "memory.upstream_path",
+)
+#: the roots of ``paths``, longest first when they nest (a run's folder below the checkout)
+PATH_ROOTS = ("output_dir", "cache_dir", "root_dir")
+
+
+def run_config(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """What two runs must share to write the same outputs: a deep copy of the resolved config
+    without :data:`RESULT_NEUTRAL_KEYS` and :data:`PATH_KEYS`, and any other value that is a file
+    below one of its own roots (:data:`PATH_ROOTS`, e.g. ``embedder=mpnet``'s weights in the
+    cache) written relative to that root (``${paths.cache_dir}/models/all-mpnet-base-v2``)."""
+    paths = resolved.get("paths") if isinstance(resolved.get("paths"), Mapping) else {}
+    roots = sorted(((f"${{paths.{k}}}", str(paths[k]).rstrip("/")) for k in PATH_ROOTS
+                    if isinstance(paths.get(k), str) and paths[k]),
+                   key=lambda item: -len(item[1]))
+
+    def relative(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: relative(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [relative(v) for v in value]
+        if isinstance(value, str):
+            for name, root in roots:
+                if value == root or value.startswith(root + "/"):
+                    return name + value[len(root):]
+        return value
+
+    out = without_result_neutral(resolved)
+    for dotted in PATH_KEYS:
+        _drop(out, dotted)
+    return relative(out)
 
 
 def result_neutral_changes(before: Mapping[str, Any],
@@ -190,10 +248,24 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An :class:`OSError` raised without a file name while ``path`` is written (pyarrow's
+    "Error writing bytes to file", a full disk met by ``write()``) raised again with it."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        reason = os.strerror(err.errno) if err.errno else str(err)
+        raise OSError(err.errno, reason, str(path)) from err
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Canonical JSON (sorted keys, NaN as null), written atomically."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, default=str) + "\n")
+    with naming(tmp):
+        tmp.write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, default=str) + "\n")
     tmp.replace(path)
 
 
@@ -241,7 +313,8 @@ def write_predictions(path: Path, df: pd.DataFrame) -> None:
     """
     table = predictions_table(df)
     tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp, compression="zstd")
+    with naming(tmp):
+        pq.write_table(table, tmp, compression="zstd")
     tmp.replace(path)
 
 
@@ -254,7 +327,8 @@ def write_tables(folder: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]
     for name, table in tables.items():
         for suffix, text in ((".md", to_markdown(table)), (".tex", to_latex(table))):
             p = folder / f"{name}{suffix}"
-            p.write_text(text)
+            with naming(p):
+                p.write_text(text)
             written.append(p)
     return written
 

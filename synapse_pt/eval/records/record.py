@@ -11,7 +11,6 @@ them by its dotted name; :func:`build_tables` the run's own ``tables/``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -29,10 +28,10 @@ from synapse_pt.eval.qa.pipeline import (
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
 from synapse_pt.eval.qa.settings import template_files
 from synapse_pt.eval.records.outputs import (
+    code_identity,
     config_hash,
-    git_commit,
     prompt_hashes,
-    without_result_neutral,
+    run_config,
 )
 from synapse_pt.eval.reports.report import GOLD_SUFFIX, name_gold, run_gold, run_tables
 from synapse_pt.models.accounting import summarize_usage
@@ -70,22 +69,24 @@ def run_label(identity: Mapping[str, Any]) -> str:
 def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAudit | None,
                  memory: Mapping[str, Any], embedder: str, llm: LLM | None, gold: str
                  ) -> dict[str, Any]:
-    """Who a run is: the checkout's commit, the hash of its resolved config without the
-    result-neutral settings, its task and experiment, the data it read (file, hashes, upstream
-    check, subset size, notes, gold, audit), its memory's ``describe()``, its embedder's and
-    LLM's names. ``dataset.question_set`` names the questions scored
-    (:func:`~synapse_pt.data.records.question_set_id`): tables set side by side only runs over the
-    same ones."""
+    """Who a run is: the checkout's commit, the hash of what its config computes
+    (:func:`~synapse_pt.eval.records.outputs.run_config`: without the result-neutral settings and
+    the paths, so a moved folder or another cache is the same run), its task and experiment, the
+    data it read (file, hashes, upstream check, subset size, notes, gold, audit), its memory's
+    ``describe()``, its embedder's and LLM's names. ``dataset.question_set`` names the questions
+    scored (:func:`~synapse_pt.data.records.question_set_id`), ``dataset.gold_set`` what they were
+    scored against (:func:`~synapse_pt.data.records.gold_set_id`): tables set side by side only
+    runs over the same ones, scored against the same gold."""
     return {
-        "git_commit": git_commit(Path(__file__).resolve().parents[2]),
-        "config_hash": config_hash(without_result_neutral(resolved)),
+        **code_identity(),
+        "config_hash": config_hash(run_config(resolved)),
         "task_name": resolved["task_name"],
         "experiment": resolved.get("experiment_name"),
         "dataset": {"name": dataset.name, "path": dataset.path, "sha256": dataset.sha256,
                     "content_sha256": dataset.content_sha256, "upstream": dataset.upstream,
                     "upstream_change": dataset.upstream_change,
                     "conversations": len(dataset), "questions": dataset.num_questions,
-                    "question_set": dataset.question_set,
+                    "question_set": dataset.question_set, "gold_set": dataset.gold_set,
                     "notes": dataset.notes, "gold": gold,
                     "audit": None if audit is None else audit.describe()},
         "memory": memory,
@@ -111,19 +112,26 @@ def run_timings(built: Mapping[str, float], loading_seconds: float, summary: dic
     return timings
 
 
-def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]) -> dict[str, str]:
-    """``{"gaama/prompts/answer_from_memory.md": sha256, ...}``: the related systems' source files
-    whose prompts the run sent (its answers and judge, :func:`~synapse_pt.eval.qa.pipeline.
-    upstream_files`, and its memory's LLM build, ``describe()["upstream_prompts"]``), each with
-    the sha256 it was checked against when read (:mod:`synapse_pt.data.upstream`), and the data
-    files its judges' templates were read from (:func:`~synapse_pt.eval.qa.settings.
-    template_files`: LoCoMo-Plus's ``prompts.json``)."""
-    from synapse_pt.data.upstream import pinned_sha256
+def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]
+                     ) -> dict[str, dict[str, str]]:
+    """``{"gaama/prompts/answer_from_memory.md": {"sha256": ..., "read_from": "source"}, ...}``:
+    the related systems' source files whose prompts the run sent (its answers and judge,
+    :func:`~synapse_pt.eval.qa.pipeline.upstream_files`, and its memory's LLM build,
+    ``describe()["upstream_prompts"]``), each with its pinned sha256 and where its templates were
+    read: the file itself, or ``templates.json`` with that file's sha256
+    (:meth:`~synapse_pt.data.upstream.UpstreamFile.describe`); and the data files its judges'
+    templates were read from (:func:`~synapse_pt.eval.qa.settings.template_files`: LoCoMo-Plus's
+    ``prompts.json``), ``read_from`` ``data``."""
+    from synapse_pt.data.upstream import resolve_upstream_file
 
     files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
-    pinned = pinned_sha256()
-    found = {rel: pinned[rel] for rel in set(files)} | template_files(settings)
-    return dict(sorted(found.items()))
+    out = {}
+    for rel in sorted(set(files)):
+        found = resolve_upstream_file(rel, settings.upstream_path).describe()
+        out[rel] = {k: v for k, v in found.items() if k not in ("file", "commit")}
+    for rel, sha256 in template_files(settings).items():
+        out[rel] = {"sha256": sha256, "read_from": "data"}
+    return dict(sorted(out.items()))
 
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,

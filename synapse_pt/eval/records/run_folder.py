@@ -1,90 +1,79 @@
-"""A run's own folder: claimed so that no two runs share it, locked while a run writes it, its
-outputs staged and moved into place only when the run has succeeded.
+"""A run's own folder: claimed so that no two runs share it, refused to another configuration or
+other data, its outputs committed only when the run has succeeded.
 
 * :func:`claim_new_folder`: a stamped folder name (``outputs/run/<date>_<time>_<microseconds>``)
   made atomically, with ``-2``, ``-3``, ... appended when another run made it first;
-* :func:`holding`: the lock file :data:`LOCK_NAME` (pid, host, start time) created with
-  ``O_CREAT | O_EXCL`` while a run writes the folder, removed when it ends; a second run into a
-  locked folder is refused (:class:`RunFolderLocked`, naming the holder), a lock whose process is
-  dead on this host is taken over (logged);
+* the folder is locked, staged and committed as every folder the project writes
+  (:mod:`synapse_pt.eval.records.commit`); :func:`legacy_run_files` says which files a run folder
+  written before manifests holds;
 * :func:`check_output_dir`, :func:`check_same_data`: a finished folder of another configuration
-  or of other data (the data file's sha256) is refused (:class:`OutputDirInUse`) unless
-  ``overwrite=true``;
-* :func:`staging`: the hidden folder :data:`STAGING` inside the run's folder that a run writes its
-  outputs (and Hydra's records) into; :func:`commit` moves them into place when the run has
-  succeeded (under ``overwrite=true`` removing the replaced run's files first,
-  :func:`clear_outputs`), so a run that fails leaves the folder's earlier outputs whole.
+  (:func:`~synapse_pt.eval.records.outputs.run_config`: the config without its result-neutral
+  settings and its paths) or of other data (the data's content sha256) is refused
+  (:class:`OutputDirInUse`) unless ``overwrite=true``; the same configuration on the same data
+  resumes, wherever the folder, the caches or the data file now are;
+* :func:`writing`: an error writing a file of the folder is one :class:`OutputDirNotWritable`
+  naming the folder, the file and what was kept.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
-import shutil
-import socket
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 
 from synapse_pt.eval.records.outputs import (
     RUN_FILES,
     TABLES,
     result_neutral_changes,
-    without_result_neutral,
+    run_config,
 )
 
 log = logging.getLogger("synapse_pt.run")
 
-#: the lock file of a folder a run is writing
-LOCK_NAME = "run.lock"
 #: the files whose presence makes a folder hold a configuration's outputs (a run that failed
 #: before writing any of them left only its ``config.yaml``)
 RUN_OUTPUTS = ("metrics.json", "predictions.parquet")
-#: the hidden folder inside a run's folder that its outputs are written into before they replace
-#: the folder's own (:func:`staging`, :func:`commit`)
-STAGING = ".staging"
 #: Hydra's records of the run (its composed config, Hydra's config, the command-line overrides)
 HYDRA_RECORDS = ".hydra"
+#: the run's log (``<hydra.job.name>.log``)
+LOG_NAME = "run.log"
 
 
 class OutputDirInUse(RuntimeError):
     """A run folder already holds the outputs of another configuration."""
 
 
-class RunFolderLocked(RuntimeError):
-    """Another run is writing this folder now (its lock file names it)."""
-
-
 class OutputDirNotWritable(OSError):
     """A run's (or a multirun's) folder cannot be created or written."""
 
 
-#: what a folder that cannot be written (read-only, its file system full) raises
-NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
-
-
 @contextmanager
 def writing(folder: Path) -> Iterator[None]:
-    """Turn an :class:`OSError` of a file under ``folder`` that cannot be written
-    (:data:`NOT_WRITABLE`: made read-only mid-run, a full disk) into one
-    :class:`OutputDirNotWritable` naming the folder, the file and the cause."""
+    """Turn an :class:`OSError` of a file under ``folder`` (made read-only mid-run, a full disk,
+    a file over ``ulimit -f``, ...) into one :class:`OutputDirNotWritable` naming the folder, the
+    file, the cause and what was kept (an error of a file elsewhere, a cache's, is left to the
+    caller's boundary)."""
     try:
         yield
     except OSError as err:
         name = err.filename
         inside = name is not None and Path(os.fsdecode(name)).resolve().is_relative_to(
             folder.resolve())
-        if err.errno not in NOT_WRITABLE or not inside or isinstance(err, OutputDirNotWritable):
+        if not inside or isinstance(err, OutputDirNotWritable):
             raise
+        reason = os.strerror(err.errno) if err.errno else err.strerror
         raise OutputDirNotWritable(
             f"{folder}: the run's outputs could not be written ({os.fsdecode(name)}: "
-            f"{err.strerror}); the folder's earlier outputs are left as they were; make it "
-            "writable and rerun, or choose another hydra.run.dir") from err
+            f"{reason}); the folder's earlier outputs are left as they were, the caches keep "
+            "what this run computed; make room or make it writable and rerun, or choose another "
+            "hydra.run.dir") from err
 
 
 def claim_new_folder(folder: str | Path) -> Path:
@@ -104,163 +93,20 @@ def claim_new_folder(folder: str | Path) -> Path:
             n += 1
 
 
-def _holder(text: str) -> dict:
-    try:
-        info = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
-def _describe(info: dict) -> str:
-    return (f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started "
-            f"{info.get('started', '?')}")
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by another user
-        return True
-    return True
-
-
-def _stale(info: dict) -> bool:
-    """A lock left by a process that died on this host (a lock of another host is never stale:
-    its process cannot be checked from here)."""
-    pid = info.get("pid")
-    return (info.get("host") == socket.gethostname() and isinstance(pid, int)
-            and pid != os.getpid() and not _alive(pid))
-
-
-def acquire(folder: str | Path) -> Path:
-    """Create ``folder``'s lock file (``O_CREAT | O_EXCL``: one winner) holding this process's
-    pid, host and start time; :class:`RunFolderLocked` naming the holder when another run holds
-    it. A stale lock (:func:`_stale`) is moved aside and taken over, with a log line."""
-    lock = Path(folder) / LOCK_NAME
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %z")}
-    for _ in range(3):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                text = lock.read_text()
-            except FileNotFoundError:  # released meanwhile: try again
-                continue
-            held = _holder(text)
-            if not _stale(held):
-                raise RunFolderLocked(
-                    f"{folder} is being written by another run ({_describe(held)}; lock file "
-                    f"{lock}); wait for it to finish or choose another hydra.run.dir (a run that "
-                    "died on another host leaves its lock: remove the file)") from None
-            aside = lock.with_name(f"{LOCK_NAME}.stale-{os.getpid()}")
-            try:
-                os.replace(lock, aside)
-            except FileNotFoundError:
-                continue
-            if aside.read_text() != text:  # another run took it over first: give it back
-                with suppress(FileExistsError):
-                    os.link(aside, lock)
-                aside.unlink()
-                raise RunFolderLocked(f"{folder} is being written by another run (lock file "
-                                      f"{lock}); choose another hydra.run.dir") from None
-            aside.unlink()
-            log.warning("%s: taking over the lock of a run that is no longer running (%s)",
-                        folder, _describe(held))
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(info, f)
-        return lock
-    raise RunFolderLocked(f"{folder}: could not take the lock file {lock} (it changed hands "
-                          "repeatedly); choose another hydra.run.dir")
-
-
-def release(lock: Path) -> None:
-    """Remove this process's lock file (one that names another process is left alone)."""
-    try:
-        if _holder(lock.read_text()).get("pid") == os.getpid():
-            lock.unlink()
-    except OSError as err:
-        if err.errno != errno.ENOENT:
-            raise
-
-
-@contextmanager
-def holding(folder: str | Path) -> Iterator[Path]:
-    """Hold ``folder``'s lock (:func:`acquire`) for the ``with`` block, released however it
-    ends."""
-    lock = acquire(folder)
-    try:
-        yield lock
-    finally:
-        try:
-            release(lock)
-        except OSError as err:  # a folder made read-only: the run's own error stays the one said
-            log.warning("%s: could not remove the lock file (%s); the next run takes it over "
-                        "(its process has ended)", lock, err)
-
-
 def holds_outputs(folder: Path) -> bool:
     """Whether ``folder`` holds a run's outputs (any of :data:`RUN_OUTPUTS`)."""
     return any((folder / name).exists() for name in RUN_OUTPUTS)
 
 
-def clear_outputs(folder: Path) -> list[str]:
-    """Remove what a run writes (:data:`RUN_FILES`, :data:`TABLES`, :data:`HYDRA_RECORDS`) from
-    ``folder``; the names removed. Anything else (its log, a tracker's files) is left."""
-    removed = [name for name in RUN_FILES if (folder / name).is_file()]
-    for name in removed:
-        (folder / name).unlink()
-    for name in (TABLES, HYDRA_RECORDS):
-        if (folder / name).is_dir():
-            shutil.rmtree(folder / name)
-            removed.append(f"{name}/")
-    return removed
-
-
-@contextmanager
-def staging(folder: Path) -> Iterator[Path]:
-    """The run's staging folder ``<folder>/.staging``, made empty (one a killed run left behind is
-    removed: the caller holds the folder's lock) and removed when the ``with`` block ends, whatever
-    it holds then: a run that failed before :func:`commit` leaves ``folder`` as it found it. Said
-    in one log line when the folder holds another run's outputs."""
-    path = folder / STAGING
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir()
-    try:
-        yield path
-    except BaseException:
-        if holds_outputs(folder):
-            log.warning("%s: this run did not finish; the outputs already in the folder are left "
-                        "as they were", folder)
-        raise
-    finally:
-        if path.exists():
-            try:
-                shutil.rmtree(path)
-            except OSError as err:  # as for the lock: the run's own error stays the one said
-                log.warning("%s: could not remove the staging folder (%s); the next run into "
-                            "the folder removes it", path, err)
-
-
-def commit(staged: Path, folder: Path, replace: bool) -> None:
-    """Move everything in ``staged`` into ``folder`` (a folder such as ``tables/`` replaces the one
-    there), ``replace`` (``overwrite=true``): after removing the replaced run's files
-    (:func:`clear_outputs`, logged), so none survives beside the new run's."""
-    if replace:
-        removed = clear_outputs(folder)
-        if removed:
-            log.info("%s: overwrite=true replaced the earlier run's files %s", folder, removed)
-    for entry in sorted(staged.iterdir()):
-        target = folder / entry.name
-        if entry.is_dir() and target.is_dir():
-            shutil.rmtree(target)
-        os.replace(entry, target)
+def legacy_run_files(folder: Path) -> list[str]:
+    """The files a run of a version before manifests wrote into ``folder`` (its outputs,
+    ``tables/``, Hydra's records, the log): the :data:`~synapse_pt.eval.records.commit.Legacy`
+    rule of a run folder, read only for a folder holding a run's outputs and no manifest."""
+    if not holds_outputs(folder):
+        return []
+    nested = [str(p.relative_to(folder)) for name in (TABLES, HYDRA_RECORDS)
+              for p in sorted((folder / name).glob("*")) if p.is_file()]
+    return [*RUN_FILES, *nested, LOG_NAME]
 
 
 def _refuse(output_dir: Path, what: str) -> OutputDirInUse:
@@ -270,45 +116,81 @@ def _refuse(output_dir: Path, what: str) -> OutputDirInUse:
         "them")
 
 
-def check_same_data(output_dir: Path, sha256: str | None, overwrite: bool = False) -> None:
-    """Refuse to write into a folder whose outputs were computed on other data: the data's sha256
-    recorded in its ``metrics.json`` (``identity.dataset.sha256``) is not ``sha256``. A file
-    nobody pinned (``dataset.sha256=null``) can change under the same configuration; this is what
-    tells the two runs apart. ``overwrite=true`` replaces them."""
+def data_identity(dataset: Any) -> tuple[str, str | None]:
+    """``(what, hash)`` naming a loaded dataset's data: its content sha256 (the parsed data as
+    canonical JSON: the same under another serialisation), else the sha256 of its file (a
+    dataset of several files: of their listing)."""
+    if getattr(dataset, "content_sha256", None):
+        return "content sha256", dataset.content_sha256
+    return "sha256", dataset.sha256
+
+
+def check_same_data(output_dir: Path, dataset: Any, overwrite: bool = False) -> None:
+    """Refuse to write into a folder whose outputs were computed on other data: the data recorded
+    in its ``metrics.json`` (``identity.dataset``: the content sha256, else the file's sha256) is
+    not ``dataset``'s (:func:`data_identity`). A file nobody pinned (``dataset.sha256=null``) can
+    change under the same configuration; this is what tells the two runs apart, while a copy at
+    another path or the same data written out again resumes. ``overwrite=true`` replaces them."""
     metrics = output_dir / "metrics.json"
     if overwrite or not metrics.is_file():
         return
     try:
-        before = json.loads(metrics.read_text())["identity"]["dataset"]["sha256"]
+        recorded = json.loads(metrics.read_text())["identity"]["dataset"]
+        recorded["sha256"]  # noqa: B018 - fail here with the file's name
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise OutputDirInUse(f"{metrics}: not a run's metrics (no identity.dataset.sha256: "
                              f"{type(err).__name__}: {err}); choose another hydra.run.dir or "
                              "pass overwrite=true to replace it") from None
-    if before != sha256:
-        raise _refuse(output_dir, f"data file (sha256 {str(before)[:12]}..., this run's "
-                                  f"{str(sha256)[:12]}...)")
+    what, ours = data_identity(dataset)
+    before = recorded.get("content_sha256" if what == "content sha256" else "sha256")
+    if before is None:  # a run recorded before content hashes: compared by the file's sha256
+        what, ours, before = "sha256", dataset.sha256, recorded["sha256"]
+    if before != ours:
+        raise _refuse(output_dir, f"data file ({what} {str(before)[:12]}..., this run's "
+                                  f"{str(ours)[:12]}...)")
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """A run folder's ``config.yaml`` as a dict; :class:`OutputDirInUse` naming the file when it
+    is not a readable mapping (truncated, edited by hand)."""
+    try:
+        value = OmegaConf.to_container(OmegaConf.create(path.read_text()))
+    except (yaml.YAMLError, ValueError, UnicodeDecodeError) as err:
+        mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+        reason = (f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+                  if mark and problem else ": " + " ".join(str(err).split()))
+        raise OutputDirInUse(f"{path}: not a readable config ({type(err).__name__}{reason}); "
+                             "restore it, choose another hydra.run.dir, or pass overwrite=true "
+                             "to replace the folder's outputs") from None
+    if not isinstance(value, dict):
+        raise OutputDirInUse(f"{path}: not a config (a {type(value).__name__}, not a mapping); "
+                             "restore it, choose another hydra.run.dir, or pass overwrite=true "
+                             "to replace the folder's outputs")
+    return value
 
 
 def check_output_dir(output_dir: Path, config_text: str, overwrite: bool = False) -> None:
     """Refuse to write into a folder whose outputs are another configuration's.
 
-    The same resolved configuration resumes (its cached answers make the rerun cheap and its
-    outputs identical). Settings that cannot change results
+    The same configuration resumes (its cached answers make the rerun cheap and its outputs
+    identical): two configs are compared by :func:`~synapse_pt.eval.records.outputs.run_config`,
+    without the settings that cannot change results
     (:data:`~synapse_pt.eval.records.outputs.RESULT_NEUTRAL_KEYS`: caps, concurrency, timeouts,
-    retries,
-    the tracker) are not compared: the new values are recorded in ``config.yaml`` and logged. A
-    folder holding no :data:`RUN_OUTPUTS` (a failed start's log) accepts any configuration;
-    ``overwrite=true`` replaces another configuration's outputs once the new run has succeeded
-    (:func:`commit`)."""
+    retries, the tracker; their new values are recorded in ``config.yaml`` and logged) and without
+    their paths (:data:`~synapse_pt.eval.records.outputs.PATH_KEYS`: a moved folder, another
+    cache, the data file elsewhere; the data is compared by :func:`check_same_data`). A folder
+    holding no :data:`RUN_OUTPUTS` (a failed start's log) accepts any configuration;
+    ``overwrite=true`` replaces another configuration's outputs once the new run has succeeded.
+    A ``config.yaml`` that cannot be read is refused naming it."""
     saved = output_dir / "config.yaml"
     if overwrite or not saved.is_file():
         return
-    before = OmegaConf.to_container(OmegaConf.create(saved.read_text()))
+    before = _read_config(saved)
     after = OmegaConf.to_container(OmegaConf.create(config_text))
     for key, (old, new) in result_neutral_changes(before, after).items():
         log.info("%s: result-neutral setting %s changed %r -> %r (recorded, not compared)",
                  output_dir, key, old, new)
-    before, after = without_result_neutral(before), without_result_neutral(after)
+    before, after = run_config(before), run_config(after)
     differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     if not differ:
         return

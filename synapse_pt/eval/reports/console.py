@@ -1,11 +1,12 @@
 """The compact, titled table a run prints when it ends (the full metrics stay in ``metrics.json``).
 
 Rows are the run's headline metrics (recall@10 in retrieval mode; F1 under both protocols, BLEU-1
-and the judge in QA mode), columns the categories and the two means of the answerable categories
-(``mean_q_1_4`` on LoCoMo, ``mean_q_2_10`` on BEAM); below it the mean context tokens a question
-the recall was measured at, then the gate figures. The title names the run and the data it
-actually loaded, and says so loudly when that was the shipped sample conversation rather than
-LoCoMo-10, or a file that is not its upstream release (what differs, in one line).
+and every judge the run asked in QA mode), columns the categories and the two means of the
+answerable categories (``mean_q_1_4`` on LoCoMo, ``mean_q_2_10`` on BEAM); below it the mean
+context tokens a question the recall was measured at, then the gate figures. The title names the
+run and the data it actually loaded, and says so loudly when that was the shipped sample
+conversation rather than LoCoMo-10, or a file that is not its upstream release (what differs, in
+one line).
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from rich.table import Table
 from synapse_pt.data.source import SAMPLE_FALLBACK_NOTE
 from synapse_pt.eval.qa.aggregate import OVERALL, run_summary_names
 from synapse_pt.eval.qa.scorers import table_columns
+from synapse_pt.eval.reports.report import run_judges
 
 RETRIEVAL_HEADLINE = ("recall@10", "recall@1000tok")
-QA_HEADLINE = (*table_columns(), "judge")
+#: the qa headline's rows: the answer scorers', then each judge the run asked
+#: (:func:`~synapse_pt.eval.reports.report.run_judges`: ``judge``, or ``judge_mem0``,
+#: ``judge_gaama``, ... under ``eval.judges``)
+QA_HEADLINE = tuple(table_columns())
 GATE_FIGURES = (("false_rejection_rate", "false rejection (answerable)"),
                 ("true_rejection_rate", "true rejection (unanswerable)"),
                 ("c_ret_auc_adversarial", "C_ret ROC AUC, unanswerable vs rest"),
@@ -83,7 +88,8 @@ def headline_table(metrics: Mapping[str, Any], names: Mapping[int, str],
     of ``metrics.json`` it shows (``metrics_audited``: the audited gold's)."""
     identity = metrics.get("identity", {})
     if headline is None:
-        headline = QA_HEADLINE if identity.get("eval_mode") == "qa" else RETRIEVAL_HEADLINE
+        headline = ((*QA_HEADLINE, *run_judges(identity)) if identity.get("eval_mode") == "qa"
+                    else RETRIEVAL_HEADLINE)
     table = Table()
     columns = [str(names[c]) for c in sorted(names)] + [*run_summary_names(identity), OVERALL]
     entries = {m: metrics.get(section, {}).get(m) for m in headline}

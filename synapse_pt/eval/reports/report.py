@@ -14,6 +14,8 @@ import pandas as pd
 from synapse_pt.eval.qa.aggregate import run_summary_names
 from synapse_pt.eval.reports.tables import ablation_table, efficiency_table, main_table
 
+#: the metrics a table is made of where the runs have them; ``judge`` stands for each judge a run
+#: asked (:func:`table_metrics`: ``judge_mem0``, ``judge_gaama`` under ``eval.judges``)
 TABLE_METRICS = ("f1_official", "f1_amem", "bleu1", "judge", "recall@5", "recall@10", "recall@30")
 #: the golds a run's numbers can be scored against, in table order, and the suffix of their
 #: tables' names (the official gold's tables keep their names)
@@ -22,6 +24,22 @@ GOLD_SUFFIX = {"official": "", "audited": "_audited"}
 #: showed (``retrieval.context_tokens_mean``): recall@10 of a system that shows 15,000 tokens is
 #: not recall@10 of one that shows 700
 CONTEXT_COLUMN = "context tokens/question"
+
+
+def run_judges(identity: Mapping[str, Any]) -> list[str]:
+    """The judge metrics a run recorded, in the order it asked its judges: ``judge_<protocol>``
+    for each of ``eval.judges`` (``identity.judges``), else the one judge's ``judge``
+    (:func:`~synapse_pt.eval.qa.pipeline.judge_column`)."""
+    return [f"judge_{p}" for p in identity.get("judges") or []] or ["judge"]
+
+
+def table_metrics(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """:data:`TABLE_METRICS` with ``judge`` standing for every judge the runs asked
+    (:func:`run_judges`), in the order they asked them."""
+    judges = list(dict.fromkeys(j for m in runs.values()
+                                for j in run_judges(m.get("identity", {}))))
+    return [name for metric in TABLE_METRICS
+            for name in (judges if metric == "judge" else [metric])]
 
 
 def run_gold(identity: Mapping[str, Any]) -> str:
@@ -82,7 +100,7 @@ def run_tables(runs: Mapping[str, Mapping[str, Any]], names: Mapping[int, str], 
         results = {label: gold_sections(m)[gold] for label, m in runs.items()}
         common = set.intersection(*(set(r) for r in results.values())) if results else set()
         suffix = GOLD_SUFFIX[gold]
-        for metric in TABLE_METRICS:
+        for metric in table_metrics(runs):
             if metric not in common:
                 continue
             # the paper's numbers are LoCoMo F1 under the official protocol and gold

@@ -24,9 +24,8 @@ from omegaconf import OmegaConf
 
 from synapse_pt.eval.qa.aggregate import answerable_span, run_summary_names
 from synapse_pt.eval.reports.paper_numbers import PUBLISHED_ROWS
+from synapse_pt.resources import study_dir
 
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
-STUDY_DIR = CONFIG_DIR.parent / "studies"
 _LABEL = re.compile(r"[A-Za-z0-9_.+-]+")
 
 
@@ -34,9 +33,9 @@ def load_study(name_or_path: str | Path) -> dict[str, Any]:
     """``{"base", "variants": {label: [overrides]}}`` of ``studies/<name>.yaml`` or a path."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = STUDY_DIR / f"{name_or_path}.yaml"
+        path = study_dir() / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in STUDY_DIR.glob("*.yaml"))
+        known = sorted(p.stem for p in study_dir().glob("*.yaml"))
         raise FileNotFoundError(f"study {name_or_path!r}: no file {path} (studies: {known})")
     study = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     if not isinstance(study, dict) or not isinstance(study.get("variants"), dict):

@@ -34,8 +34,9 @@ def concept_label(text: str) -> str:
 @dataclass
 class Block:
     """One conversation's graph: node ``kind``/``text``/``covers`` (the LoCoMo turns a node's
-    content comes from) lists, local ``edge_index`` ``[2, E]``, edge types ``[E]`` and the node
-    embeddings ``x``."""
+    content comes from) lists, local ``edge_index`` ``[2, E]``, edge types ``[E]``, the node
+    embeddings ``x`` and, for the LLM build, ``stored`` ``[N]`` bool: the nodes whose row in
+    the code's vector store is this conversation's (``None``: all)."""
 
     sample_id: str
     kind: list[str]
@@ -46,6 +47,7 @@ class Block:
     edge_index: torch.Tensor
     edge_type: torch.Tensor
     x: torch.Tensor
+    stored: torch.Tensor | None = None
 
 
 class GraphBuilder:
@@ -69,12 +71,14 @@ class GraphBuilder:
         self.who.append(who)
         return len(self.kind) - 1
 
-    def concept(self, label: str) -> int | None:
-        """The node of a concept label (created on first use; ``None`` for an empty label)."""
+    def concept(self, label: str, text: str | None = None) -> int | None:
+        """The node of a concept label (created on first use, its text ``text``, by default the
+        label's words, ``pottery class``; ``None`` for an empty label)."""
         if not label:
             return None
         if label not in self.concepts:
-            self.concepts[label] = self.node(CONCEPT, label.replace("_", " "), (), None)
+            self.concepts[label] = self.node(
+                CONCEPT, label.replace("_", " ") if text is None else text, (), None)
         return self.concepts[label]
 
     def link(self, a: int, b: int, edge: str) -> None:

@@ -1,8 +1,9 @@
 """GAAMA's LLM build: facts, concepts and reflections written by a chat model (SPEC §2).
 
 Two prompt sets (``memory.prompts``), both sent through the project's LLM interface, its response
-cache and :func:`~synapse_pt.models.structured.generate_structured` (one repair round per garbled
-reply):
+cache and :func:`~synapse_pt.models.structured.generate_structured` (replies read and re-asked as
+``memory.replies`` says, :mod:`.replies`), with the build's sampling (``memory.temperature``,
+``seed``, ``budget_param``; the code's: none, none, ``max_completion_tokens``):
 
 * ``"upstream"`` (the default): GAAMA's own ``prompts/fact_generation.md`` and
   ``prompts/reflection_generation.md`` read from the pinned files
@@ -30,9 +31,9 @@ reply):
 A cited id outside the request (a fact's message, a reflection's fact) drops that citation only,
 the fact or reflection kept (the code's, ``services/ltm_creator.py`` 388-391 and 507-510).
 
-A reply that still fails after the repair is a counted :class:`GAAMAFailure`, named in the log and
-in the memory's ``describe()`` (``extraction_failures``); its chunk contributes no facts, never
-an empty success.
+A reply that still fails after the code's retries (or our repair) is a counted
+:class:`GAAMAFailure`, named in the log and in the memory's ``describe()``
+(``extraction_failures``); its chunk contributes nothing, as the code's fallback of empty lists.
 """
 
 from __future__ import annotations
@@ -289,9 +290,17 @@ def _section(lines: Sequence[str]) -> str:
     return "\n".join(lines) if lines else NONE_TEXT
 
 
+def _request(user: str, max_tokens: int, sampling: Mapping[str, Any]) -> ChatRequest:
+    """One user message, no system message, the build's sampling (``temperature``, ``seed``,
+    ``budget_param``; the code's: none, none, ``max_completion_tokens``,
+    ``adapters/openai_llm.py`` 51-57); an empty completion is an answer, as the code reads it."""
+    return ChatRequest((("user", user),), max_tokens=max_tokens, accept_empty=True, **sampling)
+
+
 def upstream_fact_request(template: Template, new_episodes: Sequence[str],
                           related_episodes: Sequence[str], existing_facts: Sequence[str],
-                          existing_concepts: Sequence[str], max_tokens: int) -> ChatRequest:
+                          existing_concepts: Sequence[str], max_tokens: int,
+                          sampling: Mapping[str, Any] | None = None) -> ChatRequest:
     """The code's fact request: ``fact_generation.md`` filled with the four sections (lines as
     :func:`episode_line` / :func:`node_line` write them, concepts their labels), each cut by
     :func:`budget_truncate`; one user message, no system message."""
@@ -300,13 +309,13 @@ def upstream_fact_request(template: Template, new_episodes: Sequence[str],
                  FACT_SHARES, strict=True)), CONTEXT_WORDS)
     user = template.render(new_episodes=_section(new), related_episodes=_section(related),
                            existing_facts=_section(facts), existing_concepts=_section(concepts))
-    return ChatRequest((("user", user),), max_tokens=max_tokens)
+    return _request(user, max_tokens, sampling or {})
 
 
 def upstream_reflection_request(template: Template, new_facts: Sequence[str],
                                 related_facts: Sequence[str],
-                                existing_reflections: Sequence[str], max_tokens: int
-                                ) -> ChatRequest:
+                                existing_reflections: Sequence[str], max_tokens: int,
+                                sampling: Mapping[str, Any] | None = None) -> ChatRequest:
     """The code's reflection request: ``reflection_generation.md`` filled with the three
     sections (:func:`node_line`), cut by :func:`budget_truncate`; one user message."""
     new, related, reflections = budget_truncate(
@@ -314,130 +323,177 @@ def upstream_reflection_request(template: Template, new_facts: Sequence[str],
                  strict=True)), CONTEXT_WORDS)
     user = template.render(new_facts=_section(new), related_facts=_section(related),
                            existing_reflections=_section(reflections))
-    return ChatRequest((("user", user),), max_tokens=max_tokens)
+    return _request(user, max_tokens, sampling or {})
 
 
-def _str_list(value: Any, where: str) -> list[str]:
+def _items(value: Any, where: str) -> list[Any]:
+    """What the code's ``for x in value`` walks: a list's items, a string's characters, a dict's
+    keys; none for a missing or null value (where the code would stop: an empty list here).
+
+    Raises:
+        StructuredOutputError: a value no loop walks (a number).
+    """
     if value is None:
         return []
-    if not isinstance(value, list):
-        raise StructuredOutputError(f"{where} must be a list, got {value!r}")
-    return [str(v) for v in value]
+    if isinstance(value, (list, str, dict)):
+        return list(value)
+    raise StructuredOutputError(f"{where} must be a list, got {value!r}")
 
 
-def _cited(sources: list[str], ids: Mapping[str, Any] | None) -> list[str]:
-    """The cited ids the request knows (``ids`` None: all, the batch's shape check)."""
-    return sources if ids is None else [s for s in sources if s in ids]
+def _known(value: Any, ids: Collection[str]) -> bool:
+    """Whether a cited value is one of the request's ids (an id is a string)."""
+    return isinstance(value, str) and value in ids
+
+
+def _objects(value: Any, where: str) -> list[dict]:
+    """The items of a reply's list of objects (an item that is no object stops the code's
+    reader: unreadable here)."""
+    items = _items(value, where)
+    if not all(isinstance(v, dict) for v in items):
+        raise StructuredOutputError(f"'{where}' must be a list of objects")
+    return items
+
+
+@dataclass(frozen=True)
+class UpstreamFacts:
+    """A fact reply read as the code reads it (``services/ltm_creator.py`` 310-401), in reply
+    order, repeats kept (each makes its own edge there): ``concepts`` every concept item with a
+    label, ``(label, the chunk's episodes it names)``; ``facts`` every fact with text, its
+    ``sources`` the chunk's episodes it names and its ``concepts`` the labels known to the
+    request (shown, or one of the reply's)."""
+
+    facts: list[ExtractedFact]
+    concepts: list[tuple[str, tuple[str, ...]]]
 
 
 def parse_upstream_facts(text: str, ids: Mapping[str, str] | None = None,
-                         known: Collection[str] = ()
-                         ) -> tuple[list[ExtractedFact], dict[str, tuple[str, ...]]]:
-    """The facts and per-message concepts of a reply to :func:`upstream_fact_request`, read as
-    the code reads them (``services/ltm_creator.py`` 310-401): a concept label stripped and
-    lower-cased, linked to the chunk's episodes it names; a fact without text skipped; its
-    ``source_episode_ids`` mapped through ``ids`` (the id shown -> the turn's ``dia_id``; an id
-    outside the chunk dropped); its concepts kept where the label is a known
-    one (``known``, the concepts shown) or one of the reply's. ``belief`` is not used (the graph
-    has no belief). Unlike the code, a reply without a ``facts`` list is unreadable (repaired
-    once, then counted), never an empty success.
+                         known: Collection[str] = (), *, code: bool = True) -> UpstreamFacts:
+    """A reply to :func:`upstream_fact_request`: a concept label stripped and lower-cased,
+    linked to the chunk's episodes it names (``ids``: the id shown -> the turn's ``dia_id``; an
+    id outside the chunk dropped); a fact without text skipped; its ``source_episode_ids``
+    mapped through ``ids``; its concepts kept where the label is a known one (``known``, the
+    concepts shown) or one of the reply's. ``belief`` is not used (the graph has no belief).
+
+    ``code`` (``memory.replies=code``): read as the code reads it, the reply loaded by
+    :func:`~.replies.load_first` (an empty reply or one without ``facts`` is nothing extracted).
+    Else ours: :func:`~synapse_pt.models.structured.parse_json_reply`, and a reply without a
+    ``facts`` list is unreadable.
 
     Raises:
-        StructuredOutputError: not the form the prompt asks for.
+        StructuredOutputError: not the form the code can read.
     """
-    value = parse_json_reply(text)
-    if not isinstance(value, dict) or not isinstance(value.get("facts"), list):
+    from .replies import load_first
+
+    value = load_first(text) if code else parse_json_reply(text)
+    if not code and (not isinstance(value, dict) or not isinstance(value.get("facts"), list)):
+        raise StructuredOutputError('expected {"facts": [...], "concepts": [...]}')
+    if not isinstance(value, dict):
         raise StructuredOutputError('expected {"facts": [...], "concepts": [...]}')
     labels = set(known)
-    per_episode: dict[str, list[str]] = {}
-    for i, item in enumerate(_list_of_dicts(value.get("concepts"), "concepts")):
+    concepts = []
+    for i, item in enumerate(_objects(value.get("concepts"), "concepts")):
         label = str(item.get("concept_label", "")).strip().lower()
         if not label:
             continue
         labels.add(label)
-        for ep in _str_list(item.get("episode_ids"), f"concept {i}: 'episode_ids'"):
-            if ids is None or ep in ids:  # the code links only the chunk's episodes
-                per_episode.setdefault(ids[ep] if ids is not None else ep, []).append(label)
+        linked = [ep for ep in _items(item.get("episode_ids"), f"concept {i}: 'episode_ids'")
+                  if ids is None or _known(ep, ids)]  # the code links only the chunk's episodes
+        concepts.append((label, tuple(ids[ep] if ids is not None else str(ep) for ep in linked)))
     facts = []
-    for i, item in enumerate(_list_of_dicts(value["facts"], "facts")):
+    for i, item in enumerate(_objects(value.get("facts"), "facts")):
         fact_text = str(item.get("fact_text", "")).strip()
         if not fact_text:
             continue
         where = f"fact {i}: 'source_episode_ids'"
-        sources = _cited(_str_list(item.get("source_episode_ids"), where), ids)
-        mapped = [ids[s] for s in sources] if ids is not None else sources
-        concepts = [str(c).strip().lower()
-                    for c in _str_list(item.get("concepts"), f"fact {i}: 'concepts'")]
-        facts.append(ExtractedFact(fact_text, tuple(dict.fromkeys(mapped)),
-                                   tuple(dict.fromkeys(c for c in concepts if c in labels))))
-    return facts, {k: tuple(dict.fromkeys(v)) for k, v in per_episode.items()}
+        sources = [s for s in _items(item.get("source_episode_ids"), where)
+                   if ids is None or _known(s, ids)]
+        named = [str(c).strip().lower()
+                 for c in _items(item.get("concepts"), f"fact {i}: 'concepts'")]
+        facts.append(ExtractedFact(fact_text, tuple(ids[s] if ids is not None else str(s)
+                                                    for s in sources),
+                                   tuple(c for c in named if c in labels)))
+    return UpstreamFacts(facts, concepts)
 
 
-def _list_of_dicts(value: Any, where: str) -> list[dict]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise StructuredOutputError(f"'{where}' must be a list of objects")
-    return value
-
-
-def parse_upstream_reflections(text: str, ids: Mapping[str, Sequence[int]] | None = None
-                               ) -> list[tuple[str, tuple[int, ...]]]:
-    """``[(reflection, cited positions among the new facts)]`` of a reply to
+def parse_upstream_reflections(text: str, ids: Collection[str] | None = None, *,
+                               code: bool = True) -> list[tuple[str, tuple[str, ...]]]:
+    """``[(reflection, the new facts' ids it cites)]`` of a reply to
     :func:`upstream_reflection_request`, read as the code reads it (``services/ltm_creator.py``
-    481-510): a reflection without text skipped; ``source_fact_ids`` mapped through ``ids``
-    (a new fact's id -> its positions; the code links only the new facts, so an id of a fact
-    shown as context counts as outside the request and is dropped)."""
-    value = parse_json_reply(text)
-    if not isinstance(value, dict) or not isinstance(value.get("reflections"), list):
+    481-510): a reflection without text skipped; ``source_fact_ids`` kept where one of ``ids``
+    (the new facts' ids: the code links only those, so a fact shown as context counts as outside
+    the request), repeats kept. ``code``: as :func:`parse_upstream_facts`."""
+    from .replies import load_first
+
+    value = load_first(text) if code else parse_json_reply(text)
+    if not isinstance(value, dict) or (
+            not code and not isinstance(value.get("reflections"), list)):
         raise StructuredOutputError('expected {"reflections": [...]}')
     out = []
-    for i, item in enumerate(_list_of_dicts(value["reflections"], "reflections")):
+    for i, item in enumerate(_objects(value.get("reflections"), "reflections")):
         reflection = str(item.get("reflection_text", "")).strip()
         if not reflection:
             continue
-        where = f"reflection {i}: 'source_fact_ids'"
-        cited = _cited(_str_list(item.get("source_fact_ids"), where), ids)
-        positions = [p for c in cited for p in ids[c]] if ids is not None else []
-        out.append((reflection, tuple(dict.fromkeys(positions))))
+        cited = _items(item.get("source_fact_ids"), f"reflection {i}: 'source_fact_ids'")
+        out.append((reflection, tuple(c for c in cited if ids is None or _known(c, ids))))
     return out
 
 
 class VectorStore:
-    """One conversation's node embeddings as the code's vector store holds them while it builds
-    (``adapters/sqlite_vector.py``): a node enters when the code embeds it (a chunk's episodes
-    before its facts are asked for, then its concepts and facts, then its reflections), and
-    :meth:`search` returns the ``top_k`` nearest entered nodes with their similarity (ties: the
-    earlier node)."""
+    """The code's one vector store (``adapters/sqlite_vector.py``) while it builds: a row per
+    node key (``(kind, node id)``: an episode, or a concept, fact or reflection keyed by its text,
+    as ``canonical_id_entity``), tagged with the conversation that wrote it last. A node enters
+    when the code embeds it (a chunk's episodes before its facts are asked for, then its concepts
+    and facts, then its reflections); a key written again leaves its old row and takes a new one
+    at the end, with the conversation and text of the new write (the code deletes the entity's
+    rows and inserts one for the new node's scope, 96-146). :meth:`search` takes the
+    ``max(2 top_k, 20)`` nearest rows of the whole store, keeps the conversation's, the nearest
+    ``top_k`` of those (178-238; ties: the earlier row)."""
 
     def __init__(self) -> None:
-        self.nodes: list[int] = []
-        self.row: dict[int, int] = {}
+        self.keys: list[tuple[str, str] | None] = []  # None: a row left by a later write
+        self.owner: list[tuple[str, int]] = []  # (conversation, node) of each row
+        self.row: dict[tuple[str, str], int] = {}
         self.emb: torch.Tensor | None = None
 
-    def add(self, nodes: Sequence[int], emb: torch.Tensor) -> None:
-        if not nodes:
+    def add(self, conversation: str, entries: Sequence[tuple[tuple[str, str], int]],
+            emb: torch.Tensor) -> None:
+        """Write ``entries`` (``(key, node)``, in order) with their embeddings ``[n, d]``."""
+        if not entries:
             return
-        for node in nodes:
-            self.row[node] = len(self.nodes)
-            self.nodes.append(node)
+        for key, node in entries:
+            if key in self.row:
+                self.keys[self.row[key]] = None
+            self.row[key] = len(self.keys)
+            self.keys.append(key)
+            self.owner.append((conversation, node))
         self.emb = emb if self.emb is None else torch.cat([self.emb, emb.to(self.emb)])
 
-    def embedding(self, nodes: Sequence[int]) -> torch.Tensor:
-        """The stored embeddings of ``nodes`` (entered before), ``[len(nodes), d]``."""
-        assert self.emb is not None
-        return self.emb[[self.row[n] for n in nodes]]
+    def stored(self, conversation: str, n_nodes: int) -> list[bool]:
+        """Per node of ``conversation``'s graph: whether a row of the store is its own (a node
+        whose key a later conversation wrote again is no longer found by a vector search)."""
+        mine = [False] * n_nodes
+        for key, (conv, node) in zip(self.keys, self.owner, strict=True):
+            if key is not None and conv == conversation:
+                mine[node] = True
+        return mine
 
-    def search(self, queries: torch.Tensor, top_k: int, similarity: Any
+    def search(self, conversation: str, queries: torch.Tensor, top_k: int, similarity: Any
                ) -> list[list[tuple[int, float]]]:
-        """Per query row ``[(node, similarity)]``, nearest first; ``similarity`` maps a cosine
-        tensor to the memory's scale."""
+        """Per query row ``[(node, similarity)]`` of ``conversation``'s nodes, nearest first;
+        ``similarity`` maps a cosine tensor to the memory's scale."""
         if self.emb is None:
             return [[] for _ in range(len(queries))]
-        sim = similarity(cosine_scores(self.emb, queries.to(self.emb)).double())  # [n, m]
-        order = sim.sort(dim=0, descending=True, stable=True).indices[:top_k]
-        return [[(self.nodes[r], float(sim[r, j])) for r in order[:, j].tolist()]
-                for j in range(sim.shape[1])]
+        live = torch.tensor([k is not None for k in self.keys])
+        sim = similarity(cosine_scores(self.emb, queries.to(self.emb)).double())  # [rows, m]
+        sim = sim.masked_fill(~live[:, None], float("-inf"))
+        k = min(max(2 * top_k, 20), int(live.sum()))
+        order = sim.sort(dim=0, descending=True, stable=True).indices[:k]
+        out = []
+        for j in range(sim.shape[1]):
+            hits = [(self.owner[r][1], float(sim[r, j])) for r in order[:, j].tolist()
+                    if self.owner[r][0] == conversation]
+            out.append(hits[:top_k])
+        return out
 
 
 def related(hits: Sequence[Sequence[tuple[int, float]]], kinds: Sequence[str], kind: str,

@@ -137,8 +137,8 @@ class GAAMAMemory(MemorySystem):
                 "hub_dampening": r.hub_dampening, "graph_only_cosine": r.graph_only_cosine,
                 "knn": r.k_nearest, "nearest": r.nearest,
                 **({"store_nearest": dict(self.store_counts)} if r.nearest == "store" else {}),
-                **({} if llm_free else {"prompts": self.build.prompts}),
-                "upstream_prompts": [t.source.rel for t in self.templates.values()],
+                **({} if llm_free else self.llm_build.describe()),
+                "upstream_prompts": [] if llm_free else self.llm_build.files,
                 "turn_template": self.renderer.template, "tau_gate": self.tau_gate,
                 **self.gate.describe()}
 
@@ -151,6 +151,10 @@ class GAAMAMemory(MemorySystem):
                         for d in dialogues])
         for d, g in zip(dialogues, graphs, strict=True):
             self.blocks[d.sample_id] = self._block(d.sample_id, g)
+        if self.llm_build is not None:  # what a vector search finds of each (the code's store)
+            for sample_id, block in self.blocks.items():
+                block.stored = torch.tensor(self.llm_build.store.stored(
+                    sample_id, len(block.kind)), device=self.device)
         if self.fused is not None:
             self.fused.ingest_dialogues(dialogues)
             row = self.fused.row_of()

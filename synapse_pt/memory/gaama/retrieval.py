@@ -87,12 +87,18 @@ def store_returns(blocks: Mapping[str, Block], query_emb: torch.Tensor, sample_i
     conversation's nodes by cosine at once and takes the nearest ``max(2 knn, 20)``; the
     question's conversation is filtered after that step (sqlite-vec joins the scope columns after
     its k nearest: ``adapters/sqlite_vector.py`` 178-214), and at most ``knn`` of the rest are
-    kept (238, :func:`scores`). Ties: the earlier-ingested node first."""
+    kept (238, :func:`scores`). A node without a row of its own (``Block.stored``: the LLM build's
+    node whose key a later conversation wrote again) is never returned. Ties: the
+    earlier-ingested node first."""
     names = list(blocks)
     x = torch.cat([blocks[name].x for name in names])  # [N_all, d]
     cos = cosine_scores(x, query_emb)  # [N_all, B]
-    k = min(max(2 * knn, 20), len(x))
-    top = cos.sort(dim=0, descending=True, stable=True).indices[:k]
+    stored = torch.cat([torch.ones(len(blocks[name].kind), dtype=torch.bool, device=cos.device)
+                        if blocks[name].stored is None else blocks[name].stored.to(cos.device)
+                        for name in names])
+    k = min(max(2 * knn, 20), int(stored.sum()))
+    top = cos.masked_fill(~stored[:, None], float("-inf")).sort(
+        dim=0, descending=True, stable=True).indices[:k]
     returned = torch.zeros_like(cos, dtype=torch.bool).scatter_(0, top, True)
     bounds = torch.tensor([0] + [len(blocks[name].kind) for name in names]).cumsum(0)
     where = {name: (int(bounds[i]), int(bounds[i + 1])) for i, name in enumerate(names)}

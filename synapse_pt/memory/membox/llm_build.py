@@ -13,31 +13,36 @@ code, and go through the project's LLM interface, response cache and
 * :func:`chain_request` / :func:`parse_chains`: the code's grouping of the events that joined no
   trace into new chains (each a new trace) and isolated events.
 
-A reply that stays unreadable after the repair round is a counted :class:`MemboxFailure` (named in
-the log and in ``describe()["extraction_failures"]``): a failed Topic Loom decision closes the
-box, a failed box extraction leaves the box without keywords and events, a failed verification
-joins all of the box's events to that trace (as the code's ``_llm_event_filter`` does when its
-reply does not parse), a failed grouping gives each unmatched event its own trace (the code
-creates none: its events would be lost). None is turned into a silent success.
+A reply that stays unreadable (asked once where the code asks once, after the repair round where
+it is read our way) is a counted :class:`MemboxFailure` (named in the log and in
+``describe()["extraction_failures"]``): a failed Topic Loom decision closes the box, a failed box
+extraction leaves the box without keywords and events (the code's ``process_new_box``), a failed
+verification joins all of the box's events to that trace (as the code's ``_llm_event_filter``),
+a failed grouping leaves the events without a trace (the code's ``{}``; ours,
+``chain_parse="fenced"``: each its own trace). None is turned into a silent success.
 
 Under ``prompts="upstream"`` (:class:`MemboxPrompts`, the default) the Topic Loom, box
 extraction, verification and chain grouping send the code's own prompts, read from Membox's
 ``membox.py`` at run time (:func:`~synapse_pt.data.upstream.membox_constant`, by attribute name
 of its ``class Config``; never pasted here) and rendered as its code renders them: one user
-message, no system message, temperature 0, no ``max_tokens`` (the model's own limit), the box
-extraction in JSON mode; their replies are read as the code reads them (:meth:`MemboxPrompts.
-parse_loom` and the others say how). ``prompts="ours"`` keeps the wordings above.
+message, no system message, temperature 0, no seed and no budget (the model's own limit), the box
+extraction in JSON mode, an empty completion an answer; their replies are read as the code reads
+them (:meth:`MemboxPrompts.parse_loom`, :func:`parse_box_code`, :func:`parse_verify_code`,
+:func:`chains_of_code`). ``prompts="ours"`` keeps the wordings above.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synapse_pt.data.records import Turn
 from synapse_pt.data.upstream import Template, membox_constant
+from synapse_pt.errors import ConfigError
 from synapse_pt.models.llm.base import ChatRequest
 from synapse_pt.models.structured import StructuredOutputError, parse_json_reply
 
@@ -120,10 +125,22 @@ def _meaningful(text: str) -> bool:
     return bool(_WORD.search(text))
 
 
-def parse_box(text: str) -> tuple[list[str], str, list[str]]:
-    """``(keywords, topic, events)`` of a reply to :func:`box_request`. Placeholders copied from
-    the prompt's example (``"..."``, no letter or digit) are not values: a reply of nothing else
-    is unreadable."""
+@dataclass(frozen=True)
+class BoxReply:
+    """A box extraction read: its keywords, topic and events, and ``events_text`` where the
+    reply's events were no list (the code then stores no event but indexes that text,
+    ``process_new_box``'s ``else``)."""
+
+    keywords: list[str]
+    topic: str
+    events: list[str]
+    events_text: str | None = None
+
+
+def parse_box(text: str) -> BoxReply:
+    """The keywords, topic and events of a reply to :func:`box_request`. Placeholders copied
+    from the prompt's example (``"..."``, no letter or digit) are not values: a reply of nothing
+    else is unreadable."""
     value = parse_json_reply(text)
     if not isinstance(value, dict):
         raise StructuredOutputError('expected {"keywords": [...], "topic": "...", "events": [...]}')
@@ -138,7 +155,7 @@ def parse_box(text: str) -> tuple[list[str], str, list[str]]:
     keywords = [k.strip() for k in keywords if _meaningful(k)]
     if not keywords or not _meaningful(topic):
         raise StructuredOutputError("'keywords' and 'topic' hold only placeholders such as '...'")
-    return keywords, topic.strip(), [e.strip() for e in events if _meaningful(e)]
+    return BoxReply(keywords, topic.strip(), [e.strip() for e in events if _meaningful(e)])
 
 
 def numbered(events: Sequence[str]) -> str:
@@ -230,6 +247,16 @@ PROMPT_SOURCES = ("upstream", "ours")
 #: whole reply, no repair round (the code's ``_llm_event_filter``); ``fenced``, fenced JSON and
 #: prose around it accepted, one repair round (ours)
 VERIFY_PARSES = ("strict", "fenced")
+#: how a box extraction and a chain grouping reply are read (``memory.box_parse``,
+#: ``memory.chain_parse``): ``strict``, the code's (``json.loads`` of the stripped reply, asked
+#: once; a box reply that does not parse leaves the box empty, a chain reply that does not parse
+#: leaves the events without a trace: ``process_new_box``, ``_llm_init_chain``); ``fenced``,
+#: ours (fenced JSON and prose accepted, one repair round, a chain's texts matched to the box's
+#: events, the events it leaves out each a trace of their own)
+PARSES = ("strict", "fenced")
+#: the name a set budget is sent under (``memory.budget_param``; null: ``max_tokens`` for a budget
+#: set, none for the code's none)
+BUDGET_PARAMS = (None, "max_tokens", "max_completion_tokens")
 #: the file the upstream prompts are read from, and the ``class Config`` constant of each step
 UPSTREAM_FILE = "membox/membox.py"
 UPSTREAM_CONSTANTS = {"loom": "PROMPT_MSG_CONTINUATION", "box": "PROMPT_DIALOG_EXTRACT",
@@ -244,16 +271,21 @@ OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS = 512, 8
 JSON_MODE = (("response_format", {"type": "json_object"}),)
 
 
-def parse_box_code(text: str) -> tuple[list[str], str, list[str]]:
-    """``(keywords, topic, events)`` of a reply to ``PROMPT_DIALOG_EXTRACT``, read as
-    ``TopicClusterManager.process_new_box`` reads it: ``topic`` a string, ``keywords`` a list
-    (or one string), ``explicit_mentions`` the events, each stripped, empty ones left out, a
-    missing key empty. A reply that is no JSON object, or holds none of the three keys, is
-    unreadable (the code would keep an empty box without a word; here it is repaired once, then
-    counted)."""
-    value = parse_json_reply(text)
+def parse_box_code(text: str, *, strict: bool = True) -> BoxReply:
+    """A reply to ``PROMPT_DIALOG_EXTRACT``, read as ``TopicClusterManager.process_new_box``
+    reads it (``membox.py`` 480-499): ``topic`` a string, ``keywords`` a list (or one string),
+    ``explicit_mentions`` the events, each stripped, empty ones left out, a missing key empty;
+    events that are no list give no event, their text indexed. ``strict`` (``memory.box_parse=
+    strict``, the code's): ``json.loads`` of the stripped reply, and a JSON object without any of
+    the three keys is an empty box, as the code keeps it; else (``fenced``, ours) fenced JSON and
+    prose around it accepted, and an object without any of the keys unreadable.
+
+    Raises:
+        StructuredOutputError: no JSON object (the code keeps the box empty: counted here).
+    """
+    value = load_reply((text or "").strip(), strict)
     keys = ("keywords", "topic", "explicit_mentions")
-    if not isinstance(value, dict) or not any(k in value for k in keys):
+    if not isinstance(value, dict) or (not strict and not any(k in value for k in keys)):
         raise StructuredOutputError('expected {"keywords": [...], "topic": "...", '
                                     '"explicit_mentions": [...]}')
     topic = str(value.get("topic", "") or "").strip()
@@ -261,9 +293,11 @@ def parse_box_code(text: str) -> tuple[list[str], str, list[str]]:
     keywords = ([str(k).strip() for k in kws if str(k).strip()] if isinstance(kws, list)
                 else [str(kws).strip()] if str(kws).strip() else [])
     evs = value.get("explicit_mentions", [])
-    events = ([str(e).strip() for e in evs if str(e).strip()] if isinstance(evs, list)
-              else [str(evs).strip()] if str(evs).strip() else [])
-    return keywords, topic, events
+    if isinstance(evs, list):
+        return BoxReply(keywords, topic, [str(e).strip() for e in evs if str(e).strip()])
+    if strict:
+        return BoxReply(keywords, topic, [], str(evs).strip())
+    return BoxReply(keywords, topic, [str(evs).strip()] if str(evs).strip() else [])
 
 
 def parse_verify_code(text: str, events: Sequence[str] | None, *, strict: bool = True
@@ -304,13 +338,14 @@ def _same(text: str) -> str:
 
 
 def parse_chains_code(text: str, events: Sequence[str] | None) -> list[list[int]]:
-    """The new traces from a reply to ``PROMPT_TRACE_INIT``, built as ``TraceLinker.run`` builds
-    them: the ``primary_chain`` when not empty, each non-empty ``secondary_chains`` entry, and
-    with no chain the ``isolated_events`` together as one; then each isolated event no chain
-    used on its own. The reply names events by text: a text is matched to the box's unmatched
-    events (case and spacing aside); a text that matches none is left out (the code would store
-    the model's text as a new event), and an event no chain names gets its own trace (as
-    :func:`parse_chains`; the code would drop it). ``events=None`` checks the shape only."""
+    """The new traces from a reply to ``PROMPT_TRACE_INIT`` read our way (``memory.chain_parse=
+    fenced``): the chains as ``TraceLinker.run`` builds them (the ``primary_chain`` when not
+    empty, each non-empty ``secondary_chains`` entry, with no chain the ``isolated_events``
+    together as one; then each isolated event no chain used on its own), but fenced JSON
+    accepted, each text matched to the box's unmatched events (case and spacing aside), a text
+    that matches none left out, an event no chain names given its own trace (as
+    :func:`parse_chains`). The code's reading: :func:`chains_of_code`. ``events=None`` checks
+    the shape only."""
     value = parse_json_reply(text)
     shape = ('expected {"primary_chain": [...], "secondary_chains": [[...]], '
              '"isolated_events": [...]}')
@@ -345,6 +380,86 @@ def parse_chains_code(text: str, events: Sequence[str] | None) -> list[list[int]
     return out + [[i] for i in range(len(events)) if i not in named]
 
 
+class _Text:
+    """A text hashed by a fixed function (its sha256), so a set of them iterates in the order a
+    Python set of the texts would under that hash: the order of the code's ``set`` of event texts
+    (whose string hash is salted per process), made the same on every run."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __hash__(self) -> int:
+        return int.from_bytes(hashlib.sha256(self.text.encode()).digest()[:8], "big", signed=True)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Text) and other.text == self.text
+
+
+def set_order(texts: Sequence[str]) -> list[str]:
+    """``list(set(texts))`` as the code writes a trace entry's events (``membox.py`` 938), each
+    text once, under a fixed string hash (:class:`_Text`): reruns ask the same prompts."""
+    return [t.text for t in {_Text(t) for t in texts}]
+
+
+def _walk(value: object, where: str) -> list:
+    """What the code's ``for x in value`` walks: nothing for a false value (its ``... or []``),
+    a list's items, a string's characters, a dict's keys.
+
+    Raises:
+        StructuredOutputError: a value the code cannot walk (it stops there).
+    """
+    if not value:
+        return []
+    if isinstance(value, (list, str, dict)):
+        return list(value)
+    raise StructuredOutputError(f"{where}: {type(value).__name__} {value!r} is no list "
+                                "(the code stops on it)")
+
+
+def _clean(chain: object, where: str) -> list[str]:
+    """A chain's events as ``_create_trace_with_events`` keeps them: each ``str(e).strip()``,
+    empty ones left out."""
+    return [str(e).strip() for e in _walk(chain, where) if str(e).strip()]
+
+
+def chains_of_code(text: str) -> list[list[str]]:
+    """The new traces' event texts from a reply to ``PROMPT_TRACE_INIT``, as ``TraceLinker``
+    reads and builds them (``membox.py`` 832-848, 950-984): ``json.loads`` of the stripped
+    reply, ``{}`` when it does not parse (no trace: the box's unmatched events are lost); the
+    ``primary_chain`` when not empty, each non-empty ``secondary_chains`` entry, with no chain
+    the ``isolated_events`` together as one; then each isolated event no chain holds on its own;
+    a chain left empty makes no trace. The texts are the model's, whatever it wrote; an event it
+    does not name gets no trace.
+
+    Raises:
+        StructuredOutputError: a reply that is JSON but no object, or holds values the code
+            stops on (a number for a chain, an unhashable event).
+    """
+    try:
+        value = json.loads((text or "").strip())
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(value, dict):
+        raise StructuredOutputError(f"a JSON {type(value).__name__}, not an object (the code "
+                                    "stops on it: init_res.get)")
+    primary = _walk(value.get("primary_chain"), "primary_chain")
+    chains = ([primary] if primary else []) + [
+        c for c in _walk(value.get("secondary_chains"), "secondary_chains") if c]
+    isolated = _walk(value.get("isolated_events"), "isolated_events")
+    if not chains and isolated:
+        chains = [isolated]
+    out = [_clean(c, "a chain") for c in chains]
+    if chains and isolated:
+        try:
+            used = {e for c in chains for e in _walk(c, "a chain")}
+            out += [_clean([e], "isolated_events") for e in isolated if e not in used]
+        except TypeError as err:
+            raise StructuredOutputError(f"an event the code cannot hash: {err}") from err
+    return [c for c in out if c]
+
+
 class MemboxPrompts:
     """The requests of Membox's LLM build and the readers of their replies, from one source.
 
@@ -377,37 +492,81 @@ class MemboxPrompts:
 
     def __init__(self, source: str = "upstream", *, upstream_path: str | None = None,
                  max_tokens: int | None = None, loom_max_tokens: int | None = None,
-                 verify_parse: str = "strict") -> None:
+                 verify_parse: str = "strict", box_parse: str | None = None,
+                 chain_parse: str | None = None, temperature: float | None = 0.0,
+                 seed: int | None = None, budget_param: str | None = None) -> None:
         for key, value, allowed in (("prompts", source, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES)):
+                                    ("verify_parse", verify_parse, VERIFY_PARSES),
+                                    ("box_parse", box_parse, (None, *PARSES)),
+                                    ("chain_parse", chain_parse, (None, *PARSES)),
+                                    ("budget_param", budget_param, BUDGET_PARAMS)):
             if value not in allowed:
-                raise ValueError(f"memory.{key} must be one of {allowed}, got {value!r}")
+                raise ConfigError(f"memory.{key} must be one of {allowed}, got {value!r}")
         self.source, self.upstream = source, source == "upstream"
+        for key, value in (("box_parse", box_parse), ("chain_parse", chain_parse)):
+            if value == "strict" and not self.upstream:
+                raise ConfigError(f"memory.{key}=strict reads the code's reply form, which "
+                                  f"memory.prompts=ours does not ask for: set memory.{key}="
+                                  "fenced (or null)")
         self.verify_parse = verify_parse
+        self.box_parse = box_parse or ("strict" if self.upstream else "fenced")
+        self.chain_parse = chain_parse or ("strict" if self.upstream else "fenced")
         default, loom = ((UPSTREAM_MAX_TOKENS, UPSTREAM_MAX_TOKENS) if self.upstream
                          else (OURS_MAX_TOKENS, OURS_LOOM_MAX_TOKENS))
         self.max_tokens = default if max_tokens is None else int(max_tokens)
         self.loom_max_tokens = loom if loom_max_tokens is None else int(loom_max_tokens)
+        # the code sends no budget (LLMWorker.chat_completion): none unless one is set (ours
+        # are our prompts' own); a budget_param names it anyway
+        sent = budget_param or "max_tokens"
+        self.budget_param = {
+            "main": budget_param if self.upstream and max_tokens is None else sent,
+            "loom": budget_param if self.upstream and loom_max_tokens is None else sent}
+        self.temperature, self.seed = temperature, seed
         self.templates: dict[str, Template] = (
             {step: membox_constant(name, upstream_path) for step, name in
              UPSTREAM_CONSTANTS.items()} if self.upstream else {})
+
+    def describe(self) -> dict[str, object]:
+        return {"prompts": self.source, "max_tokens": self.max_tokens,
+                "loom_max_tokens": self.loom_max_tokens, "verify_parse": self.verify_parse,
+                "box_parse": self.box_parse, "chain_parse": self.chain_parse,
+                "temperature": self.temperature, "seed": self.seed,
+                "budget_param": dict(self.budget_param)}
+
+    def _sampled(self, request: ChatRequest, budget: str = "main") -> ChatRequest:
+        """``request`` with the build's sampling and budget name; an empty completion is an
+        answer (the code reads it: ``""``, or ``"{}"`` in JSON mode)."""
+        return dataclasses.replace(request, temperature=self.temperature, seed=self.seed,
+                                   budget_param=self.budget_param[budget], accept_empty=True)
+
+    @property
+    def box_rounds(self) -> int:
+        """Repair rounds of a box extraction (the code asks once)."""
+        return 0 if self.box_parse == "strict" else 1
+
+    @property
+    def chain_rounds(self) -> int:
+        return 0 if self.chain_parse == "strict" else 1
 
     @property
     def files(self) -> list[str]:
         """The upstream files the requests read (recorded per run)."""
         return [UPSTREAM_FILE] if self.upstream else []
 
-    def _user(self, text: str, max_tokens: int, extra: tuple = ()) -> ChatRequest:
-        """The code's request: one user message, no system message, temperature 0."""
-        return ChatRequest((("user", text),), max_tokens=max_tokens, extra=extra)
+    def _user(self, text: str, max_tokens: int, extra: tuple = (), budget: str = "main"
+              ) -> ChatRequest:
+        """The code's request: one user message, no system message, the build's sampling (the
+        code's: temperature 0, no seed, no budget)."""
+        return self._sampled(ChatRequest((("user", text),), max_tokens=max_tokens, extra=extra),
+                             budget)
 
     # Topic Loom
     def loom_request(self, previous: Sequence[Turn], new: Turn) -> ChatRequest:
         if not self.upstream:
-            return loom_request(previous, new, self.loom_max_tokens)
+            return self._sampled(loom_request(previous, new, self.loom_max_tokens), "loom")
         line = [f"{t.speaker}: {t.text.strip()}" for t in (*previous, new)]
         return self._user(self.templates["loom"].render(ref="\n".join(line[:-1]), curr=line[-1]),
-                          self.loom_max_tokens)
+                          self.loom_max_tokens, budget="loom")
 
     def parse_loom(self, text: str) -> str:
         if not self.upstream:
@@ -419,19 +578,20 @@ class MemboxPrompts:
         """``lines``: the box's stored lines; ``header`` its ``Start:`` line (the code's content
         string; our prompt shows the lines only)."""
         if not self.upstream:
-            return box_request(lines, self.max_tokens)
+            return self._sampled(box_request(lines, self.max_tokens))
         content = "\n".join([header, *lines] if header else lines)
         return self._user(self.templates["box"].render(text=content), self.max_tokens,
                           JSON_MODE)
 
-    @property
-    def parse_box(self) -> Callable[[str], tuple[list[str], str, list[str]]]:
-        return parse_box_code if self.upstream else parse_box
+    def parse_box(self, text: str) -> BoxReply:
+        if not self.upstream:
+            return parse_box(text)
+        return parse_box_code(text, strict=self.box_parse == "strict")
 
     # Trace Weaver: verification of one candidate trace
     def verify_request(self, trace_lines: Sequence[str], events: Sequence[str]) -> ChatRequest:
         if not self.upstream:
-            return verify_request(trace_lines, events, self.max_tokens)
+            return self._sampled(verify_request(trace_lines, events, self.max_tokens))
         return self._user(self.templates["verify"].render(
             content_a="\n".join(trace_lines) or "None", content_b="\n".join(events) or "None"),
             self.max_tokens)
@@ -453,11 +613,19 @@ class MemboxPrompts:
     # Trace Weaver: chains of the unmatched events
     def chain_request(self, events: Sequence[str]) -> ChatRequest:
         if not self.upstream:
-            return chain_request(events, self.max_tokens)
+            return self._sampled(chain_request(events, self.max_tokens))
         return self._user(self.templates["chains"].render(events="\n".join(events)),
                           self.max_tokens)
 
     def parse_chains(self, text: str, events: Sequence[str] | None) -> list[list[int]]:
+        """Ours (``chain_parse="fenced"``): the chains as numbers of ``events``."""
         if self.upstream:
             return parse_chains_code(text, events)
         return parse_chains(text, None if events is None else len(events))
+
+    def chain_shape(self, text: str) -> object:
+        """The batch's parse of a chain reply: under ``chain_parse="strict"`` every reply passes
+        (asked once, read by :func:`chains_of_code`); else the reply's shape."""
+        if self.chain_parse == "strict":
+            return text
+        return self.parse_chains(text, None)

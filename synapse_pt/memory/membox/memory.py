@@ -50,10 +50,16 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
+from synapse_pt.errors import ConfigError
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.long_text import whole_text_encoder
-from synapse_pt.models.structured import generate_structured, recheck
+from synapse_pt.models.structured import (
+    StructuredOutputError,
+    StructuredResult,
+    generate_structured,
+    recheck,
+)
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
@@ -63,10 +69,15 @@ from ..episodic import TurnRegistry
 from ..fused import inner_fused
 from ..gate import build_gate
 from .llm_build import (
+    BUDGET_PARAMS,
+    PARSES,
     PROMPT_SOURCES,
     VERIFY_PARSES,
+    BoxReply,
     MemboxFailure,
     MemboxPrompts,
+    chains_of_code,
+    set_order,
 )
 
 log = logging.getLogger(__name__)
@@ -115,10 +126,25 @@ class Box:
     header: str = ""
     #: the date its trace events carry: the first turn's session date as the data writes it
     start: str = ""
+    #: LLM build: the text indexed for the events where the reply's events were no list (the
+    #: code's ``events_text``; the box then has no event)
+    events_text: str | None = None
+    #: LLM build: events of this box's traces that are none of :attr:`events`, as a chain reply
+    #: wrote them (the code stores the model's text); keys ``(box, len(events) + i)``
+    trace_only: list[tuple[str, tuple[str, ...], datetime]] = field(default_factory=list)
 
     @property
     def content(self) -> str:
         return "\n".join([self.header, *self.lines] if self.header else self.lines)
+
+    def event(self, i: int) -> tuple[str, tuple[str, ...], datetime]:
+        """Event ``i``: one of :attr:`events`, then one of :attr:`trace_only`."""
+        n = len(self.events)
+        return self.events[i] if i < n else self.trace_only[i - n]
+
+    @property
+    def n_events(self) -> int:
+        return len(self.events) + len(self.trace_only)
 
     def index_text(self) -> str:
         """What the box is embedded as: content, then events, then the topic phrase and the
@@ -126,7 +152,8 @@ class Box:
         tail = ", ".join(self.keywords)
         if self.topic:
             tail = f"{self.topic} {tail}".strip()
-        return "\n".join([self.content, *(e for e, _, _ in self.events), tail])
+        events = [self.events_text] if self.events_text else [e for e, _, _ in self.events]
+        return "\n".join([self.content, *events, tail])
 
 
 def topic_boundaries(session_emb: torch.Tensor, threshold: float) -> list[bool]:
@@ -159,7 +186,8 @@ class MemboxMemory(MemorySystem):
         k: boxes per question (code: 5).
         boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
         trace_threshold: Trace Weaver candidate cosine (code: 0.5).
-        min_keywords, max_keywords: keywords per box (code's prompt: 3-8).
+        min_keywords, max_keywords: keywords per box of the LLM-free build (code's prompt: 3-8;
+            the LLM build keeps every keyword of a reply, as the code).
         min_event_words: content words (stop words aside) a sentence needs to be an event (ours).
         prompts: LLM build: ``"upstream"`` (the code's prompts, read from ``membox.py``,
             rendered and read as its code does: :class:`~synapse_pt.memory.membox.llm_build.
@@ -195,6 +223,9 @@ class MemboxMemory(MemorySystem):
                  min_event_words: int = 4, max_tokens: int | None = None,
                  loom_max_tokens: int | None = None, prompts: str = "upstream",
                  upstream_path: str | None = None, verify_parse: str = "strict",
+                 box_parse: str | None = None, chain_parse: str | None = None,
+                 temperature: float | None = 0.0, seed: int | None = None,
+                 budget_param: str | None = None,
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
@@ -205,13 +236,24 @@ class MemboxMemory(MemorySystem):
                 require_int(key, value, self.int_minimums[key])
         require_choice("mode", mode, MODES)
         for key, value, allowed in (("prompts", prompts, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES)):
+                                    ("verify_parse", verify_parse, VERIFY_PARSES),
+                                    ("box_parse", box_parse, (None, *PARSES)),
+                                    ("chain_parse", chain_parse, (None, *PARSES)),
+                                    ("budget_param", budget_param, BUDGET_PARAMS)):
             require_choice(key, value, allowed)
+        if seed is not None:
+            require_int("seed", seed, 0)
+        if temperature is not None and (isinstance(temperature, bool)
+                                        or not isinstance(temperature, (int, float))):
+            raise ConfigError(f"memory.temperature must be a number or null, got "
+                              f"{temperature!r}")
         # the LLM build's requests and readers (the upstream prompts read here: a run without
         # the files stops before its build); none for the LLM-free build
         self.prompts = None if self.llm is None else MemboxPrompts(
             prompts, upstream_path=upstream_path, max_tokens=max_tokens,
-            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse)
+            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse, box_parse=box_parse,
+            chain_parse=chain_parse, temperature=temperature, seed=seed,
+            budget_param=budget_param)
         self._raw_date: dict[tuple[str, str], str] = {}  # (sample, dia_id): session date string
         if not 1 <= min_keywords <= max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
@@ -227,6 +269,7 @@ class MemboxMemory(MemorySystem):
         self.min_event_words = int(min_event_words)
         self.failures: list[MemboxFailure] = []
         self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains)
+        self.untraced_events = 0  # LLM build: unmatched events no chain reply put in a trace
         self.fused = inner_fused(encoder, fused_ranking, key="fused_ranking", owner="Membox",
                                  turn_template=turn_template, device=device)
         self.tau_gate = tau_gate
@@ -251,15 +294,15 @@ class MemboxMemory(MemorySystem):
         return {"memory": self.name, "build": "membox-llm-free" if llm_free else "membox-llm",
                 "llm_free": llm_free, "extraction_failures": len(self.failures),
                 "extraction_attempts": self.extraction_attempts,
+                **({} if llm_free else {"untraced_events": self.untraced_events}),
                 "mode": self.mode, "k": self.k, "encoder": self.encoder.name,
                 "extractor": self.extractor.name, "boundary_threshold": self.boundary_threshold,
                 "trace_threshold": self.trace_threshold,
-                # the LLM build's prompts (None: LLM-free) and the upstream files they read
-                "prompts": None if llm_free else self.prompts.source,
+                # the LLM build's prompts, readers and sampling (None: LLM-free) and the
+                # upstream files they read
+                **(self.prompts.describe() if self.prompts is not None else dict.fromkeys(
+                    ("prompts", "max_tokens", "loom_max_tokens", "verify_parse"))),
                 "upstream_prompts": [] if llm_free else self.prompts.files,
-                "max_tokens": None if llm_free else self.prompts.max_tokens,
-                "loom_max_tokens": None if llm_free else self.prompts.loom_max_tokens,
-                "verify_parse": None if llm_free else self.prompts.verify_parse,
                 "turn_template": self.renderer.template,
                 "tau_gate": self.tau_gate, **self.gate.describe()}
 
@@ -361,18 +404,20 @@ class MemboxMemory(MemorySystem):
         requests = [self.prompts.box_request(self._lines(turns), self._box(d, turns, [], "",
                                                                            []).header)
                     for d, turns in groups]
-        results = generate_structured(self.llm, requests, parse=self.prompts.parse_box)
+        results = generate_structured(self.llm, requests, parse=self.prompts.parse_box,
+                                      rounds=self.prompts.box_rounds)
         self.extraction_attempts += len(requests)
         for (d, turns), res in zip(groups, results, strict=True):
             covers = tuple(t.dia_id for t in turns)
-            if res.ok:
-                words, topic, events = res.value
-            else:
+            reply = res.value if res.ok else BoxReply([], "", [])
+            if not res.ok:  # the code keeps the box empty (process_new_box's except): counted
                 self._fail("box", d.sample_id, f"{covers[0]}..{covers[-1]}",
                            res.error or "unreadable")
-                words, topic, events = [], "", []
-            self.boxes.append(self._box(d, turns, words[: self.max_keywords], topic,
-                                        [(e, covers, turns[0].timestamp) for e in events]))
+            # every keyword of the reply, as the code keeps them (no cap)
+            box = self._box(d, turns, reply.keywords, reply.topic,
+                            [(e, covers, turns[0].timestamp) for e in reply.events])
+            box.events_text = reply.events_text
+            self.boxes.append(box)
 
     def _weave(self, first: int) -> None:
         """Trace Weaver over the boxes from ``first`` on, in order, the boxes of all
@@ -447,8 +492,10 @@ class MemboxMemory(MemorySystem):
             selected: list[int] = []
             if ids:
                 best = sims.max(dim=0)  # first maximum: the older trace
-                selected = sorted({ids[int(best.indices[e])] for e in range(len(box.events))
-                                   if float(best.values[e]) >= self.trace_threshold})
+                # the candidate traces in the order the code's set of their ids iterates
+                # (TraceLinker.run: selected_trace_ids; ints hash to themselves)
+                selected = list({ids[int(best.indices[e])] for e in range(len(box.events))
+                                 if float(best.values[e]) >= self.trace_threshold})
             plans.append((ids, sims, selected))
         joined: dict[int, dict[int, list[int]]] = {}  # box -> trace -> event numbers
         if self.llm is None:
@@ -469,15 +516,17 @@ class MemboxMemory(MemorySystem):
                                           ) if requests else []
             self.extraction_attempts += len(requests)
             for (b, t), res in zip(asks, results, strict=True):
-                n = len(self.boxes[b].events)
-                related = recheck(res, self.prompts.parse_verify,
-                                  [e for e, _, _ in self.boxes[b].events])
+                texts = [e for e, _, _ in self.boxes[b].events]
+                related = recheck(res, self.prompts.parse_verify, texts)
                 if related is None:  # the code: an unreadable verdict joins every event
                     self._fail("verify", self.boxes[b].sample_id,
                                f"{self.boxes[b].turns[0].dia_id} -> trace {t}",
                                res.error or "unreadable")
-                    related = list(range(n))
-                joined.setdefault(b, {})[t] = related
+                    related = list(range(len(texts)))
+                # the code keeps the related texts as a set (_llm_event_filter): each text once,
+                # the entry's events in the set's order (TraceLinker.run, list(related))
+                joined.setdefault(b, {})[t] = [texts.index(x) for x in set_order(
+                    [texts[e] for e in related])]
         leftovers: list[tuple[int, list[int]]] = []
         for b, plan in zip(batch, plans, strict=True):
             if plan is None:
@@ -485,7 +534,12 @@ class MemboxMemory(MemorySystem):
             for t, events in sorted(joined.get(b, {}).items()):
                 self._join(t, [(b, e) for e in events])
             matched = {e for events in joined.get(b, {}).values() for e in events}
-            rest = [e for e in range(len(self.boxes[b].events)) if e not in matched]
+            events = self.boxes[b].events
+            if self.llm is None:
+                rest = [e for e in range(len(events)) if e not in matched]
+            else:  # the code: the events whose text joined no trace (TraceLinker.run)
+                texts = {events[e][0] for e in matched}
+                rest = [e for e in range(len(events)) if events[e][0] not in texts]
             if rest:
                 leftovers.append((b, rest))
         self._unmatched(leftovers)
@@ -493,28 +547,67 @@ class MemboxMemory(MemorySystem):
     def _unmatched(self, leftovers: list[tuple[int, list[int]]]) -> None:
         """New traces from each box's unmatched events (see :meth:`_weave_code`)."""
         ask = [(b, rest) for b, rest in leftovers if self.llm is not None and len(rest) > 1]
-        chains: dict[int, list[list[int]]] = {}
+        chains: dict[int, list[list[tuple[int, int]]]] = {}
         if ask:
             texts = [[self.boxes[b].events[e][0] for e in rest] for b, rest in ask]
             requests = [self.prompts.chain_request(t) for t in texts]
-            results = generate_structured(self.llm, requests,
-                                          parse=lambda text: self.prompts.parse_chains(text, None))
+            results = generate_structured(self.llm, requests, parse=self.prompts.chain_shape,
+                                          rounds=self.prompts.chain_rounds)
             self.extraction_attempts += len(requests)
             for (b, rest), res, events in zip(ask, results, texts, strict=True):
+                where = self.boxes[b].turns[0].dia_id
+                if self.prompts.chain_parse == "strict":
+                    chains[b] = self._code_chains(b, res, where)
+                    traced = {self.boxes[b].event(e)[0] for g in chains[b] for _, e in g}
+                    # the code keeps no trace of an event its chain reply left out
+                    self.untraced_events += sum(t not in traced for t in events)
+                    continue
                 groups = recheck(res, self.prompts.parse_chains, events)
                 if groups is None:  # counted; each event its own trace (the code drops them)
-                    self._fail("chains", self.boxes[b].sample_id, self.boxes[b].turns[0].dia_id,
+                    self._fail("chains", self.boxes[b].sample_id, where,
                                res.error or "unreadable")
                     groups = [[i] for i in range(len(rest))]
-                chains[b] = [[rest[i] for i in g] for g in groups]
+                chains[b] = [[(b, rest[i]) for i in g] for g in groups]
         for b, rest in leftovers:
             # LLM-free, our stated rule: a box's unmatched events form one chain
-            for g in chains.get(b, [rest]):
-                self._new_trace([(b, e) for e in g])
+            for keys in chains.get(b, [[(b, e) for e in rest]]):
+                self._new_trace(keys)
+
+    def _code_chains(self, b: int, res: StructuredResult, where: str
+                     ) -> list[list[tuple[int, int]]]:
+        """The new traces of a chain reply read as the code reads it (:func:`.llm_build.
+        chains_of_code`): each event text the model wrote is the box's event of that exact text
+        or, when none, a trace-only event of the box with the model's text (embedded here, as
+        the code embeds a trace's events); a reply the code cannot read leaves the events
+        without a trace, counted."""
+        box = self.boxes[b]
+        text = res.responses[-1].text
+        try:
+            groups = chains_of_code(text)
+        except StructuredOutputError as err:
+            self._fail("chains", box.sample_id, where, f"{err} (the events get no trace)")
+            return []
+        if not groups:
+            stripped = (text or "").strip()
+            if stripped != "{}":  # the code's json.loads failed: {} and no trace
+                self._fail("chains", box.sample_id, where,
+                           f"not JSON as a whole, no trace (the code's {{}}): {stripped[:80]!r}")
+            return []
+        own = {e: i for i, (e, _, _) in reversed(list(enumerate(box.events)))}
+        new = [t for g in groups for t in g if t not in own]
+        new = list(dict.fromkeys(new))
+        if new:
+            emb = self.encoder.encode(new).to(self.device)
+            covers = tuple(t.dia_id for t in box.turns)
+            for t, row in zip(new, emb, strict=True):
+                own[t] = box.n_events
+                self._event_emb[(b, box.n_events)] = row
+                box.trace_only.append((t, covers, box.turns[0].timestamp))
+        return [[(b, own[t]) for t in g] for g in groups]
 
     def _trace_lines(self, trace: int) -> list[str]:
         """A trace's events as the code shows them to the LLM: ``"{date}: {event}"``."""
-        return [f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0]}"
+        return [f"{self.boxes[bb].start}: {self.boxes[bb].event(ei)[0]}"
                 for bb, ei in self.traces[trace]]
 
     def _fail(self, stage: str, sample_id: str, where: str, error: str) -> None:
@@ -574,7 +667,7 @@ class MemboxMemory(MemorySystem):
     def _first_trace(self, b: int) -> int | None:
         """The oldest trace holding one of the box's events (the code's first trace whose
         ``box_ids`` hold the box)."""
-        traces = [t for ei in range(len(self.boxes[b].events))
+        traces = [t for ei in range(self.boxes[b].n_events)
                   for t in self.event_traces.get((b, ei), [])]
         return min(traces) if traces else None
 
@@ -584,9 +677,9 @@ class MemboxMemory(MemorySystem):
                              turn_ids=tuple(t.dia_id for t in box.turns), dated=True)
 
     def _trace_item(self, trace: int, score: float) -> RetrievedItem:
-        events = [self.boxes[bb].events[ei] for bb, ei in self.traces[trace]]
+        events = [self.boxes[bb].event(ei) for bb, ei in self.traces[trace]]
         # membox.py _trace_events_for_box: f"{ts}: {ev_clean}"
-        text = "\n".join(f"{self.boxes[bb].start}: {self.boxes[bb].events[ei][0].strip()}"
+        text = "\n".join(f"{self.boxes[bb].start}: {self.boxes[bb].event(ei)[0].strip()}"
                          for bb, ei in self.traces[trace])
         return RetrievedItem(f"T:{trace}", text, "trace", score, events[0][2],
                              turn_ids=tuple(dict.fromkeys(d for _, ds, _ in events for d in ds)),

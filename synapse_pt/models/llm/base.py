@@ -31,14 +31,23 @@ class LLMError(RuntimeError):
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request. Temperature 0 and a fixed seed by default (reproducible
-    runs)."""
+    runs).
+
+    ``temperature`` / ``seed`` ``None``: not sent, the server's default (OpenAI: temperature
+    1.0, no seed), as a related system's code sends them. ``budget_param``: the name
+    ``max_tokens`` is sent under (``"max_tokens"``, ``"max_completion_tokens"``), ``None`` for
+    none (the model's own limit; ``max_tokens`` still bounds what the request may cost).
+    ``accept_empty``: an empty completion is an answer (``""``), not a malformed reply.
+    """
 
     messages: tuple[tuple[str, str], ...]  # ((role, content), ...); a tuple so requests hash
     max_tokens: int = 64
-    temperature: float = 0.0
-    seed: int = 0
+    temperature: float | None = 0.0
+    seed: int | None = 0
     stop: tuple[str, ...] = ()
     extra: tuple[tuple[str, Any], ...] = ()  # further backend parameters, sorted (key, value)
+    budget_param: str | None = "max_tokens"
+    accept_empty: bool = False
 
     @classmethod
     def from_messages(cls, messages: Sequence[dict[str, str]], **params: Any) -> ChatRequest:
@@ -97,11 +106,16 @@ class LLM(ABC):
 
     ``generate`` answers every request of the batch, in order. Backends raise :class:`LLMError` for
     a request that fails after their retries; they never return an empty string in place of an
-    answer.
+    answer, unless the request says it accepts one (``accept_empty``).
     """
 
     backend: str = "base"
     model: str = ""
+    #: True for a backend that sends billed requests itself: it asks its ``meter`` (set by
+    #: :class:`~synapse_pt.models.llm.budget.BudgetedLLM`) before each HTTP attempt and reports
+    #: every billed reply to it; any other backend is metered per answer by that wrapper
+    meters_attempts: bool = False
+    meter: Any = None
 
     @property
     def cache_identity(self) -> str:

@@ -1,6 +1,7 @@
 """A persistent LLM response cache (SQLite, WAL) and the :class:`CachedLLM` wrapper that uses it.
 
-Key = sha256 of the canonical JSON of (backend, model, messages, parameters); ``model`` is the
+Key = sha256 of the canonical JSON of (backend, model, messages, parameters: the budget, sampling
+settings, stops and extras of the request); ``model`` is the
 backend's :attr:`~synapse_pt.models.llm.base.LLM.cache_identity` (its model name plus, for local
 weights, a content fingerprint). Each answer is stored
 the moment it arrives, so a crashed or interrupted run resumes without asking again; several
@@ -25,6 +26,9 @@ from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
 _CHUNK = 500
+#: what a rebuilt response cache loses (named when the file is corrupt)
+RESPONSES_LOST = ("it holds money, not only time: every answer in it was paid for, and each is "
+                  "asked and paid for again; keep the corrupt file until the run is done")
 
 
 def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
@@ -37,6 +41,11 @@ def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
                        "seed": request.seed, "stop": list(request.stop),
                        "extra": {k: v for k, v in request.extra}},
     }
+    # entered only where they differ from the defaults, so the keys of earlier requests hold
+    if request.budget_param != "max_tokens":
+        doc["parameters"]["budget_param"] = request.budget_param
+    if request.accept_empty:
+        doc["parameters"]["accept_empty"] = True
     try:
         return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except TypeError as err:
@@ -75,7 +84,7 @@ class ResponseCache:
     def _connect(self) -> sqlite3.Connection:
         # A connection must not cross a fork: reconnect in a child process.
         if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = open_wal(self.path, _SCHEMA), os.getpid()
+            self._conn, self._pid = open_wal(self.path, _SCHEMA, lost=RESPONSES_LOST), os.getpid()
         return self._conn
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ChatResponse]:

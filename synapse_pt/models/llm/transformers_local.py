@@ -147,8 +147,9 @@ class TransformersLLM(LLM):
     divided by its size (amortised per request; ``meta['batch_latency_s']`` holds the batch's).
     ``model`` (the reference as given, e.g. ``"bundled:smollm2"``) names the model in result rows
     and price tables; :attr:`cache_identity` adds the weights' fingerprint and the dtype.
-    Requests with ``temperature > 0`` sample after ``torch.manual_seed(seed)`` per micro-batch, so
-    their outputs depend on the batch composition; greedy requests do not.
+    Requests with ``temperature > 0`` (or none: the OpenAI API's default, 1.0) sample, after
+    ``torch.manual_seed(seed)`` per micro-batch where a seed is given, so their outputs depend on
+    the batch composition; greedy requests do not.
     """
 
     backend = "transformers"
@@ -224,8 +225,10 @@ class TransformersLLM(LLM):
         kwargs: dict[str, Any] = {"max_new_tokens": request.max_tokens,
                                   "pad_token_id": tok.pad_token_id,
                                   "eos_token_id": sorted(eos)}
-        if request.temperature > 0:
-            kwargs.update(do_sample=True, temperature=request.temperature, top_p=1.0, top_k=0)
+        # no temperature: the OpenAI API's default, 1.0 (as a related system's code asks)
+        temperature = 1.0 if request.temperature is None else request.temperature
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=1.0, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         width = enc["input_ids"].shape[1]
@@ -234,7 +237,8 @@ class TransformersLLM(LLM):
 
             kwargs["stopping_criteria"] = StoppingCriteriaList(
                 [_stop_criterion(tok, request.stop, width)])
-        torch.manual_seed(request.seed)
+        if request.seed is not None:  # no seed: the generator as it stands
+            torch.manual_seed(request.seed)
         out = model.generate(**enc, **kwargs)
         # a finished row continues with padding (pad may equal EOS): the first of either ends it
         ends = eos | ({tok.pad_token_id} if tok.pad_token_id is not None else set())
