@@ -58,6 +58,7 @@ from omegaconf import DictConfig, OmegaConf
 from synapse_pt.cli import drop_unused_folder
 from synapse_pt.data.records import Conversation, Dataset
 from synapse_pt.data.render import TurnRenderer
+from synapse_pt.data.resolve import dataset_categories
 from synapse_pt.eval.qa.pipeline import (
     EvalSettings,
     answer_limits,
@@ -68,7 +69,7 @@ from synapse_pt.eval.qa.pipeline import (
     judge_skip_categories,
 )
 from synapse_pt.eval.qa.prompts import format_item
-from synapse_pt.eval.qa.scorers.judge import build_judge_requests
+from synapse_pt.eval.qa.scorers.judge import build_judge_requests, judge_inputs
 from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor
@@ -218,12 +219,13 @@ def _unit_estimate(cfg: DictConfig, conv: Conversation, counter: HFTokenCounter)
     return math.ceil(int(_setting(cfg, rule.k)) * per_session)
 
 
-def _eval_settings(cfg: DictConfig) -> EvalSettings:
-    """The ``eval`` group as the run reads it (``system`` steps resolved for the memory)."""
+def _eval_settings(cfg: DictConfig, dataset: Dataset | None = None) -> EvalSettings:
+    """The ``eval`` group as the run reads it (``system`` steps resolved for the memory and the
+    benchmark)."""
     resolved = OmegaConf.to_container(cfg.eval, resolve=True)
     return for_memory(EvalSettings(**{k: v for k, v in resolved.items()
                                       if k in EvalSettings.__dataclass_fields__}),
-                      memory_class(cfg))
+                      memory_class(cfg), dataset)
 
 
 def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter,
@@ -253,7 +255,7 @@ def answer_prompt_bounds(cfg: DictConfig, dataset: Dataset, counter: HFTokenCoun
 
 def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
                  ) -> list[dict[str, Any]]:
-    ev = _eval_settings(cfg)
+    ev = _eval_settings(cfg, dataset)
     if ev.mode != "qa":
         return [_row("answers", 0, 0, 0, "eval.mode=retrieval: no answers")]
     bounds, basis = answer_prompt_bounds(cfg, dataset, counter, ev)
@@ -266,11 +268,13 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
         skip = judge_skip_categories(dataset.unanswerable, protocol)
         judged = [q for q in questions if q.category not in skip]
         bound = " ".join(["answer"] * answer_limits(ev)[0])
+        evidence, names = judge_inputs(dataset, judged, dataset_categories(cfg.dataset))
         judge = build_judge_requests([q.question for q in judged],
-                                     [str(q.answer) for q in judged], [bound] * len(judged),
+                                     [q.answer for q in judged], [bound] * len(judged),
                                      max_tokens=int(ev.judge_max_tokens), protocol=protocol,
                                      rubrics=([q.rubric for q in judged]
                                               if steps.judge(protocol).rubric else None),
+                                     evidence=evidence, category_names=names,
                                      prompts=ev.prompts, upstream_path=ev.upstream_path)
         per = "one call per " + ("rubric item" if steps.judge(protocol).rubric else "question")
         left = f", category {skip[0]} left out" if skip else ""

@@ -159,14 +159,15 @@ def check_llm(cfg: DictConfig, settings: EvalSettings) -> None:
         backend.check_settings(cfg.llm.backend)
 
 
-def eval_settings(cfg: DictConfig) -> EvalSettings:
+def eval_settings(cfg: DictConfig, dataset: Dataset | None = None) -> EvalSettings:
     """The run's ``eval`` settings (checked when built), the memory's own steps resolved
-    (:func:`~synapse_pt.eval.qa.pipeline.for_memory`)."""
+    (:func:`~synapse_pt.eval.qa.pipeline.for_memory`), and the benchmark's own judge where the
+    loaded ``dataset`` declares one."""
     resolved = OmegaConf.to_container(cfg.eval, resolve=True)
     assert isinstance(resolved, dict)
     settings = EvalSettings(**{k: v for k, v in resolved.items()
                                if k in EvalSettings.__dataclass_fields__})
-    return for_memory(settings, memory_class(cfg))
+    return for_memory(settings, memory_class(cfg), dataset)
 
 
 def ignored_settings(settings: EvalSettings) -> list[str]:

@@ -65,7 +65,7 @@ from synapse_pt.eval.records.run_folder import (
 from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.models.llm.budget import BudgetExceeded, ledger_spend
 from synapse_pt.models.llm.ledger import LEDGER_FILE, holds_spending
-from synapse_pt.preflight import check_run, check_settings
+from synapse_pt.preflight import check_run, check_settings, eval_settings
 from synapse_pt.run_records import OnClaim, RunRecords
 from synapse_pt.study_key import register_resolvers
 from synapse_pt.tracking import log_run, run_tracker
@@ -123,6 +123,8 @@ def run(cfg: DictConfig, refuse_fallback: str | None = None,
                                 refuse_fallback=refuse_fallback or (
                                     "a multirun" if in_multirun() else None))
         check_same_data(output_dir, dataset, overwrite=overwrite)
+        # a benchmark's own judge is what ``eval.judge_protocol=system`` means on it
+        settings = eval_settings(cfg, dataset) if dataset.judge else settings
         check_run(cfg, dataset, settings)  # what needs the questions asked: the objective
         replacing = overwrite and holds_outputs(output_dir)
         with writing(output_dir):
@@ -178,16 +180,17 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
                              else HFTokenCounter(cfg.eval.get("context_tokenizer"),
                                                  cache=derived))
     gold = str(cfg.dataset.get("gold", "official"))
+    names = run_category_names(cfg)
     judge_served: dict[str, Any] = {}  # each judge's responses: its part of spend.json
     df, summary = evaluate(built.memory, dataset, settings=settings, token_counter=counter,
-                           llm=llm, audit=audit, gold=gold, judge_served=judge_served)
+                           llm=llm, audit=audit, gold=gold, judge_served=judge_served,
+                           category_names=names)
     timings = run_timings(built.timings, loading, summary, built.encoder)
 
     prices = resolved["llm"].get("prices") or {}
     identity = run_identity(resolved, dataset=dataset, audit=audit,
                             memory=built.memory.describe(), embedder=built.encoder.name,
                             llm=llm, gold=gold)
-    names = run_category_names(cfg)
     metrics = run_metrics(df, summary, identity, settings=settings, names=names,
                           context_tokenizer=counter.name, llm=llm, prices=prices,
                           smoke=bool(cfg.smoke), answerable=dataset.answerable,

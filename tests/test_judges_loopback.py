@@ -241,3 +241,60 @@ def test_judge_sensitivity_study_end_to_end(tmp_path: Path) -> None:
     # the scripted GAAMA judge reverses mem0's order: they swap
     assert tau["judge_mem0"]["judge_gaama"] == "-1.00"
     assert (out / "judges.md").read_text().startswith("# judge sensitivity: study")
+
+
+# -- LoCoMo-Plus (issue 59): the authors' judge over the evidence, no gold ------------------------
+
+PLUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo_plus"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PLUS / "prompts.json").is_file(),
+                    reason="the LoCoMo-Plus data is not beside the checkout")
+def test_locomo_plus_judge_end_to_end(tmp_path: Path) -> None:
+    """eval=judge on three items of LoCoMo-Plus (packed, conv-26): the benchmark's own judge
+    (the authors' Cognitive template from prompts.json) asked once per item with the item's cue
+    as evidence; correct 1, partial 0.5, an unreadable reply 0 and counted; no F1 (no reference
+    answer); the estimate counts the calls sent; the run records prompts.json's sha256."""
+    overrides = ("eval=judge", "llm=openai", "memory=bm25", "memory.k=2", "embedder=hashing",
+                 "device=cpu", "logger=none", "dataset=locomo_plus_packed",
+                 "dataset.sample_ids=[conv-26]", "dataset.max_questions=3")
+    judged: dict[str, str] = {}
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        prompt = last_user(body)
+        if prompt.startswith("\nYou are a Memory Awareness Judge."):
+            evidence = prompt.split("Memory/Evidence:\n")[1].split("\n\nModel Prediction:")[0]
+            judged[evidence] = prompt
+            text = {0: '{"label": "correct", "reason": "linked"}',
+                    1: '```json\n{"label": "partial", "reason": "vague"}\n```'}.get(
+                len(judged) - 1, "I cannot tell")
+        else:
+            text = "a reply"
+        return 200, completion_body(text, {"prompt_tokens": 1, "completion_tokens": 1}), 0.0
+
+    with serve(behaviour) as server:
+        proc = run_qa(tmp_path, server.url, *overrides)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    items = json.loads((PLUS / "locomo_plus.json").read_text())
+    # conv-26 is item i mod 10 == 0: items 0, 10, 20 are its first three
+    expected = []
+    for i in (0, 10, 20):
+        a, b = items[i]["cue_dialogue"].replace("\\n", "\n").split("\n")
+        expected.append(f"Caroline\uff1a{a.removeprefix('A:').strip()}\n"
+                        f"Melanie\uff1a{b.removeprefix('B:').strip()}")
+    assert list(judged) == expected  # each item judged once, against its own cue
+    preds = pd.read_parquet(tmp_path / "run" / "predictions.parquet").set_index("qa_index")
+    assert preds.loc[[0, 10, 20], "judge"].tolist() == [1.0, 0.5, 0.0]
+    assert preds.loc[[0, 10, 20], "n_judge_failures"].tolist() == [0, 0, 1]
+    assert preds["f1_official"].isna().all() and preds["gold"].isna().all()
+    assert preds.loc[0, "question"] == "Caroline: " + items[0]["trigger_query"][2:].strip()
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    identity = metrics["identity"]
+    assert identity["judge_protocol"] == "locomo_plus"
+    assert identity["upstream_prompts"] == {"locomo_plus/prompts.json": {
+        "sha256": "dead03372effaf0c2fd9aa986ab54fb42b9f7d7ec7e1492eb02e0f7f15056d2f",
+        "read_from": "data"}}
+    assert metrics["judge"]["judge_failures"] == 1.0
+    frame, _ = estimate_of(*overrides)
+    assert frame.loc["judge", "calls"] == 3

@@ -43,6 +43,9 @@ class Benchmark:
             reads it, and ``dataset.allow_sample=true`` falls back to it with a warning.
         audit: ``audit(dataset_cfg, dataset) -> GoldAudit``: the corrected gold that
             ``dataset.gold=audited|both`` scores against; ``None``: the benchmark has none.
+        options: ``options(dataset_cfg) -> {argument: value}``: more keyword arguments of
+            ``load`` read from the config (a second file found as LoCoMo-10 is, a variant:
+            LoCoMo-Plus); ``None``: ``load`` takes only the three above.
     """
 
     load: Callable[..., Dataset]
@@ -51,6 +54,7 @@ class Benchmark:
     filename: str | None = None
     sample: Path | None = None
     audit: Callable[[Mapping[str, Any], Dataset], Any] | None = None
+    options: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
 
 def benchmark(fmt: str) -> Benchmark:

@@ -184,6 +184,14 @@ class Dataset:
     #: a dataset read from several files: each file's sha256, by its path below :attr:`path`
     #: (``sha256`` is then the sha256 of this listing)
     file_sha256: dict[str, str] = field(default_factory=dict)
+    #: the category name an LLM judge's templates know each category by, where the benchmark's
+    #: authors judge under another name than its categories' (LoCoMo-Plus: every relation type
+    #: is their "Cognitive"); empty: the run's category names
+    judge_categories: dict[int, str] = field(default_factory=dict)
+    #: the benchmark's own LLM judge (a registered judge protocol), what
+    #: ``eval.judge_protocol=system`` asks for on it before the memory's own (LoCoMo-Plus: its
+    #: authors', the only one that needs no reference answer); ``None``: the memory's own
+    judge: str | None = None
 
     def __len__(self) -> int:
         return len(self.conversations)

@@ -82,7 +82,9 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
         allow_sample=bool(cfg.get("allow_sample", False)) and bench.sample is not None,
         env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
     offset = float(cfg.get("turn_offset_seconds", 60))
-    dataset = bench.load(source.path, name=cfg.get("name"), turn_offset_seconds=offset)
+    options = bench.options(cfg) if bench.options is not None else {}
+    dataset = bench.load(source.path, name=cfg.get("name"), turn_offset_seconds=offset,
+                         **options)
     # labelled by what it is: the shipped sample only when its content is the sample's
     # (dataset=sample with another file's path is that file, named by it)
     sample = is_shipped_sample(dataset, bench)

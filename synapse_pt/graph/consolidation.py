@@ -185,9 +185,19 @@ class GraphBuilder:
         return self.build_many([conversation])[0]
 
     def build_many(self, conversations: Sequence[Dialogue]) -> list[MemoryGraph]:
-        """Graphs of many conversations: all turns embedded in one encoder call, all windows'
-        concepts extracted in one extractor call and embedded in one more encoder call; then each
-        conversation is consolidated window by window. Phase times land in ``last_timings``."""
+        """Graphs of many conversations: all turns embedded in one encoder call, every distinct
+        window's concepts extracted in one extractor call and embedded in one more encoder call;
+        then each conversation is consolidated window by window.
+
+        Conversations that begin with the same windows (the same turns, and so the same
+        concepts) share the work on them: the windows are consolidated once and each
+        conversation continues from a :meth:`~synapse_pt.graph.memory_graph.MemoryGraph.fork`
+        of the graph where it parts from the others (LoCoMo-Plus's faithful variant: a LoCoMo
+        conversation's windows before a cue, shared by the items stitched into it).
+        Consolidation is a function of the graph and the window, so each graph is the one
+        built on its own; conversations that share no first window (LoCoMo-10) are built exactly
+        as one by one. Phase times land in ``last_timings``, with the windows consolidated and
+        reused."""
         t0 = time.perf_counter()
         turn_lists = [list(c.turns()) for c in conversations]
         turn_emb = self._encode([self.renderer(t) for turns in turn_lists for t in turns],
@@ -196,11 +206,18 @@ class GraphBuilder:
 
         windows = [windows_of(turns, self.window) for turns in turn_lists]
         flat = [w for ws in windows for w in ws]
-        raw = self.extractor.extract(flat)
-        if len(raw) != len(flat):
+        keys = [window_key(w) for w in flat]
+        first: dict[tuple, int] = {}  # a distinct window -> its place among those extracted
+        distinct = []
+        for win, key in zip(flat, keys, strict=True):
+            if key not in first:
+                first[key] = len(distinct)
+                distinct.append(win)
+        raw = self.extractor.extract(distinct)
+        if len(raw) != len(distinct):
             raise RuntimeError(f"GraphBuilder: extractor {self.extractor.name!r} returned "
-                               f"{len(raw)} concept lists for {len(flat)} windows")
-        concepts = [clean_concepts(c) for c in raw]
+                               f"{len(raw)} concept lists for {len(distinct)} windows")
+        concepts = [clean_concepts(raw[first[key]]) for key in keys]
         t2 = time.perf_counter()
 
         vocab = list(dict.fromkeys(c for cs in concepts for c in cs))
@@ -208,27 +225,62 @@ class GraphBuilder:
         row_of = {c: i for i, c in enumerate(vocab)}
         t3 = time.perf_counter()
 
-        graphs: list[MemoryGraph] = []
-        turn_pos = window_pos = 0
-        with Progress(len(flat), "consolidate windows", "windows", logger=log) as bar:
-            for conv, turns, conv_windows in zip(conversations, turn_lists, windows,
-                                                 strict=True):
-                graph = self.new_graph(conv.sample_id, num_turns=len(turns))
-                for k, win in enumerate(conv_windows):
-                    cs = concepts[window_pos]
-                    rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
-                    self.consolidate(graph, win, turn_emb[turn_pos:turn_pos + len(win)], cs,
-                                     vocab_emb[rows.to(vocab_emb.device)],
-                                     finalize=k == len(conv_windows) - 1)
-                    turn_pos += len(win)
-                    window_pos += 1
-                    bar.update(1)
-                graphs.append(graph)
+        # one prefix tree of windows over the conversations: a node is a window (its turns and
+        # concepts) reached through the same windows before it
+        starts: list[tuple[int, int]] = []  # per flat window: (its first turn, its conversation)
+        turn_pos = 0
+        for ci, conv_windows in enumerate(windows):
+            for win in conv_windows:
+                starts.append((turn_pos, ci))
+                turn_pos += len(win)
+        root = _Prefix(-1)
+        pos = 0
+        for ci, conv_windows in enumerate(windows):
+            node = root
+            for _ in conv_windows:
+                key = (keys[pos], tuple(concepts[pos]))
+                node = node.children.setdefault(key, _Prefix(pos))
+                pos += 1
+            node.ends.append(ci)
+        graphs: list[MemoryGraph | None] = [None] * len(conversations)
+        for ci in root.ends:  # no turns: an empty graph, as before any window
+            graphs[ci] = self.new_graph(conversations[ci].sample_id)
+        stack = []
+        for child in root.children.values():
+            ci = starts[child.window][1]
+            stack.append((child, self.new_graph(conversations[ci].sample_id,
+                                                num_turns=len(turn_lists[ci]))))
+        consolidated = 0
+        with Progress(_count(root), "consolidate windows", "windows", logger=log) as bar:
+            while stack:
+                node, graph = stack.pop()
+                k = node.window
+                cs = concepts[k]
+                rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
+                start = starts[k][0]
+                last = not node.children and len(node.ends) == 1
+                self.consolidate(graph, flat[k], turn_emb[start:start + len(flat[k])], cs,
+                                 vocab_emb[rows.to(vocab_emb.device)], finalize=last)
+                consolidated += 1
+                bar.update(1)
+                uses = len(node.ends) + len(node.children)
+                for ci in node.ends:
+                    uses -= 1
+                    done = graph if uses == 0 else graph.fork()
+                    if not last:  # the conversation's last window, reached by others too
+                        refresh_pagerank(done, self.pagerank_damping)
+                    done.sample_id = conversations[ci].sample_id
+                    graphs[ci] = done
+                for child in node.children.values():  # a fork taken before any child mutates
+                    uses -= 1
+                    stack.append((child, graph if uses == 0 else graph.fork()))
         t4 = time.perf_counter()
         self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
                              "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
-                             "total_s": t4 - t0}
-        return graphs
+                             "total_s": t4 - t0, "windows": float(len(flat)),
+                             "windows_extracted": float(len(distinct)),
+                             "windows_consolidated": float(consolidated)}
+        return graphs  # type: ignore[return-value]
 
     def new_graph(self, sample_id: str, *, num_turns: int = 0) -> MemoryGraph:
         """An empty graph on the builder's device, its buffers sized for ``num_turns`` turns."""
@@ -397,6 +449,36 @@ class GraphBuilder:
         return torch.tensor(list(dict.fromkeys(ids)), dtype=torch.long, device=dev)
 
 
+def window_key(window: Sequence[Turn]) -> tuple:
+    """What a window's extraction and consolidation read of its turns (ids, speakers, texts,
+    captions, sessions, times): windows with equal keys are the same window wherever they
+    stand."""
+    return tuple((t.dia_id, t.speaker, t.text, t.blip_caption, t.session_index, t.timestamp)
+                 for t in window)
+
+
+class _Prefix:
+    """A node of :meth:`GraphBuilder.build_many`'s prefix tree: the flat index of the window it
+    consolidates, the windows that may follow it, and the conversations that end with it."""
+
+    __slots__ = ("children", "ends", "window")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.children: dict[tuple, _Prefix] = {}
+        self.ends: list[int] = []
+
+
+def _count(root: _Prefix) -> int:
+    """The windows of the tree below ``root`` (each consolidated once)."""
+    total, stack = 0, list(root.children.values())
+    while stack:
+        node = stack.pop()
+        total += 1
+        stack.extend(node.children.values())
+    return total
+
+
 def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> Tensor:
     """Slots of the edges ``src[k] -> dst[k]`` of type ``edge_type``; ``-1`` where absent.
 
@@ -426,4 +508,4 @@ def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> 
 
 
 __all__ = ["GraphBuilder", "hours_since_epoch", "temporal_weight", "cooccurrence_weight",
-           "windows_of", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]
+           "windows_of", "window_key", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]

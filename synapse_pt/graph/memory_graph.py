@@ -8,6 +8,7 @@ views ``[:num_nodes]`` / ``[:num_edges]`` of those buffers.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -394,6 +395,15 @@ class MemoryGraph:
         self._sem_ids, self._sem_x, self._sem_alive = (
             t.to(self.device) for t in (self._sem_ids, self._sem_x, self._sem_alive))
         return self
+
+    def fork(self, sample_id: str | None = None) -> MemoryGraph:
+        """An independent copy (every buffer and every piece of consolidation state), renamed
+        ``sample_id`` when given: what a conversation that begins with this graph's windows
+        continues from (:meth:`~synapse_pt.graph.consolidation.GraphBuilder.build_many`)."""
+        twin = copy.deepcopy(self)
+        if sample_id is not None:
+            twin.sample_id = sample_id
+        return twin
 
     # ----------------------------------------------------------------------------- reading
     def index_of(self, key: str) -> int:

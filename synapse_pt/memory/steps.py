@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from synapse_pt.data.records import Turn
 from synapse_pt.data.render import format_day
 from synapse_pt.errors import ConfigError
 from synapse_pt.models.llm.base import LLM, ChatRequest
@@ -169,23 +170,40 @@ class Judge:
             left out. Counted as a failure either way.
         rubric: one request per rubric item (the question's score: the share satisfied); the
             dataset's unanswerable category is judged too (the rubric says what it must say).
+        needs_gold: its prompt reads the reference answer (a question without one cannot be
+            judged); ``False``: it judges against the question's evidence (LoCoMo-Plus, whose
+            items have no reference answer).
     """
 
     name: str = ""
     rank: int = 0
     unreadable_zero: bool = False
     rubric: bool = False
+    needs_gold: bool = True
 
     def upstream_files(self, prompts: str) -> tuple[str, ...]:
         """The files (``<system>/<path>``) its prompts are read from under ``prompts``."""
         return ()
 
+    def template_files(self, prompts: str) -> dict[str, str]:
+        """Data files (not a related system's sources) its prompts are read from under
+        ``prompts``, found and sha256-checked: ``{file: sha256}`` (a run records them beside its
+        upstream files and stops before building its memory when one is missing)."""
+        return {}
+
     def requests(self, questions: Sequence[str], golds: Sequence[Any],
                  predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
+                 evidence: Sequence[Sequence[Turn]] | None = None,
+                 category_names: Sequence[str] | None = None,
                  seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
                  extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
                  upstream_path: str | None = None) -> list[ChatRequest]:
-        """The first requests of one run: one per question (per rubric item under ``rubric``)."""
+        """The first requests of one run: one per question (per rubric item under ``rubric``).
+
+        ``evidence``: each question's evidence turns, in the order it cites them;
+        ``category_names``: each question's category as the judge's templates name it
+        (:attr:`~synapse_pt.data.records.Dataset.judge_categories`, else the run's names). A
+        judge whose prompt reads neither ignores them."""
         raise NotImplementedError
 
     def verdict(self, text: str, prompts: str = "upstream") -> float | None:

@@ -142,15 +142,18 @@ def test_the_registry_reads_each_declaration():
     from synapse_pt.errors import ConfigError
 
     found = benchmarks()
-    assert sorted(found) == ["beam", "locomo", "realtalk"]
+    assert sorted(found) == ["beam", "locomo", "locomo_plus", "realtalk"]
     assert (found["beam"].folder, found["realtalk"].folder, found["locomo"].folder) == (
         True, True, False)
     assert [f for f, b in found.items() if b.audit is not None] == ["locomo"]
     assert dataset_categories({"format": "beam"}) == BEAM
     assert dataset_categories({"format": "realtalk"}) == REALTALK
+    assert dataset_categories({"format": "locomo_plus"}) == {1: "causal", 2: "state", 3: "goal",
+                                                             4: "value"}
+    assert found["locomo_plus"].folder and found["locomo_plus"].options is not None
     assert dataset_categories({}) == OFFICIAL
     with pytest.raises(ConfigError, match=r"dataset.format must be one of \['beam', 'locomo', "
-                                          r"'realtalk'\].*got 'nope'"):
+                                          r"'locomo_plus', 'realtalk'\].*got 'nope'"):
         build_dataset({"format": "nope"})
     with pytest.raises(ConfigError, match=r"only dataset.format=\['locomo'\] has an audited gold; "
                                           "realtalk takes dataset.gold=official"):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -219,3 +220,77 @@ def test_real_conversation_builds(locomo):
     assert int(g.in_degree().max()) <= 15
     assert g.pagerank.sum().item() == pytest.approx(1.0, abs=1e-3)
     assert g.node_reallocations == 0  # buffers pre-sized from the turn count
+
+
+# -- shared prefixes (issue 59): conversations that begin alike are built once up to where they part
+
+WORDS = ["garden", "piano", "Paris", "marathon", "sister", "recipe", "camping", "novel", "guitar",
+         "puppy", "painting", "Boston", "yoga", "concert", "bakery", "hiking"]
+
+
+SESSIONS = (5, 7, 6, 5)  # base session sizes: session boundaries at turns 5, 12, 18, 23
+
+
+def _base_turns(sample_id: str) -> list:
+    """23 turns in four sessions a day apart, each turn naming two topics."""
+    turns, k = [], 0
+    for session, size in enumerate(SESSIONS, start=1):
+        for _ in range(size):
+            text = f"{WORDS[k % 16]} and {WORDS[(3 * k + 5) % 16]} talk {k}"
+            turns.append(make_turn(k, hours=24 * session + k, text=text, session=session,
+                                   speaker="Ann" if k % 2 else "Bob", sample_id=sample_id))
+            k += 1
+    return turns
+
+
+def _stitched(sample_id: str, at: int, hours: float) -> object:
+    """The base with a two-turn session 100 inserted before base turn ``at``."""
+    base = [dataclasses.replace(t, sample_id=sample_id) for t in _base_turns("base")]
+    cue = [make_turn(j, hours=hours + j / 60, text=f"cue {at} {WORDS[j + 7]} plans",
+                     session=100, speaker=("Ann", "Bob")[j], sample_id=sample_id)
+           for j in range(2)]
+    return make_conversation(base[:at] + cue + base[at:], sample_id)
+
+
+def _state(g) -> tuple:
+    data = g.to_data()
+    tensors = tuple(getattr(data, k).tolist() for k in (
+        "x", "node_type", "timestamp", "active", "last_active_window", "pagerank", "edge_index",
+        "edge_type", "edge_weight"))
+    return (g.sample_id, tensors, g.texts, g.node_keys, g.speakers, g.num_windows,
+            g.concept_index, g.cooccurrence, g.num_collected, g.last_episode)
+
+
+@pytest.mark.parametrize("graph_kw", [{}, {"max_nodes": 24, "dormancy_windows": 1},
+                                      {"association_weighting": "cooccurrence"}])
+def test_shared_prefixes_build_the_graphs_built_one_by_one(graph_kw):
+    """Stitched copies of one conversation (a cue before the first turn, at a window boundary,
+    inside windows, at the end, and one conversation twice under two ids) built together equal
+    each built alone, and the windows they share are extracted and consolidated once."""
+    from synapse_pt.graph.extraction import KeywordConceptExtractor
+
+    convs = [_stitched("c-first", 0, 1.0), _stitched("c-window", 5, 40.0),
+             _stitched("c-inside", 12, 70.0), _stitched("c-twin", 12, 70.0),
+             _stitched("c-late", 18, 100.0), _stitched("c-end", 23, 130.0),
+             simple_conversation(9, "other")]
+
+    def builder():
+        encoder = HashingEncoder(64)
+        return GraphBuilder(encoder, KeywordConceptExtractor(encoder, max_concepts=3),
+                            **graph_kw)
+
+    together = builder()
+    graphs = together.build_many(convs)
+    alone = [builder().build(c) for c in convs]
+    for g, ref in zip(graphs, alone, strict=True):
+        assert _state(g) == _state(ref)
+    timings = together.last_timings
+    assert timings["windows"] == 6 * 5 + 2
+    # by hand (b<k>: base turn k; every conversation has five windows): c-first's five; [b0-b4]
+    # once for the other five, then c-window's four; [b5-b9] once for c-inside, c-twin, c-late,
+    # c-end; c-inside's three (c-twin's the same); [b10-b14] once for c-late and c-end, then two
+    # of each; "other" two
+    assert timings["windows_consolidated"] == 5 + 1 + 4 + 1 + 3 + 1 + 2 + 2 + 2
+    # extraction reads a window's turns wherever it stands: the windows after a cue at turn 0
+    # or 5 are the same ([b8-b12], [b13-b17], [b18-b22]), and c-inside's last two too
+    assert timings["windows_extracted"] == 15

@@ -36,7 +36,7 @@ from synapse_pt.eval.qa.prompts import (
     resolve_option_reply,
 )
 from synapse_pt.eval.qa.scorers import answer_scorers
-from synapse_pt.eval.qa.scorers.judge import JudgeResult, judge_answers
+from synapse_pt.eval.qa.scorers.judge import JudgeResult, judge_answers, judge_inputs
 from synapse_pt.eval.qa.scorers.peer_rules import peer_metrics
 from synapse_pt.eval.qa.scorers.retrieval import rejection_auc, rejection_metrics, unit_recall
 from synapse_pt.eval.qa.settings import (
@@ -68,8 +68,9 @@ TEMPORAL = 2  # raw LoCoMo category of temporal questions (the date instruction'
 #: per-question columns of the peers' retrieval rules (``peer_session_hit@5``, ...)
 PEER_PREFIX = "peer_"
 #: how the token-F1 scorers treat a category of another benchmark (``Dataset.f1_rules``): as the
-#: LoCoMo category they score alike (multi-answer 1, the ';' cut 3, plain 4, refusal 5)
-F1_RULES = {"multi": 1, "cut": 3, "plain": 4, "refusal": 5}
+#: LoCoMo category they score alike (multi-answer 1, the ';' cut 3, plain 4, refusal 5), or not
+#: at all (``none``: no reference answer, LoCoMo-Plus; the answer scorers' columns are NaN)
+F1_RULES: dict[str, int | None] = {"multi": 1, "cut": 3, "plain": 4, "refusal": 5, "none": None}
 #: in a ``both`` run, the audited gold's columns carry this prefix (``audited_recall@10``)
 AUDITED_PREFIX = "audited_"
 #: the per-question columns a gold decides (the rest are the run's, whatever the gold)
@@ -230,14 +231,20 @@ def judge_skip_categories(unanswerable: int | None, protocol: str) -> tuple[int,
 
 def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
                       settings: EvalSettings, unanswerable: int | None = 5,
-                      protocol: str | None = None) -> JudgeResult:
+                      protocol: str | None = None, dataset: Dataset | None = None,
+                      names: Mapping[int, str] | None = None) -> JudgeResult:
     """The LLM judge of ``protocol`` (default ``settings.judge_protocol``;
     :mod:`~synapse_pt.eval.qa.scorers.judge`) over ``settings.judge_runs`` runs, the
     ``unanswerable`` category skipped (:func:`judge_skip_categories`). Gated questions are judged
-    too: their answer is the no-record reply."""
+    too: their answer is the no-record reply. Given the ``dataset``, the judge may read each
+    question's evidence turns and its category name (:func:`~synapse_pt.eval.qa.scorers.judge.
+    judge_inputs`; ``names``: the run's category names)."""
     protocol = protocol or settings.judge_protocol
+    evidence, category_names = (judge_inputs(dataset, questions, names) if dataset is not None
+                                else (None, None))
     return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
                          list(predictions), categories=[q.category for q in questions],
+                         evidence=evidence, category_names=category_names,
                          n_runs=settings.judge_runs, base_seed=settings.seed,
                          max_tokens=settings.judge_max_tokens,
                          protocol=protocol,
@@ -249,11 +256,13 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
 
 
 def judge_all(llm: LLM, questions: Sequence[Question], predictions: Sequence[str],
-              settings: EvalSettings, unanswerable: int | None = 5) -> dict[str, JudgeResult]:
+              settings: EvalSettings, unanswerable: int | None = 5,
+              dataset: Dataset | None = None, names: Mapping[int, str] | None = None
+              ) -> dict[str, JudgeResult]:
     """``{protocol: result}``: every judge of the run (:func:`judge_protocols`) over the same
     predictions, each asked on its own (its responses, hence its spend, kept apart)."""
     return {protocol: judge_predictions(llm, questions, predictions, settings, unanswerable,
-                                        protocol)
+                                        protocol, dataset, names)
             for protocol in judge_protocols(settings)}
 
 
@@ -319,7 +328,8 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
         if qa:
             scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
             for scorer in answer_scorers():
-                row.update(scorer.score(predictions[i], q.answer, scored_as, result.items[i]))
+                row.update(dict.fromkeys(scorer.columns) if scored_as is None else
+                           scorer.score(predictions[i], q.answer, scored_as, result.items[i]))
         for protocol, judge in (judges or {}).items():
             col = judge_column(settings, protocol)
             row[col] = _nan_to_none(judge.mean[i])
@@ -446,7 +456,8 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
              token_counter: TokenCounter, llm: LLM | None = None,
              judge_llm: LLM | None = None, audit: GoldAudit | None = None,
              gold: str = "official",
-             judge_served: dict[str, list[ChatResponse]] | None = None
+             judge_served: dict[str, list[ChatResponse]] | None = None,
+             category_names: Mapping[int, str] | None = None
              ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Run retrieval (and, in qa mode, answering and the optional judge) for every question.
 
@@ -468,6 +479,9 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
             judge was served (under an audited gold its re-judged questions too), so a run's
             ``spend.json`` counts each judge apart
             (:func:`~synapse_pt.eval.records.record.run_spend`).
+        category_names: the run's category names, which a judge whose templates are per
+            category reads where the dataset names none for it
+            (:func:`~synapse_pt.eval.qa.scorers.judge.judge_inputs`).
 
     Returns:
         The per-question frame and the run summary (rejection, context tokens, judge figures,
@@ -478,7 +492,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
     if gold != "official" and audit is None:
         raise ConfigError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
-    settings = for_memory(settings, memory)
+    settings = for_memory(settings, memory, dataset)
     questions = list(dataset.questions())
     if not questions:
         raise ValueError(f"{dataset.path}: no questions to evaluate")
@@ -500,7 +514,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         # every judge scores the same answers: none is asked twice
         judges = judge_all(judge_llm or llm, questions,
                            predictions_text(questions, result, responses, settings), settings,
-                           dataset.unanswerable)
+                           dataset.unanswerable, dataset, category_names)
         for protocol, judge in judges.items():
             if judge.total_failures:
                 log.warning("LLM judge %s: %d of %d replies unreadable (%s)", protocol,
@@ -520,7 +534,7 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
             judges_audited = judge_all(
                 judge_llm or llm, audited, predictions_text(questions, result, responses,
                                                             settings), settings,
-                dataset.unanswerable)
+                dataset.unanswerable, dataset, category_names)
             for protocol, judge in judges_audited.items():
                 served[protocol] += judge.responses
         scored = prediction_frame(audited, result, context_tokens, responses, settings,

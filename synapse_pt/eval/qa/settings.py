@@ -8,6 +8,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
+from synapse_pt.data.records import Dataset
 from synapse_pt.errors import ConfigError
 from synapse_pt.eval.qa.prompts import PROMPT_SOURCES
 from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
@@ -169,12 +170,16 @@ def judge_column(settings: EvalSettings, protocol: str) -> str:
     return f"judge_{protocol}" if settings.judges else "judge"
 
 
-def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem]
-               ) -> EvalSettings:
+def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem],
+               dataset: Dataset | None = None) -> EvalSettings:
     """``settings`` with ``"system"`` answer style and judge protocol replaced by the ones the
     memory declares as its own code's (:attr:`~synapse_pt.memory.base.MemorySystem.own_steps`;
-    ``memory`` an instance or its class); others unchanged."""
+    ``memory`` an instance or its class); a ``"system"`` judge is the benchmark's own where
+    ``dataset`` declares one (:attr:`~synapse_pt.data.records.Dataset.judge`: LoCoMo-Plus's
+    authors', the judge of items without a reference answer); others unchanged."""
     style, protocol = memory.own_steps
+    if dataset is not None and dataset.judge:
+        protocol = dataset.judge
     return dataclasses.replace(
         settings,
         answer_style=style if settings.answer_style == SYSTEM else settings.answer_style,
@@ -206,11 +211,25 @@ def upstream_files(settings: EvalSettings) -> list[str]:
 def require_upstream(settings: EvalSettings) -> None:
     """Find and check every upstream file the run's answers and judge will read (raises
     :class:`~synapse_pt.data.upstream.UpstreamNotFoundError` naming where to put a missing one),
-    so that a run stops before it builds its memory, not after."""
+    and every data file a judge's templates are read from (:func:`template_files`), so that a
+    run stops before it builds its memory, not after."""
     from synapse_pt.data.upstream import resolve_upstream_file
 
     for rel in upstream_files(settings):
         resolve_upstream_file(rel, settings.upstream_path)
+    template_files(settings)
+
+
+def template_files(settings: EvalSettings) -> dict[str, str]:
+    """``{file: sha256}`` of the data files the run's judges read their templates from
+    (:meth:`~synapse_pt.memory.steps.Judge.template_files`; found and checked here), in qa mode."""
+    if settings.mode != "qa":
+        return {}
+    out: dict[str, str] = {}
+    for protocol in judge_protocols(settings):
+        if protocol in steps.JUDGES:
+            out.update(steps.JUDGES[protocol].template_files(settings.prompts))
+    return out
 
 
 def skips_empty_pack(settings: EvalSettings) -> bool:

@@ -26,6 +26,7 @@ from synapse_pt.eval.qa.pipeline import (
     upstream_files,
 )
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
+from synapse_pt.eval.qa.settings import template_files
 from synapse_pt.eval.records.outputs import (
     code_identity,
     config_hash,
@@ -118,7 +119,9 @@ def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]
     :func:`~synapse_pt.eval.qa.pipeline.upstream_files`, and its memory's LLM build,
     ``describe()["upstream_prompts"]``), each with its pinned sha256 and where its templates were
     read: the file itself, or ``templates.json`` with that file's sha256
-    (:meth:`~synapse_pt.data.upstream.UpstreamFile.describe`)."""
+    (:meth:`~synapse_pt.data.upstream.UpstreamFile.describe`); and the data files its judges'
+    templates were read from (:func:`~synapse_pt.eval.qa.settings.template_files`: LoCoMo-Plus's
+    ``prompts.json``), ``read_from`` ``data``."""
     from synapse_pt.data.upstream import resolve_upstream_file
 
     files = [*upstream_files(settings), *(memory.get("upstream_prompts") or [])]
@@ -126,7 +129,9 @@ def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]
     for rel in sorted(set(files)):
         found = resolve_upstream_file(rel, settings.upstream_path).describe()
         out[rel] = {k: v for k, v in found.items() if k not in ("file", "commit")}
-    return out
+    for rel, sha256 in template_files(settings).items():
+        out[rel] = {"sha256": sha256, "read_from": "data"}
+    return dict(sorted(out.items()))
 
 
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from synapse_pt.data.records import Turn
 from synapse_pt.data.upstream import fstring
 from synapse_pt.models.llm.base import LLM, ChatRequest
 
@@ -120,6 +121,8 @@ class GaamaJudge(Judge):
 
     def requests(self, questions: Sequence[str], golds: Sequence[Any],
                  predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
+                 evidence: Sequence[Sequence[Turn]] | None = None,
+                 category_names: Sequence[str] | None = None,
                  seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
                  extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
                  upstream_path: str | None = None) -> list[ChatRequest]:

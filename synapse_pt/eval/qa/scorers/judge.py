@@ -40,6 +40,19 @@ it is a counted failure.
 Upstream's prompt offers 0, 0.5 and 1 per item and then casts with ``int()``, so a half mark counts
 as not satisfied; ours (:data:`RUBRIC_PROMPT`, our wording) asks for the binary verdict directly.
 An unreadable item makes that question's run a failure (NaN, counted), never a silent 0 or 1.
+
+``protocol="locomo_plus"`` is the LoCoMo-Plus authors' judge (github xjtuleeyf/Locomo-Plus
+``evaluation_framework/task_eval/llm_as_judge.py`` at 143cdeb): one template per category name,
+read from their ``prompt.py`` extracted as data (``prompts.json``, sha256-pinned:
+:func:`~synapse_pt.data.locomo_plus.judge_templates`), a category without its own template judged
+by ``default``; the template filled with ``gold`` (``""`` where the item has none, as their code
+does), ``pred`` and ``evidence`` (the question's evidence turns, one ``speaker：text`` line each,
+the full-width colon of their ``unified_input.py``); 512 completion tokens as their call; the
+reply's JSON ``label`` scores correct 1, partial 0.5, wrong 0. LoCoMo-Plus's items are all their
+category ``Cognitive``, whose template reads the evidence and the prediction only. Their parse
+falls back on the words "correct", "wrong", "partial" anywhere in a reply that is not JSON (so
+"incorrect" reads correct); ours reads the JSON label only, and a reply without one is a counted
+failure scored 0, as their code scores an unknown label.
 """
 
 from __future__ import annotations
@@ -53,6 +66,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from synapse_pt.data.locomo_plus import judge_templates
+from synapse_pt.data.records import Dataset, Question, Turn
+from synapse_pt.data.source import sha256_file
 from synapse_pt.memory.steps import (
     JSON_FENCE,
     JSON_OBJECT,
@@ -66,8 +82,9 @@ from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.llm.recording import RecordingLLM
 from synapse_pt.progress import Progress
 
-__all__ = ["ACCURACY_PROMPT", "JUDGE_PROTOCOLS", "RUBRIC_PROMPT", "SCORE_PROMPT", "JudgeResult",
-           "build_judge_requests", "judge_answers", "parse_coverage_score", "parse_judge_label",
+__all__ = ["ACCURACY_PROMPT", "JUDGE_PROTOCOLS", "LOCOMO_PLUS_LABELS", "RUBRIC_PROMPT",
+           "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers", "judge_inputs",
+           "parse_coverage_score", "parse_judge_label", "parse_label_score",
            "parse_rubric_verdict"]
 
 log = logging.getLogger(__name__)
@@ -171,6 +188,8 @@ class PromptJudge(Judge):
 
     def requests(self, questions: Sequence[str], golds: Sequence[Any],
                  predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
+                 evidence: Sequence[Sequence[Turn]] | None = None,
+                 category_names: Sequence[str] | None = None,
                  seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
                  extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
                  upstream_path: str | None = None) -> list[ChatRequest]:
@@ -196,9 +215,78 @@ def _label_verdict(text: str) -> float | None:
     return None if label is None else (1.0 if label == "CORRECT" else 0.0)
 
 
+#: the LoCoMo-Plus authors' labels and scores (``llm_as_judge.py``: ``LABEL_TO_SCORE``, as
+#: prompts.json's ``judge_scores`` records them)
+LOCOMO_PLUS_LABELS = {"correct": 1.0, "partial": 0.5, "wrong": 0.0}
+#: their judge call's completion budget (``llm_as_judge.py``: ``--max-tokens`` default)
+LOCOMO_PLUS_MAX_TOKENS = 512
+#: the separator of an evidence line in their judge input (``unified_input.py``)
+LOCOMO_PLUS_COLON = "\uff1a"
+
+
+def parse_label_score(text: str) -> float | None:
+    """The score of the ``label`` of the first JSON object (fenced or not) that has one:
+    ``correct`` 1, ``partial`` 0.5, ``wrong`` 0, in any case; ``None`` for a reply without such
+    an object or with another label."""
+    fenced = JSON_FENCE.findall(text)
+    for chunk in fenced + JSON_OBJECT.findall(text):
+        try:
+            obj = json.loads(chunk.strip())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "label" in obj:
+            label = obj["label"]
+            return LOCOMO_PLUS_LABELS.get(label.strip().lower()) if isinstance(label, str) \
+                else None
+    return None
+
+
+class LocomoPlusJudge(Judge):
+    """The LoCoMo-Plus authors' judge (module docstring): the same under both ``prompts``
+    (their templates are the only ones; ``ours`` keeps the configured token budget)."""
+
+    name = "locomo_plus"
+    rank = 4
+    unreadable_zero = True  # llm_as_judge.py: an unknown or empty label scores 0.0
+    needs_gold = False  # the Cognitive template reads the evidence, not a reference answer
+
+    def template_files(self, prompts: str) -> dict[str, str]:
+        _, path = judge_templates()
+        return {"locomo_plus/prompts.json": sha256_file(path)}
+
+    def requests(self, questions: Sequence[str], golds: Sequence[Any],
+                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
+                 evidence: Sequence[Sequence[Turn]] | None = None,
+                 category_names: Sequence[str] | None = None,
+                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
+                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
+                 upstream_path: str | None = None) -> list[ChatRequest]:
+        n = len(questions)
+        if evidence is None or category_names is None or len(evidence) != n \
+                or len(category_names) != n:
+            raise ValueError(f"judge protocol {self.name!r} needs each of the {n} questions' "
+                             "evidence turns and category name")
+        templates, _ = judge_templates()
+        budget = LOCOMO_PLUS_MAX_TOKENS if prompts == "upstream" else max_tokens
+        out = []
+        for gold, pred, turns, category in zip(golds, predictions, evidence, category_names,
+                                               strict=True):
+            text = "\n".join(f"{t.speaker}{LOCOMO_PLUS_COLON}{t.text.strip()}" for t in turns)
+            template = templates.get(category) or templates["default"]
+            out.append(user_request(template.format(gold="" if gold is None else str(gold),
+                                                    pred=pred, evidence=text),
+                                    max_tokens=budget, temperature=temperature, seed=seed,
+                                    extra=extra))
+        return out
+
+    def verdict(self, text: str, prompts: str = "upstream") -> float | None:
+        return parse_label_score(text)
+
+
 register(PromptJudge("mem0", ACCURACY_PROMPT, _label_verdict, rank=0))
 register(PromptJudge("realtalk", SCORE_PROMPT, parse_coverage_score, rank=2))
 register(PromptJudge("beam_rubric", RUBRIC_PROMPT, parse_rubric_verdict, rank=3, rubric=True))
+register(LocomoPlusJudge())
 #: every judge protocol, in rank order (the registry, :mod:`synapse_pt.memory.steps`)
 JUDGE_PROTOCOLS = tuple(JUDGES)
 
@@ -214,17 +302,38 @@ def build_judge_requests(
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
+    evidence: Sequence[Sequence[Turn]] | None = None,
+    category_names: Sequence[str] | None = None,
     prompts: str = "upstream",
     upstream_path: str | None = None,
 ) -> list[ChatRequest]:
     """The first requests of one run of ``protocol``'s judge (:meth:`~synapse_pt.memory.steps.
     Judge.requests`): one per question (:data:`ACCURACY_PROMPT` for ``"mem0"``,
-    :data:`SCORE_PROMPT` for ``"realtalk"``, a related system's own judge as its package writes
-    it), or for ``"beam_rubric"`` one per rubric item (:data:`RUBRIC_PROMPT`), question by
-    question in rubric order (``rubrics`` needed)."""
-    return _judge(protocol).requests(questions, golds, predictions, rubrics=rubrics, seed=seed,
+    :data:`SCORE_PROMPT` for ``"realtalk"``, the LoCoMo-Plus authors' template of the question's
+    category for ``"locomo_plus"`` (``evidence`` and ``category_names`` needed), a related
+    system's own judge as its package writes it), or for ``"beam_rubric"`` one per rubric item
+    (:data:`RUBRIC_PROMPT`), question by question in rubric order (``rubrics`` needed)."""
+    return _judge(protocol).requests(questions, golds, predictions, rubrics=rubrics,
+                                     evidence=evidence, category_names=category_names, seed=seed,
                                      max_tokens=max_tokens, temperature=temperature, extra=extra,
                                      prompts=prompts, upstream_path=upstream_path)
+
+
+def judge_inputs(dataset: Dataset, questions: Sequence[Question],
+                 names: Mapping[int, str] | None = None
+                 ) -> tuple[list[tuple[Turn, ...]], list[str]]:
+    """What a judge may read of each question besides its text and gold: its evidence turns (the
+    dataset's records of the ids it cites, in that order) and its category as the judge's
+    templates name it (the dataset's :attr:`~synapse_pt.data.records.Dataset.judge_categories`,
+    else ``names``, the run's category names, else the number)."""
+    wanted = {(q.sample_id, e) for q in questions for e in q.evidence}
+    turns = {(t.sample_id, t.dia_id): t for t in dataset.turns()
+             if (t.sample_id, t.dia_id) in wanted}
+    evidence = [tuple(turns[(q.sample_id, e)] for e in q.evidence) for q in questions]
+    names = names or {}
+    categories = [dataset.judge_categories.get(q.category) or names.get(q.category)
+                  or str(q.category) for q in questions]
+    return evidence, categories
 
 
 def _judge(protocol: str) -> Judge:
@@ -292,6 +401,8 @@ def judge_answers(
     extra: Mapping[str, Any] | None = None,
     protocol: str = "mem0",
     rubrics: Sequence[Sequence[str]] | None = None,
+    evidence: Sequence[Sequence[Turn]] | None = None,
+    category_names: Sequence[str] | None = None,
     prompts: str = "upstream",
     upstream_path: str | None = None,
     batch_size: int = 64,
@@ -313,6 +424,9 @@ def judge_answers(
             code does so (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`; under a rubric
             an unreadable item then counts as not satisfied), else it is left out.
         rubrics: per question, its rubric items (``"beam_rubric"`` only).
+        evidence, category_names: per question, its evidence turns and its category as the
+            judge's templates name it (:func:`judge_inputs`); read by a judge that judges
+            against the evidence (``"locomo_plus"``), which needs no gold.
         prompts: ``"upstream"``: a judge with its code's prompts sends them, read from the files
             in ``upstream_path`` (:meth:`~synapse_pt.memory.steps.Judge.ask`); ``"ours"``: our
             wording. mem0's, REALTALK's and BEAM's judges are the same under both.
@@ -350,8 +464,13 @@ def judge_answers(
         if rubric and not rubrics[i]:  # type: ignore[index]
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no rubric items "
                              "for judge protocol 'beam_rubric'")
-        if not rubric and golds[i] is None:
-            raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer")
+        if not rubric and judge.needs_gold and golds[i] is None:
+            raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer "
+                             f"for judge protocol {protocol!r} (a benchmark without reference "
+                             "answers is judged by its own judge: eval.judge_protocol=system)")
+    for name, values in (("evidence", evidence), ("category_names", category_names)):
+        if values is not None and len(values) != n:
+            raise ValueError(f"judge_answers: {n} questions but {len(values)} {name}")
     # the request of each rubric item belongs to question owner[j]
     owner = ([i for i in todo for _ in rubrics[i]] if rubric else todo)  # type: ignore[index]
 
@@ -379,6 +498,9 @@ def judge_answers(
                 [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
                 temperature=temperature, extra=extra,
                 rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
+                evidence=None if evidence is None else [evidence[i] for i in todo],
+                category_names=(None if category_names is None
+                                else [category_names[i] for i in todo]),
                 prompts=prompts, upstream_path=upstream_path)
             responses = []
             for start in range(0, len(requests), step):
