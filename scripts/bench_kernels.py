@@ -4,8 +4,9 @@
 
 Three comparisons, each on random data, best of several calls after a warm-up:
 
-* ``column_topk`` (row-group candidates on large CPU blocks) against ``torch.topk(dim=0)``, k = 7, over
-  block shapes from a 10^6-node memory to a LoCoMo sweep block; the values are checked equal;
+* ``column_topk`` (row-group candidates on large CPU blocks) against ``torch.topk(dim=0)``,
+  k = 7, over block shapes from a 10^6-node memory to a LoCoMo sweep block; the values are
+  checked equal;
 * ``spmm_sum`` (the product written into an unfilled tensor) against ``torch.sparse.mm`` on a
   LoCoMo-sized block (1,300 nodes, 10 in-edges each, 3,100 columns); checked bit-equal;
 * ``activation_adjacency`` (one stable key sort, ``csr_by_row``) against the fan-normalised
