@@ -32,7 +32,10 @@ figures in ``experiments/limits.md``. Measured here:
 
 Each figure is the best of ``--repeats`` timed runs of at least ``--seconds`` each (the best,
 because on a shared machine every slower run is another job's time; the median is printed
-beside it). The load average before and after is printed. The last line is the headline:
+beside it). ``--cpu-time`` divides by the process's CPU time over the cores used instead of the
+wall clock: on a loaded machine the wall clock counts the time other jobs hold the cores, the
+CPU time does not (it still counts what they do to the caches and the memory bus). The load
+average before and after is printed. The last line is the headline:
 ``matmul_fp32_encoder_all_cores: <GFLOP/s> GFLOP/s`` (the float32 encoder-layer rate of a window
 call with one product per core, PyTorch), the ceiling the encoder works against.
 """
@@ -54,6 +57,7 @@ import torch
 
 D, FF, HEADS, LAYERS, CALL_TOKENS = 384, 1536, 12, 6, 256
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+CPU_TIME = False  # --cpu-time: rates per CPU-second of the cores used, not per wall second
 
 
 def products(rows: int, length: int) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], int]]:
@@ -82,20 +86,24 @@ def layer_flops(rows: int, length: int) -> int:
     return sum(n * flops(a, b) for a, b, n in products(rows, length).values())
 
 
-def best_rate(fn: Callable[[], object], work: float, seconds: float, repeats: int
-              ) -> tuple[float, float]:
+def best_rate(fn: Callable[[], object], work: float, seconds: float, repeats: int,
+              cores: int = 1) -> tuple[float, float]:
     """``(best, median)`` of ``work / time`` over ``repeats`` runs of ``fn``, each repeated for at
-    least ``seconds``; one untimed warm-up run."""
+    least ``seconds``; one untimed warm-up run. With :data:`CPU_TIME` the time is the process's
+    CPU time over the ``cores`` it ran on (what the cores did while they held the work; on a
+    shared machine it leaves out the time other jobs held them), else the wall clock."""
     fn()
     rates = []
     for _ in range(repeats):
-        count, start = 0, time.perf_counter()
+        count, start, cpu = 0, time.perf_counter(), time.process_time()
         while True:
             fn()
             count += 1
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
                 break
+        if CPU_TIME:
+            elapsed = (time.process_time() - cpu) / cores
         rates.append(work * count / elapsed)
     return max(rates), statistics.median(rates)
 
@@ -201,7 +209,8 @@ def bandwidth(mib: int, seconds: float, repeats: int, device: str) -> list[dict[
                 torch.set_num_threads(count)
             for kind in kinds:
                 fn, moved = ops[kind]
-                best, median = best_rate(fn, moved * n / 1e9, seconds, repeats)
+                best, median = best_rate(fn, moved * n / 1e9, seconds, repeats,
+                                         cores=count or 1)
                 out.append({"what": f"{kind} {size_mib} MiB", "threads": label,
                             "GB/s": best, "GB/s median": median})
                 print(f"  {kind:5s} {size_mib:4d} MiB, {label:8s}: {best:7.1f} GB/s "
@@ -219,12 +228,17 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float32,bfloat16,float64")
     parser.add_argument("--no-onnx", action="store_true", help="skip ONNX Runtime")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="rates per CPU-second of the cores used (a loaded machine)")
     args = parser.parse_args()
+    global CPU_TIME
+    CPU_TIME = args.cpu_time
     device = args.device
     cores = len(os.sched_getaffinity(0))
     facts = cpu_facts() if device == "cpu" else {
         "gpu": torch.cuda.get_device_name(device), "torch": torch.__version__}
     facts["load_before"] = os.getloadavg()
+    facts["clock"] = "CPU time" if CPU_TIME else "wall"
     print(json.dumps(facts))
     calls = {"window 1 x 256": (1, 256), "turns 8 x 32": (8, 32)}
     settings = [("1 thread", 1, 1), (f"all, 1 each ({cores})", 1, cores),
@@ -244,7 +258,8 @@ def main() -> None:
                     fn = (torch_product(left, right, dtype, device) if workers == 1 else
                           in_parallel(lambda i, a=left, b=right, t=dtype: torch_product(
                               a, b, t, device, seed=i), workers))
-                    best, median = best_rate(fn, work * workers, args.seconds, args.repeats)
+                    best, median = best_rate(fn, work * workers, args.seconds, args.repeats,
+                                             cores=max(workers, intra or 1))
                     seconds_per_layer += n * work / best
                     rows.append({"runtime": "torch", "dtype": dtype_name, "threads": label,
                                  "call": call, "product": name, "GFLOP/s": best,
@@ -274,7 +289,8 @@ def main() -> None:
                     fn = (onnx_product(left, right, folder, 1) if workers == 1 else
                           in_parallel(lambda i, a=left, b=right: onnx_product(
                               a, b, folder, 1, seed=i), workers))
-                    best, median = best_rate(fn, work * workers, args.seconds, args.repeats)
+                    best, median = best_rate(fn, work * workers, args.seconds, args.repeats,
+                                             cores=workers)
                     seconds_per_layer += n * work / best
                     rows.append({"runtime": "onnxruntime", "dtype": "float32",
                                  "threads": label, "call": call, "product": name,
