@@ -191,7 +191,8 @@ class HFEmbedder:
 
     Attributes:
         weights: ``<label>@<fingerprint of config and weights>``.
-        name: ``weights``, plus ``+onnx`` under ``runtime="onnx"``: what records name.
+        name: ``weights``, plus ``+onnx`` under ``runtime="onnx"`` and ``+bfloat16`` (the dtype)
+            for a dtype other than float32: what records name.
         identity: ``name`` plus truncation length, pooling, dtype and the call shapes: the cache
             key prefix.
         dim: embedding width.
@@ -252,8 +253,10 @@ class HFEmbedder:
 
         self.dim: int = self._hidden_size()
         self.weights: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
-        # the runtime is part of the name every record carries (metrics.json's embedder)
-        self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}")
+        # the runtime and a dtype other than float32 are part of the name every record carries
+        # (metrics.json's embedder): their vectors differ from the default's
+        self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}") + (
+            "" if self.dtype == "float32" else f"+{self.dtype}")
         # the call shapes are part of the identity: vectors of other shapes (and those of the
         # unpadded encoding before issue 50) are never served for these
         self.identity: str = (f"{self.weights}|mean|l2|max_length={max_length}|{self.dtype}|"

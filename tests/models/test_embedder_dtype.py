@@ -54,7 +54,7 @@ def test_bfloat16_is_allowed_where_the_cpu_has_it_and_named_in_the_identity(monk
     assert "|float32|" in f32.identity and "|bfloat16|" in bf16.identity
     assert bf16.identity == f32.identity.replace("|float32|", "|bfloat16|")
     assert HFEmbedder(dtype="bf16").identity == bf16.identity  # an alias: the same vectors
-    assert bf16.name == f32.name  # records name the weights
+    assert bf16.name == f32.name + "+bfloat16"  # records name the weights and the dtype
 
 
 @pytest.mark.slow
