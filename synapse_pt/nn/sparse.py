@@ -424,7 +424,8 @@ def column_topk(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tens
     """
     n = x.size(0) if x.dim() == 2 else 0
     if (x.device.type == "cpu" and k > 0 and 8 * k <= n and n >= _CANDIDATE_MIN_ROWS
-            and n * x.size(1) >= _CANDIDATE_MIN_CELLS and x.is_floating_point()
+            and n * x.size(1) >= _CANDIDATE_MIN_CELLS
+            and x.dtype in (torch.float32, torch.float64)  # row numbers exact in its floats
             and (sorted or n >= _TOPK_CHOICE_ROWS) and not needs_grad(x)):
         return _candidate_column_topk(x.contiguous(), k)
     values, indices = torch.topk(x, k, dim=0, sorted=sorted)
