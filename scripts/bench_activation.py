@@ -13,8 +13,13 @@ the engine's default storage ``frontier=auto``). Two figures:
 * ``functional``: the layer on the edge list per call (normalising the graph it reads);
 * ``cached``: the layer on a prebuilt fan-normalised adjacency (what retrieval calls).
 
+``--frontier auto,sparse,dense`` times each storage (:mod:`synapse_pt.nn.frontier`) on the same
+input, round by round in turn (so a loaded machine slows them alike), and checks that they give
+the same activations. ``--cpu-time`` times by the process's CPU time instead of the wall clock:
+with ``--threads 1`` on a shared machine it leaves out the time other jobs hold the core.
+
 The last line is ``activation_queries_per_s: <value> queries/s`` for the functional call
-(median).
+(median) of the first storage.
 """
 
 from __future__ import annotations
@@ -38,19 +43,23 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(fn, device: torch.device, warmup: int, repeats: int) -> tuple[float, float]:
-    """Median and minimum wall time of ``fn()`` in seconds."""
-    for _ in range(warmup):
-        fn()
+def _time(fns: dict, device: torch.device, warmup: int, repeats: int, clock=time.perf_counter
+          ) -> dict:
+    """Median and minimum time of each ``fns[name]()`` in seconds, the functions called in turn
+    within each repeat (the order reversed every other repeat)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
     _sync(device)
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+    times: dict = {name: [] for name in fns}
+    for r in range(repeats):
+        for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            _sync(device)
+            start = clock()
+            fns[name]()
+            _sync(device)
+            times[name].append(clock() - start)
+    return {name: (statistics.median(t), min(t)) for name, t in times.items()}
 
 
 def main() -> None:
@@ -72,6 +81,11 @@ def main() -> None:
                         help="also profile one cached call and print its largest operators")
     parser.add_argument("--chain", action="store_true",
                         help="add a temporal chain 0 -> 1 -> ... -> N-1 to the random edges")
+    parser.add_argument("--frontier", default=STORAGE["frontier"],
+                        help="storages to time in turn, comma-separated (auto, sparse, dense; "
+                             "default: the engine's)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by the process's CPU time (use with --threads 1)")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -104,34 +118,35 @@ def main() -> None:
     print(f"N = {N:,}  E = {E:,}  B = {B:,}  T = {args.T}  anchors/column = {args.anchors}  "
           f"fire_zero = {args.fire_zero}")
     p = SynapseParams(T=args.T, fire_zero=args.fire_zero)
-    layer = activation_layer(p, **STORAGE)
+    modes = [m.strip() for m in args.frontier.split(",")]
+    layers = {m: activation_layer(p, m, STORAGE["frontier_density"]) for m in modes}
     hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
-
-    def functional() -> torch.Tensor:
-        return layer(a0, edge_index, edge_weight, **hyper)
-
     adj_t = activation_adjacency(edge_index, edge_weight, N, dtype=dtype)
-
-    def cached() -> torch.Tensor:
-        return layer(a0, adj_t, normalized=True, **hyper)
-
-    t_cached = _time(cached, device, args.warmup, args.repeats)
-    t_func = _time(functional, device, args.warmup, args.repeats)
-    out = functional()
+    fns = {}
+    for m, layer in layers.items():
+        fns[f"cached {m}"] = lambda layer=layer: layer(a0, adj_t, normalized=True, **hyper)
+        fns[f"functional {m}"] = lambda layer=layer: layer(a0, edge_index, edge_weight, **hyper)
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    timed = _time(fns, device, args.warmup, args.repeats, clock)
+    out = fns[f"functional {modes[0]}"]()
+    for m in modes[1:]:
+        same = torch.equal(fns[f"functional {m}"](), out)
+        print(f"frontier={m} gives frontier={modes[0]}'s activations bit for bit: {same}")
     print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
     print(f"peak resident memory of the process: "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     print(f"active nodes per column after T: {(out > 0).sum(0).float().mean().item():.1f}")
-    for name, (med, best) in (("cached", t_cached), ("functional", t_func)):
+    unit = "CPU " if args.cpu_time else ""
+    for name, (med, best) in timed.items():
         print(
-            f"{name:>10}: median {med * 1e3:9.1f} ms per call ({B / med:9,.0f} queries/s)"
+            f"{name:>18}: median {med * 1e3:9.1f} {unit}ms per call ({B / med:9,.0f} queries/s)"
             f"   min {best * 1e3:9.1f} ms ({B / best:9,.0f} queries/s)"
         )
     if args.profile:
-        table, total = op_breakdown(cached, cuda=device.type == "cuda")
+        table, total = op_breakdown(fns[f"cached {modes[0]}"], cuda=device.type == "cuda")
         print(f"profile of one cached call: {total:.2f} s of operator self time; the largest:")
         print(table.head(8).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"activation_queries_per_s: {B / t_func[0]:.1f} queries/s")
+    print(f"activation_queries_per_s: {B / timed[f'functional {modes[0]}'][0]:.1f} queries/s")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,17 @@ scores (after one untimed warm-up call):
 It prints both times, how many questions get the identical top-k list (the loop runs in float64,
 the batch in float32: a near-tie may swap two neighbours), and as its last line the ratio. With
 ``--profile`` it also profiles one more batched call and prints its largest operators and the
-ratio the top-k, sparse products and cosine matmul alone would allow.
+ratio the top-k, sparse products and cosine matmul alone would allow. With ``--frontier
+auto,dense,sparse`` the batched side runs once per activation storage
+(``memory.engine.frontier``), the storages in turn within each repeat, and each storage's
+rankings are compared with the first's; ``--cpu-time`` times by the process's CPU time (with
+``--threads 1`` on a shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -100,21 +105,43 @@ def main(argv: list[str] | None = None) -> int:
                         "loop is numpy on the host)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one batched call and print where its time goes")
+    parser.add_argument("--frontier", default=None,
+                        help="activation storages to time in turn, comma-separated (auto, "
+                             "dense, sparse; default: the memory's)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by the process's CPU time (use with --threads 1)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the memory")
     args = parser.parse_args(argv)
     torch.set_grad_enabled(False)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     memory, questions = build(args.overrides, args.device)
     cuda = args.device.startswith("cuda")
     params = memory.params
     query_graph, query_emb, bm25 = memory.query_inputs(questions)
-    memory.rank(query_graph, query_emb, bm25, params)  # warm-up
-    batched_s, loop_s = [], []
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        ranked = memory.rank(query_graph, query_emb, bm25, params)
-        if cuda:
-            torch.cuda.synchronize()
-        batched_s.append(time.perf_counter() - t)
+    modes = (args.frontier or memory.engine["frontier"]).split(",")
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    results, seconds = {}, {m: [] for m in modes}
+    for m in modes:  # warm-up
+        memory.engine["frontier"] = m
+        results[m] = memory.rank(query_graph, query_emb, bm25, params)
+    for r in range(args.repeats):
+        for m in (modes if r % 2 == 0 else modes[::-1]):
+            memory.engine["frontier"] = m
+            t = clock()
+            memory.rank(query_graph, query_emb, bm25, params)
+            if cuda:
+                torch.cuda.synchronize()
+            seconds[m].append(clock() - t)
+    memory.engine["frontier"] = modes[0]
+    ranked, batched_s, loop_s = results[modes[0]], seconds[modes[0]], []
+    for m in modes[1:]:
+        same = (torch.equal(results[m].index, ranked.index)
+                and torch.equal(results[m].valid, ranked.valid))
+        print(f"frontier={m}: best {min(seconds[m]):.3f} s, median "
+              f"{statistics.median(seconds[m]):.3f} s of {len(seconds[m])}; the same rankings "
+              f"as frontier={modes[0]}: {same}")
     for _ in range(max(1, args.repeats // 3)):
         t = time.perf_counter()
         looped = loop_retrieve(memory, query_graph, query_emb, bm25, params)
@@ -125,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     same_set = sum(set(a) == set(b) for a, b in zip(batched, looped, strict=True))
     print(f"questions: {len(questions)} over {memory.batch.num_graphs} conversations, "
           f"{memory.batch.x.shape[0]} nodes, k = {params.k}, T = {params.T}")
-    print(f"batched (SynapseMemory.rank, {args.device}): best {min(batched_s):.3f} s of "
-          f"{len(batched_s)}")
+    print(f"batched (SynapseMemory.rank, {args.device}, frontier={modes[0]}): best "
+          f"{min(batched_s):.3f} s, median {statistics.median(batched_s):.3f} s of "
+          f"{len(batched_s)}{' (CPU time)' if args.cpu_time else ''}")
     print(f"per-question numpy loop:      best {min(loop_s):.3f} s of {len(loop_s)}")
     print(f"identical top-k lists: {same} / {len(questions)}; identical top-k sets: "
           f"{same_set} / {len(questions)}")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import ConfigError
 from ..progress import Progress
 from . import threads
 from .assemble import (
@@ -40,6 +41,12 @@ LONG_TEXT = ("truncate", "windows")
 RUNTIMES = ("torch", "onnx")
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+#: the names the identity carries (an alias is the same computation, so the same cache entries)
+_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+#: CPU features that give bfloat16 arithmetic (x86: AVX-512 BF16, AMX; Arm: the BF16 extension)
+#: in /proc/cpuinfo; without one PyTorch emulates bfloat16 products, about 70x slower than float32
+#: on a 2-core AMD EPYC (Zen 3; experiments/limits.md)
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
 def hf_offline() -> bool:
@@ -87,15 +94,40 @@ def looks_like_path(model: str) -> bool:
             or len(Path(model).parts) > 2)
 
 
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]]:
+    """The CPU's model name and feature flags as Linux lists them (``flags`` on x86,
+    ``Features`` on Arm); ``("unknown", {})`` where there is no ``/proc/cpuinfo``."""
+    if not cpuinfo.is_file():
+        return "unknown", frozenset()
+    model, flags = "unknown", set()
+    for line in cpuinfo.read_text(errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model == "unknown":
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+    return model, frozenset(flags)
+
+
 def torch_dtype(dtype: str, device: str) -> torch.dtype:
-    """The torch dtype for a config string; half precision only on CUDA (CPU kernels are slow and
-    less exact in fp16/bf16)."""
+    """The torch dtype for a config string. float16 only on CUDA; bfloat16 on CUDA and on CPUs
+    with bfloat16 instructions (:data:`BF16_CPU_FLAGS`), where oneDNN runs its products in
+    bfloat16 with float32 sums; elsewhere a :class:`~synapse_pt.errors.ConfigError` (one line on
+    the command line)."""
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     out = _DTYPES[dtype]
-    if out != torch.float32 and not device.startswith("cuda"):
-        raise ValueError(f"dtype={dtype} is allowed on CUDA only; device is {device!r}")
-    return out
+    if out == torch.float32 or device.startswith("cuda"):
+        return out
+    if out == torch.bfloat16:
+        model, flags = cpu_features()
+        if not flags & set(BF16_CPU_FLAGS):
+            raise ConfigError(f"embedder.dtype={dtype} on the CPU needs bfloat16 instructions "
+                              f"({', '.join(BF16_CPU_FLAGS)}), which this CPU ({model}) lacks: "
+                              f"use embedder.dtype=float32")
+        return out
+    raise ConfigError(f"embedder.dtype={dtype} is allowed on CUDA only; device is {device!r}")
 
 
 def check_device(device: str) -> None:
@@ -141,7 +173,9 @@ class HFEmbedder:
             added as the last); ``None``: :func:`~synapse_pt.models.fixed_shapes.default_lengths`
             (each about 1/8 longer than the one before). Part of the identity.
         max_length: tokens kept per text (sentence-transformers truncates all-MiniLM-L6-v2 at 256).
-        dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
+        dtype: ``"float32"`` (the default); ``"bfloat16"`` on CUDA and on CPUs with bfloat16
+            instructions (:func:`torch_dtype`; its fixed-shape calls are batch-invariant as
+            float32's are); ``"float16"`` on CUDA only. Part of the identity.
         cache_dir: folder of the on-disk :class:`EmbeddingCache` (``embeddings.sqlite``); ``None``
             disables the disk cache.
         long_text: a text longer than ``max_length`` tokens: ``"truncate"`` (its first
@@ -157,7 +191,8 @@ class HFEmbedder:
 
     Attributes:
         weights: ``<label>@<fingerprint of config and weights>``.
-        name: ``weights``, plus ``+onnx`` under ``runtime="onnx"``: what records name.
+        name: ``weights``, plus ``+onnx`` under ``runtime="onnx"`` and ``+bfloat16`` (the dtype)
+            for a dtype other than float32: what records name.
         identity: ``name`` plus truncation length, pooling, dtype and the call shapes: the cache
             key prefix.
         dim: embedding width.
@@ -209,8 +244,8 @@ class HFEmbedder:
         check_device(device)
         self.device = device
         self.max_length = max_length
-        self.dtype = dtype
         self._torch_dtype = torch_dtype(dtype, device)
+        self.dtype = _DTYPE_NAMES[self._torch_dtype]  # aliases (bf16) name the same vectors
         self.resolved = resolve_embedder(model)
         self._model: torch.nn.Module | None = None
         self._tokenizer = None
@@ -218,11 +253,13 @@ class HFEmbedder:
 
         self.dim: int = self._hidden_size()
         self.weights: str = f"{self.resolved.label}@{self._fingerprint()[:12]}"
-        # the runtime is part of the name every record carries (metrics.json's embedder)
-        self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}")
+        # the runtime and a dtype other than float32 are part of the name every record carries
+        # (metrics.json's embedder): their vectors differ from the default's
+        self.name: str = self.weights + ("" if runtime == "torch" else f"+{runtime}") + (
+            "" if self.dtype == "float32" else f"+{self.dtype}")
         # the call shapes are part of the identity: vectors of other shapes (and those of the
         # unpadded encoding before issue 50) are never served for these
-        self.identity: str = (f"{self.weights}|mean|l2|max_length={max_length}|{dtype}|"
+        self.identity: str = (f"{self.weights}|mean|l2|max_length={max_length}|{self.dtype}|"
                               f"{self.shapes.identity}") + (
             "" if long_text == "truncate" else f"|{long_text}") + (
             "" if runtime == "torch" else f"|{runtime}")

@@ -14,7 +14,9 @@ past its sequences are filled with copies of its first sequence; the attention m
 padding inside a row. Which calls a sequence shares, its position in a call, and how many
 sequences the call holds therefore change neither the call's shape nor the operations its row
 meets, and each call runs on one thread (:mod:`synapse_pt.models.embedder`): its token states
-are a function of its tokens and :math:`(L_b, R_b)` alone, which the encoder's identity names.
+are a function of its tokens, :math:`(L_b, R_b)` and the encoder's dtype alone (float32, or
+bfloat16 where the device has it: the same calls, so the same guarantee), which the encoder's
+identity names.
 
 Padding is the price: a sequence is padded up to its bucket's length, and a bucket's last call of
 an ``encode`` is filled up to :math:`R_b` rows. The default lengths (:func:`default_lengths`)

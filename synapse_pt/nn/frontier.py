@@ -63,6 +63,11 @@ def scatter_packed(x: Tensor, packed_nodes: Tensor, num_nodes: int) -> Tensor:
 # 151 ms), so blocks narrower than 64 x 8 columns, where the frontier is the likely path, are
 # not probed.
 _PROBE_COLUMNS, _PROBE_MIN_COLUMNS = 8, 512
+# Narrower blocks of at most this many cells on a sparse adjacency (LoCoMo's batched retrieval:
+# ~1,100 x ~200) check the whole bound before listing a(0)'s cells: one float pass over a(0) and
+# a matrix-vector product with 1 + the out-degrees, a fraction of ``nonzero``'s cost, so a block
+# whose frontier overflows turns dense at once (issue 62: auto within a few per cent of dense).
+_BOUND_MAX_CELLS = 1 << 22
 
 
 def _nonzero_cells(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -85,22 +90,44 @@ def _nonzero_cells(a: Tensor) -> tuple[Tensor, Tensor]:
     return rows[r], cols
 
 
-def _column_bound(nodes: Tensor, cols: Tensor, selected: FrontierEdges, num_cols: int,
+def _cell_degree(nodes: Tensor, graph: OutEdges, selected: FrontierEdges | None) -> Tensor:
+    """The out-degree of each active cell's node (``nodes`` sorted): from the graph's CSR
+    pointer where it has one, else from the step's edges ``selected``."""
+    if graph.ptr is not None:
+        return graph.ptr[nodes + 1] - graph.ptr[nodes]
+    assert selected is not None
+    return selected.degree[torch.searchsorted(selected.nodes, nodes)]
+
+
+def _column_bound(nodes: Tensor, cols: Tensor, degree: Tensor, num_cols: int,
                   dtype: torch.dtype) -> float:
     r"""The largest packed frontier of one step, :math:`\max_b \sum_{j \in \mathcal{A}_b}
-    (1 + \mathrm{fan}(j))` rows, from the active cells ``(nodes, cols)`` and their out-edges
-    ``selected`` (:func:`~synapse_pt.nn.sparse.frontier_edges`; 0 when none)."""
-    degree = selected.degree[torch.searchsorted(selected.nodes, nodes)]
+    (1 + \mathrm{fan}(j))` rows, from the active cells ``(nodes, cols)`` and their nodes'
+    out-degrees ``degree`` (:func:`_cell_degree`; 0 when there are no cells)."""
     bound = torch.bincount(cols, weights=(degree + 1).to(dtype), minlength=num_cols)
     return float(bound.max()) if bound.numel() else 0.0
+
+
+def _dense_bound_exceeds(a: Tensor, ptr: Tensor, limit: float) -> bool:
+    r"""The first step's check ``bound * B > limit`` without listing a(0)'s cells: each
+    column's :math:`\sum_{j : a_{jb} \ne 0} (1 + \mathrm{fan}(j))` as the product of the
+    float indicator :math:`[a \ne 0]` ``[N, B]`` with :math:`1 + \mathrm{fan}` ``[N]`` (from the
+    CSR pointer ``ptr`` of :func:`~synapse_pt.nn.sparse.out_edges`). Sums of integers, exact in
+    any order below :math:`2^{24}`: the decision of :func:`_column_bound` (NaN counts as
+    non-zero, -0.0 does not, as in ``nonzero``)."""
+    weight = (ptr[1:] - ptr[:-1]).add_(1).to(a.dtype)  # [N]
+    active = torch.ne(a, 0, out=torch.empty_like(a))  # a float pass: 1 where a != 0
+    bound = torch.mv(active.T, weight)  # [B]
+    return bool(bound.numel()) and float(bound.max()) * a.size(1) > limit
 
 
 def _bound_exceeds(a: Tensor, graph: OutEdges, num_cols: int, limit: float) -> bool:
     """The step's check ``bound * B > limit`` over some columns ``a`` ``[N, b]`` of the
     ``B``: the same sums and comparison, so a True here is a True there."""
     nodes, cols = a.nonzero(as_tuple=True)
-    selected = frontier_edges(graph, nodes, a.size(0))
-    return _column_bound(nodes, cols, selected, a.size(1), a.dtype) * num_cols > limit
+    selected = None if graph.ptr is not None else frontier_edges(graph, nodes, a.size(0))
+    degree = _cell_degree(nodes, graph, selected)
+    return _column_bound(nodes, cols, degree, a.size(1), a.dtype) * num_cols > limit
 
 
 class GraphInput(NamedTuple):
@@ -220,11 +247,16 @@ class FrontierActivations(DenseActivations):
             return super().neighbours()
         N, B = self.a.shape
         nodes, cols, values = self.cells
-        selected = frontier_edges(self.edges, nodes, N)
-        if self.limit < math.inf and _column_bound(nodes, cols, selected, B,
-                                                   values.dtype) * B > self.limit:
+        # with the out-degree pointer (a sparse adjacency) the bound needs no edge list: a block
+        # whose frontier overflows (LoCoMo's) turns dense before listing its edges
+        selected = None if self.edges.ptr is not None else frontier_edges(self.edges, nodes, N)
+        if self.limit < math.inf and _column_bound(
+                nodes, cols, _cell_degree(nodes, self.edges, selected), B,
+                values.dtype) * B > self.limit:
             self._densify()  # the frontier overflows: dense from here
             return super().neighbours()
+        if selected is None:
+            selected = frontier_edges(self.edges, nodes, N)
         e = self.edges
         packed, spread, a = frontier_messages(e.source, e.target, e.weight, nodes, cols, values,
                                               N, B, ptr=e.ptr, fan=e.fan, selected=selected)
@@ -275,7 +307,10 @@ def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: 
     r"""The storage of a call's activations from ``a`` = :math:`\mathbf{a}(0)`.
 
     ``mode`` (:data:`FRONTIER_MODES`): ``"auto"`` keeps the frontier while it holds at most
-    ``density`` of the :math:`N \times B` cells. Measured on LoCoMo-10 (1,100-node graphs, a
+    ``density`` of the :math:`N \times B` cells, and checks the first step's bound before it
+    lists a(0)'s cells where that is cheap (a few columns of a wide block; the whole of a narrow,
+    cache-sized block on a sparse adjacency), so a block dense from the start costs about what
+    ``"dense"`` costs. Measured on LoCoMo-10 (1,100-node graphs, a
     first-step frontier of 5-35 % of them) the dense step is cheaper there; from 10^4 nodes on the
     frontier covers about 1 % and wins by 2-16x (experiments/bench_retrieval.md,
     bench_scaling.md). ``inexact``: why silent nodes may fire in this call (the layer knows its
@@ -305,6 +340,9 @@ def activation_storage(a: Tensor, graph: GraphInput, masks: NodeMasks, *, mode: 
     limit = density * N * B if mode == "auto" else math.inf
     if mode == "auto" and B >= _PROBE_MIN_COLUMNS and _bound_exceeds(
             a[:, :_PROBE_COLUMNS], edges, B, limit):
+        return DenseActivations(a, graph, masks)
+    if (mode == "auto" and B < _PROBE_MIN_COLUMNS and a.numel() <= _BOUND_MAX_CELLS
+            and edges.ptr is not None and _dense_bound_exceeds(a, edges.ptr, limit)):
         return DenseActivations(a, graph, masks)
     cells = _nonzero_cells(a)
     return FrontierActivations(a, graph, masks, edges, cells, why is None, limit)

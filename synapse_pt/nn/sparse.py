@@ -394,54 +394,123 @@ def needs_grad(*xs: Tensor) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
-# On the CPU ``topk`` along dim 0 of an [N, B] matrix costs about 1 ns per cell while the block
-# fits in cache and 3-8x more beyond (strided columns): 10^6 x 64 takes 0.49 s, 3,000 x 3,000
-# 32 ms against 3.4 ms for 1,000 x 3,000. Past these sizes ``column_topk`` takes the top k of
-# row-group maxima first and ``topk`` only inside the groups that can hold the answer
-# (:func:`_grouped_column_topk`): 10^6 x 64 in 15 ms, 3,000 x 3,000 in 6 ms; below them (every
-# LoCoMo block: at most 1,331 rows) ``topk`` itself is as fast (``scripts/bench_kernels.py``).
-_GROUPED_MIN_ROWS, _GROUPED_MIN_COLS, _GROUPED_MIN_CELLS = 2_000, 16, 1 << 19
+# On the CPU ``topk`` along dim 0 of an [N, B] matrix treats one column at a time: it copies the
+# strided column out and keeps a heap of k, about 1 ns per cell in cache on an idle 2-core EPYC
+# and 3-8x more beyond (10^6 x 64: 0.49 s), plus about 1 us per column, while a vectorised
+# reduction along dim 0 (``amax``) reads a cell in about a tenth of that. From these sizes on,
+# ``column_topk`` finds the top k through row-group maxima and vectorised rounds
+# (:func:`_candidate_column_topk`): 10^6 x 64 and the LoCoMo sweep's blocks (~1,300 x ~3,000)
+# alike; below them ``topk`` itself is as fast (``scripts/bench_kernels.py``).
+_CANDIDATE_MIN_ROWS, _CANDIDATE_MIN_CELLS = 256, 1 << 19
+# Blocks of fewer rows (every LoCoMo block) keep ``torch.topk``'s own answer where the answer is
+# not unique: an unsorted request keeps its order of values (the general inhibition loop sums
+# them in that order) and a tie across the k-th value its choice of rows, as the recorded results
+# hold them. Larger blocks return the values sorted, and any of the tied rows.
+_TOPK_CHOICE_ROWS = 2_000
 
 
 def column_topk(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tensor]:
     """The ``k`` largest values of each column of ``x`` ``[N, B]`` and rows holding them:
     ``(values, indices)``, each ``[k, B]``, values descending with ``sorted``.
 
-    The values are exactly ``torch.topk(x, k, dim=0, sorted=sorted)``'s. Where several rows tie
-    across the ``k``-th value, which of them is returned (and the order among equal values) is
-    unspecified, as for ``torch.topk``; callers that rank canonicalise (see
-    :func:`~synapse_pt.retrieval.dense.masked_topk`); lateral inhibition does not depend on it.
-    Large CPU blocks take the grouped path (see ``_GROUPED_MIN_ROWS``), the rest ``topk``.
+    The values are exactly ``torch.topk(x, k, dim=0, sorted=sorted)``'s, and so is the set of
+    rows wherever no row past the ``k``-th ties with it. Where one does, blocks of fewer than
+    ``_TOPK_CHOICE_ROWS`` rows return ``torch.topk``'s choice of the tied rows (those columns are
+    handed to it), larger ones any of them. The order of rows among equal values inside the top
+    may differ from ``topk``'s, as it may between two ``topk`` implementations; callers that rank
+    canonicalise it (see :func:`~synapse_pt.retrieval.dense.masked_topk`), and lateral
+    inhibition gives tied rows the same value. Large CPU blocks take the candidate path (see
+    ``_CANDIDATE_MIN_ROWS``), the rest ``topk``.
     """
     n = x.size(0) if x.dim() == 2 else 0
-    if (x.device.type == "cpu" and n >= _GROUPED_MIN_ROWS and x.size(1) >= _GROUPED_MIN_COLS
-            and n * x.size(1) >= _GROUPED_MIN_CELLS and 64 * k <= n):
-        return _grouped_column_topk(x, k, sorted)
+    if (x.device.type == "cpu" and k > 0 and 8 * k <= n and n >= _CANDIDATE_MIN_ROWS
+            and n * x.size(1) >= _CANDIDATE_MIN_CELLS
+            and x.dtype in (torch.float32, torch.float64)  # row numbers exact in its floats
+            and (sorted or n >= _TOPK_CHOICE_ROWS) and not needs_grad(x)):
+        return _candidate_column_topk(x.contiguous(), k)
     values, indices = torch.topk(x, k, dim=0, sorted=sorted)
     return values, indices
 
 
-def _grouped_column_topk(x: Tensor, k: int, sorted: bool) -> tuple[Tensor, Tensor]:
-    r""":func:`column_topk` through row groups: split the rows into :math:`G` groups of
-    :math:`g \approx \sqrt{N / k}` consecutive rows (the last :math:`N \bmod g` rows apart),
-    take each group's maximum (one vectorised pass), the :math:`k` groups with the largest maxima
-    per column, and ``topk`` over their :math:`k g` rows plus the leftover rows.
+def _largest(y: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    r"""The ``k`` largest values of each column of ``y`` ``[R, B]`` in descending order and the
+    rows holding them; ``y`` may be overwritten.
+
+    Wide and short (``B`` at least ``4 R``, where ``topk``'s cost per column dominates): ``k``
+    rounds of vectorised passes. A round takes each column's maximum :math:`v` (``amax``), the
+    last row holding it (the largest of :math:`(r + 1)[y_r \ge v]`, a float product: boolean
+    passes cost about 3x a float one here) and sets that cell to :math:`-\infty`, so equal
+    values are taken one at a time. Exact while every round's maximum exceeds :math:`-\infty`
+    (the caller checks) and ``y`` holds no NaN. Otherwise ``torch.topk``.
+    """
+    rows, b = y.shape
+    if b < 4 * rows:
+        values, at = torch.topk(y, k, dim=0)
+        return values, at
+    place = torch.arange(1, rows + 1, dtype=y.dtype, device=y.device).unsqueeze(1)
+    hit, last = torch.empty_like(y), y.new_empty(b)
+    values = y.new_empty(k, b)
+    at = torch.empty(k, b, dtype=torch.long, device=y.device)
+    for r in range(k):
+        torch.amax(y, dim=0, out=values[r])
+        torch.ge(y, values[r], out=hit)
+        torch.amax(hit.mul_(place), dim=0, out=last)
+        row = last.sub_(1).long()
+        at[r] = row
+        y.scatter_(0, row.unsqueeze(0), float("-inf"))
+    return values, at
+
+
+def _candidate_column_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    r""":func:`column_topk` through row groups, with vectorised passes only.
+
+    Split the rows into :math:`G` groups of :math:`g \approx \sqrt{N / k}` consecutive rows
+    (the last :math:`N \bmod g` rows apart, candidates in every column), take each group's
+    maximum (one ``amax`` pass over ``x``), the :math:`k` groups with the largest maxima in each
+    column, and the :math:`k` largest values among their :math:`k g` rows and the leftover rows
+    (both selections by :func:`_largest`, over :math:`G` and :math:`k g` rows instead of
+    :math:`N`).
 
     Exact: a value above the :math:`k`-th largest :math:`v_k` lies in a group whose maximum
     exceeds :math:`v_k`; were that group left out, each of the :math:`k` taken groups would hold
-    a value above :math:`v_k` as well, :math:`k + 1` in all, more than there are. Were a group
-    holding a value equal to :math:`v_k` left out, the taken groups would each hold a value of
-    at least :math:`v_k`, so the candidates still hold :math:`k` of them.
+    a value above :math:`v_k` as well, :math:`k + 1` in all, more than there are. A left-out
+    group may hold a value equal to :math:`v_k` only if its maximum is :math:`v_k`. So where
+    no candidate past the :math:`k`-th and no left-out group's maximum equals :math:`v_k`, the
+    top :math:`k` rows are unique and these are they. Columns with fewer than :math:`k` groups
+    above :math:`-\infty` and blocks holding NaN are answered by ``torch.topk``, and so are the
+    columns with a tie across the :math:`k`-th value in blocks of fewer than
+    ``_TOPK_CHOICE_ROWS`` rows (its choice among the tied rows is then the one returned).
     """
     n, b = x.shape
     g = max(1, round(math.sqrt(n / k)))
     full = n // g
-    group_max = x[: full * g].reshape(full, g, b).amax(dim=1)  # [G, B]
-    groups = torch.topk(group_max, min(k, full), dim=0, sorted=False)[1]  # [k', B]
-    offsets = torch.arange(g, device=x.device).view(1, g, 1)
-    rows = (groups.unsqueeze(1) * g + offsets).reshape(-1, b)  # [k' g, B]
-    if full * g < n:  # the leftover rows are candidates in every column
-        tail = torch.arange(full * g, n, device=x.device).unsqueeze(1).expand(-1, b)
-        rows = torch.cat([rows, tail])
-    values, at = torch.topk(x.gather(0, rows), k, dim=0, sorted=sorted)
-    return values, rows.gather(0, at)
+    if full < k:
+        return torch.topk(x, k, dim=0)
+    group_max = x[: full * g].view(full, g, b).amax(dim=1)  # [G, B]
+    tail = x[full * g:]
+    if bool(group_max.amax().isnan()) or (tail.numel() and bool(tail.amax().isnan())):
+        return torch.topk(x, k, dim=0)  # NaN counts as the largest value in topk
+    group_top, groups = _largest(group_max.clone(), k)
+    # the candidates [k g + leftover, B]: the taken groups' rows, then the leftover rows
+    column = torch.arange(b, device=x.device)
+    within = torch.arange(g, device=x.device).mul_(b).view(1, g, 1)
+    flat = (groups * (g * b) + column).unsqueeze(1) + within  # [k, g, B] positions in x
+    cand = x.new_empty(k * g + tail.size(0), b)
+    torch.index_select(x.view(-1), 0, flat.view(-1), out=cand[: k * g].view(-1))
+    cand[k * g:] = tail
+    values, at = _largest(cand.clone(), k)
+    kth = values[-1]
+    redo = group_top[-1] == float("-inf")  # fewer than k groups above -inf
+    if n < _TOPK_CHOICE_ROWS:
+        # a tie across the k-th value: another candidate, or a left-out group's maximum, equals it
+        redo |= torch.ge(cand, kth, out=cand).sum(dim=0) > k
+        redo |= (torch.ge(group_max, kth, out=group_max).sum(dim=0)
+                 > torch.ge(group_top, kth, out=group_top).sum(dim=0))
+    taken = at < k * g  # a candidate of a taken group: its row from the group's index
+    indices = torch.where(taken, groups.gather(0, torch.where(taken, at // g, 0)) * g + at % g,
+                          at - k * g + full * g)
+    cols = redo.nonzero().flatten()
+    if cols.numel():
+        v_t, i_t = torch.topk(x.index_select(1, cols), k, dim=0)
+        values[:, cols], indices[:, cols] = v_t, i_t
+    return values, indices

@@ -117,6 +117,52 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
     assert torch.equal(runs[0][0], runs[2][0])
 
 
+@pytest.mark.parametrize("frontier_density", [1.0, 0.3, 0.05, 0.01])
+@pytest.mark.parametrize("anchors", [1, 3, 20])
+def test_the_whole_block_bound_changes_no_decision(monkeypatch, frontier_density, anchors):
+    """On a sparse adjacency a narrow block checks the first step's frontier bound of every
+    column as one product (without listing a(0)'s cells): it takes exactly the frontier steps,
+    and gives exactly the result, of the check on the listed cells."""
+    from synapse_pt.nn import frontier as frontier_module
+
+    ei, w = _graph(5, degree=4)
+    adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
+    a0 = _sparse_a0(5, anchors=anchors)
+    runs, checks = {}, []
+    real_check = frontier_module._dense_bound_exceeds
+    monkeypatch.setattr(frontier_module, "_dense_bound_exceeds",
+                        lambda *a: checks.append(real_check(*a)) or checks[-1])
+    for cells in (0, frontier_module._BOUND_MAX_CELLS):
+        monkeypatch.setattr(frontier_module, "_BOUND_MAX_CELLS", cells)
+        steps = []
+        real = frontier_module.frontier_messages
+        monkeypatch.setattr(frontier_module, "frontier_messages",
+                            lambda *a, _real=real, _s=steps, **kw: _s.append(1) or _real(*a, **kw))
+        run = layer(M=5, T=3, frontier="auto", frontier_density=frontier_density)
+        runs[cells] = (run(a0, adj_t, normalized=True, **PARAMS), len(steps))
+    assert len(checks) == 1  # checked once, with the default size limit
+    assert runs[0][1] == runs[frontier_module._BOUND_MAX_CELLS][1]
+    assert torch.equal(runs[0][0], runs[frontier_module._BOUND_MAX_CELLS][0])
+    if frontier_density == 0.01 or anchors == 20:
+        assert checks == [True] and runs[0][1] == 0  # dense from the start, decided at once
+
+
+def test_the_whole_block_bound_by_hand():
+    """sum over a column's non-zero cells of 1 + the node's out-degree; NaN counts, -0.0 does
+    not (as in nonzero). Out-degrees 2, 0, 1 (node 0 -> 1, 0 -> 2, 2 -> 1)."""
+    from synapse_pt.nn import frontier as frontier_module
+    from synapse_pt.nn.sparse import out_edges
+
+    adj_t = activation_adjacency(torch.tensor([[0, 0, 2], [1, 2, 1]]), None, 3)
+    ptr = out_edges(adj_t).ptr
+    a = torch.tensor([[1.0, -0.0, float("nan")],
+                      [0.0, 2.0, 0.0],
+                      [0.5, 0.0, 3.0]])
+    # column bounds: (1 + 2) + (1 + 1) = 5; 1 + 0 = 1; (1 + 2) + (1 + 1) = 5; max 5, B = 3
+    assert frontier_module._dense_bound_exceeds(a, ptr, limit=14.9)
+    assert not frontier_module._dense_bound_exceeds(a, ptr, limit=15.0)
+
+
 def test_the_probe_runs_only_on_wide_blocks(monkeypatch):
     """Narrow blocks (where reading a few strided columns is a large share of the scan) list
     their non-zero cells directly; wide ones probe first."""

@@ -581,12 +581,13 @@ def test_unknown_inhibition_schedule_is_named():
 
 
 @pytest.mark.parametrize("sorted_", [True, False])
-@pytest.mark.parametrize("shape", [(20_000, 40), (12_001, 48), (2_003, 300), (500, 7), (30, 100)])
+@pytest.mark.parametrize("shape", [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 600),
+                                   (300, 2_048), (500, 7), (30, 100)])
 def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) -> None:
-    """Both CPU paths (row groups for large blocks, plain topk below) give torch.topk(dim=0)'s
-    values exactly, with k distinct rows per column that hold them: many tied zeros (silent
-    nodes), tied non-zero values inside the top, -inf (masked) rows, leftover rows past the last
-    full group holding the maximum, columns that are all -inf."""
+    """Both CPU paths (row-group candidates for large blocks, plain topk below) give
+    torch.topk(dim=0)'s values exactly, with k distinct rows per column that hold them: many
+    tied zeros (silent nodes), tied non-zero values inside the top, -inf (masked) rows, leftover
+    rows past the last full group holding the maximum, columns that are all -inf."""
     from synapse_pt.nn.sparse import column_topk
 
     g = torch.Generator().manual_seed(7)
@@ -610,17 +611,65 @@ def test_column_topk_gives_topks_values_and_rows_holding_them(shape, sorted_) ->
         assert torch.equal(column_topk(strided, k, sorted=True)[0], torch.topk(x, k, dim=0)[0])
 
 
-def test_column_topk_takes_the_grouped_path_on_large_blocks(monkeypatch) -> None:
-    """The shapes above do reach the grouped path (and LoCoMo-sized blocks do not)."""
+@pytest.mark.parametrize("shape", [(1_331, 600), (300, 2_048), (1_999, 300)])
+def test_column_topk_below_2000_rows_takes_topks_rows_even_at_ties(shape) -> None:
+    """On blocks of fewer than 2,000 rows (LoCoMo's) the candidate path returns torch.topk's
+    set of rows in every column: where the top k is unique (distinct values) and where rows tie
+    across the k-th value (values on a coarse grid: many such columns, each handed to topk),
+    so lateral inhibition writes the same rows as before. Unsorted requests there are topk's own
+    answer, order included."""
+    from synapse_pt.nn.sparse import column_topk
+
+    g = torch.Generator().manual_seed(3)
+    for x in (torch.rand(shape, generator=g),  # distinct values: unique tops
+              torch.randint(0, 40, shape, generator=g).float() / 40,  # ties everywhere
+              torch.where(torch.rand(shape, generator=g) < 0.995, 0.0,  # few non-zeros per
+                          torch.rand(shape, generator=g))):             # column: tied zeros
+        for k in (7, 11):
+            values, indices = column_topk(x, k)
+            ref = torch.topk(x, k, dim=0)
+            assert torch.equal(values, ref.values)
+            assert torch.equal(indices.sort(dim=0).values, ref.indices.sort(dim=0).values)
+            unsorted = column_topk(x, k, sorted=False)
+            plain = torch.topk(x, k, dim=0, sorted=False)
+            assert torch.equal(unsorted[0], plain.values)
+            assert torch.equal(unsorted[1], plain.indices)
+
+
+def test_column_topk_hands_nan_blocks_to_topk() -> None:
+    """topk counts NaN as the largest value; a block holding NaN (in a group or in the leftover
+    rows) gets topk's answer."""
+    from synapse_pt.nn.sparse import column_topk
+
+    for row in (5, 1_330):  # inside a group; a leftover row (1,331 = 95 groups of 14 + 1)
+        x = torch.rand(1_331, 600, generator=torch.Generator().manual_seed(row))
+        x[row, 17] = float("nan")
+        values, indices = column_topk(x, 7)
+        ref = torch.topk(x, 7, dim=0)
+        torch.testing.assert_close(values, ref.values, rtol=0, atol=0, equal_nan=True)
+        assert torch.isnan(values[0, 17]) and int(indices[0, 17]) == row
+        assert torch.equal(indices.sort(dim=0).values, ref.indices.sort(dim=0).values)
+
+
+def test_column_topk_takes_the_candidate_path_on_large_blocks(monkeypatch) -> None:
+    """The shapes above do reach the candidate path, LoCoMo's sweep blocks included (about
+    1,300 x 3,000), and small or narrow blocks do not."""
     from synapse_pt.nn import sparse as F
 
     calls = []
-    real = F._grouped_column_topk
-    monkeypatch.setattr(F, "_grouped_column_topk",
+    real = F._candidate_column_topk
+    monkeypatch.setattr(F, "_candidate_column_topk",
                         lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
-    for shape in [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 3_000), (500, 7)]:
+    for shape in [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 3_000), (300, 2_048),
+                  (1_300, 200), (500, 7), (30, 100)]:
         F.column_topk(torch.rand(shape), 7)
-    assert calls == [(20_000, 40), (12_001, 48), (2_003, 300)]
+    assert calls == [(20_000, 40), (12_001, 48), (2_003, 300), (1_331, 3_000), (300, 2_048)]
+    calls.clear()
+    F.column_topk(torch.rand(1_331, 3_000), 7, sorted=False)  # topk's own order below 2,000
+    F.column_topk(torch.rand(2_003, 300), 7, sorted=False)
+    F.column_topk(torch.rand(2_003, 300, dtype=torch.float64), 7)
+    F.column_topk(torch.rand(2_003, 300).bfloat16(), 7)  # row numbers past 256 are not exact
+    assert calls == [(2_003, 300), (2_003, 300)]
 
 
 def test_a_raw_sparse_adjacency_equals_the_edge_list():
