@@ -52,6 +52,7 @@ from synapse_pt.eval.records.run_folder import (
 from synapse_pt.models import threads
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
+from synapse_pt.models.llm.ledger import holds_spending
 from synapse_pt.models.sqlite_store import CorruptCacheError
 
 T = TypeVar("T")
@@ -252,10 +253,12 @@ SWEEPS: dict[Path, set[str]] = {}
 
 
 def committed(folder: Path) -> bool:
-    """Whether ``folder`` holds outputs a run committed (its manifest, a commit a killed process
-    left to complete, or a run's outputs from before manifests)."""
+    """Whether ``folder`` holds what must be kept: outputs a run committed (its manifest, a
+    commit a killed process left to complete, or a run's outputs from before manifests), or a
+    spend ledger with a bill in it (:func:`~synapse_pt.models.llm.ledger.holds_spending`: the
+    same command resumes there with what it spent counted)."""
     return ((folder / MANIFEST).exists() or (folder / JOURNAL).exists()
-            or holds_outputs(folder))
+            or holds_outputs(folder) or holds_spending(folder))
 
 
 def _remove(folder: Path) -> None:

@@ -218,8 +218,7 @@ def main(cfg: DictConfig) -> float:
         metrics = run_reporting_errors(cfg, records)
     except BaseException:
         records.close()
-        if not holds_spending(cfg.paths.output_dir):  # kept: the same command resumes there
-            drop_unused_folder(cfg.paths.output_dir)
+        drop_unused_folder(cfg.paths.output_dir)  # kept where it spent: the command resumes there
         raise
     records.close()
     print(render_summary(metrics, run_category_names(cfg),

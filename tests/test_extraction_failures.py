@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from loopback import completion_body, run_sample_on_loopback
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
+from upstream_files import ROOT
 
 from synapse_pt.build import run_category_names
 from synapse_pt.data import load_locomo, sample_path
@@ -67,9 +68,12 @@ def test_one_failing_window_is_counted_with_its_share(tmp_path: Path, monkeypatc
     assert "(every one)" not in metrics["_summary"]
 
 
-def test_gaama_llm_build_failures_are_flagged(tmp_path: Path, monkeypatch) -> None:
-    from upstream_files import ROOT
+RETRY_SOURCE = ROOT / "gaama" / "services" / "llm_extractors.py"
 
+
+@pytest.mark.skipif(not RETRY_SOURCE.is_file(), reason=f"{RETRY_SOURCE} not at hand (GAAMA's "
+                    "retry prompt is in no shared data file)")
+def test_gaama_llm_build_failures_are_flagged(tmp_path: Path, monkeypatch) -> None:
     # each chunk's fact request, then the code's two retries (services/llm_extractors.py 56-68);
     # no reflection request follows a chunk without facts (ltm_creator.py 176)
     head = (ROOT / "gaama" / "prompts" / "fact_generation.md").read_text().splitlines()[0]
@@ -100,3 +104,20 @@ def test_more_failures_than_attempts_is_an_error() -> None:
         "failures": 0, "attempts": 4, "failure_share": 0.0}
     with pytest.raises(ValueError, match="3 extraction failures of 2 attempts"):
         extraction_summary({"extraction_failures": 3, "extraction_attempts": 2})
+
+
+def test_gaama_llm_build_failures_with_repair_rounds_are_flagged(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """The same under ``memory.replies=repair`` (our repair round, which needs no GAAMA source):
+    each chunk's fact request and one repair that quotes the garbled reply, every chunk a
+    failure."""
+    head = (ROOT / "gaama" / "prompts" / "fact_generation.md").read_text().splitlines()[0]
+    metrics, bodies = run_against(tmp_path, monkeypatch, lambda _: True, "memory=gaama",
+                                  "memory.replies=repair")
+    chunks = [b for b in bodies if first_user(b).startswith(head) and not is_repair(b)]
+    repairs = [b for b in bodies if is_repair(b)]
+    assert len(chunks) > 1 and len(repairs) == len(chunks)
+    assert all(PROSE in json.dumps(b["messages"]) for b in repairs)
+    assert metrics["extraction"] == {"failures": len(chunks), "attempts": len(chunks),
+                                     "failure_share": 1.0}
+    assert "EXTRACTION FAILURES" in metrics["_summary"]

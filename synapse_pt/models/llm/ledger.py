@@ -49,6 +49,9 @@ _BILLS = """CREATE TABLE IF NOT EXISTS bills (
 _HOLDS = """CREATE TABLE IF NOT EXISTS holds (
     id INTEGER PRIMARY KEY AUTOINCREMENT, pid INTEGER NOT NULL, usd REAL NOT NULL)"""
 
+#: the hold of a request under no cap (:meth:`SpendLedger.hold`): nothing is written for it
+NOTHING_HELD = 0
+
 #: outcomes of a billed reply
 ACCEPTED, REJECTED, UNANSWERED = "accepted", "rejected", "unanswered"
 #: where a bill's token counts come from
@@ -99,7 +102,13 @@ class SpendLedger:
         self._lock = threading.Lock()
         self._pid = -1
         self._conn: sqlite3.Connection | None = None
-        self._connect()
+        if self.path is None or self.path.exists():
+            self._connect()  # an existing file is checked at once (a corrupt one is named)
+
+    def _written(self) -> bool:
+        """Whether there is anything to read: the file exists (it is made by the first bill, or
+        the first hold under a cap), or the ledger is in memory."""
+        return self.path is None or self.path.exists()
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():  # a connection must not cross a fork
@@ -121,6 +130,8 @@ class SpendLedger:
 
     def spent(self) -> float:
         """Dollars billed so far (every row of ``bills``)."""
+        if not self._written():
+            return 0.0
         with self._lock:
             row = self._connect().execute("SELECT COALESCE(SUM(usd), 0.0) FROM bills").fetchone()
         return float(row[0])
@@ -128,10 +139,13 @@ class SpendLedger:
     def totals(self) -> dict[str, Any]:
         """``{billed, accepted, rejected, unanswered, usage_estimated, worst_case,
         prompt_tokens, completion_tokens, usd}`` over every bill."""
-        with self._lock:
-            rows = self._connect().execute(
-                "SELECT outcome, usage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), "
-                "SUM(usd) FROM bills GROUP BY outcome, usage").fetchall()
+        rows = []
+        if self._written():
+            with self._lock:
+                rows = self._connect().execute(
+                    "SELECT outcome, usage, COUNT(*), SUM(prompt_tokens), "
+                    "SUM(completion_tokens), SUM(usd) FROM bills GROUP BY outcome, usage"
+                ).fetchall()
         out: dict[str, Any] = {"billed": 0, ACCEPTED: 0, REJECTED: 0, UNANSWERED: 0,
                                "usage_estimated": 0, "worst_case": 0, "prompt_tokens": 0,
                                "completion_tokens": 0, "usd": 0.0}
@@ -150,7 +164,10 @@ class SpendLedger:
     def hold(self, usd: float, cap: float | None) -> int | None:
         """Reserve ``usd`` (a request's worst case) if the bills, the holds of live processes
         and ``usd`` stay within ``cap`` (``None``: no cap); the hold's id, or None when it does
-        not fit. Holds of processes that died are dropped first."""
+        not fit. Holds of processes that died are dropped first. Without a cap nothing is held
+        (:data:`NOTHING_HELD`): nothing has to fit, and a command billed nothing leaves no file."""
+        if cap is None:
+            return NOTHING_HELD
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
@@ -176,6 +193,9 @@ class SpendLedger:
     def settle(self, hold: int | None, bill: Bill | None) -> None:
         """Replace the hold ``hold`` by ``bill`` (either may be None: a bill without a hold, a
         hold released unbilled), in one transaction."""
+        hold = None if hold == NOTHING_HELD else hold
+        if hold is None and bill is None:
+            return
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
