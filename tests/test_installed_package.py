@@ -96,7 +96,11 @@ def test_the_installed_wheel_runs_from_an_empty_folder(installed: Path, tmp_path
     estimate = sh(installed, "-m", "synapse_pt.estimate", "llm=openai", "eval=qa",
                   "dataset=sample", cwd=where).stdout
     assert estimate.strip().splitlines()[-1].startswith("estimate_usd_max: ")
-    # a study named as the checkout names it, from the installed package's studies/
+    # a study named as the checkout names it, from the installed package's studies/ (its GAAMA
+    # and Membox variants read their prompts from the upstream folder a user names)
+    from synapse_pt.data import upstream
+
     study = sh(installed, "-m", "synapse_pt.study", "paper_table", "--estimate", "llm=openai",
-               "dataset=sample", cwd=where).stdout
+               "dataset=sample", f"eval.upstream_path={upstream.default_root()}",
+               cwd=where).stdout
     assert study.strip().splitlines()[-1].startswith("study_estimate_usd_max: ")

@@ -110,11 +110,11 @@ def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[
     return model, frozenset(flags)
 
 
-def torch_dtype(dtype: str, device: str) -> torch.dtype:
-    """The torch dtype for a config string. float16 only on CUDA; bfloat16 on CUDA and on CPUs
-    with bfloat16 instructions (:data:`BF16_CPU_FLAGS`), where oneDNN runs its products in
-    bfloat16 with float32 sums; elsewhere a :class:`~synapse_pt.errors.ConfigError` (one line on
-    the command line)."""
+def torch_dtype(dtype: str, device: str, key: str = "embedder.dtype") -> torch.dtype:
+    """The torch dtype for a config string (the setting ``key``). float16 only on CUDA; bfloat16
+    on CUDA and on CPUs with bfloat16 instructions (:data:`BF16_CPU_FLAGS`), where oneDNN runs its
+    products in bfloat16 with float32 sums; elsewhere a :class:`~synapse_pt.errors.ConfigError`
+    naming ``key`` (one line on the command line)."""
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     out = _DTYPES[dtype]
@@ -123,11 +123,11 @@ def torch_dtype(dtype: str, device: str) -> torch.dtype:
     if out == torch.bfloat16:
         model, flags = cpu_features()
         if not flags & set(BF16_CPU_FLAGS):
-            raise ConfigError(f"embedder.dtype={dtype} on the CPU needs bfloat16 instructions "
+            raise ConfigError(f"{key}={dtype} on the CPU needs bfloat16 instructions "
                               f"({', '.join(BF16_CPU_FLAGS)}), which this CPU ({model}) lacks: "
-                              f"use embedder.dtype=float32")
+                              f"use {key}=float32")
         return out
-    raise ConfigError(f"embedder.dtype={dtype} is allowed on CUDA only; device is {device!r}")
+    raise ConfigError(f"{key}={dtype} is allowed on CUDA only; device is {device!r}")
 
 
 def check_device(device: str) -> None:

@@ -24,8 +24,8 @@ def test_resolve_bundled_and_errors(tmp_path):
     (tmp_path / "w.bin").write_bytes(b"x")
     with pytest.raises(ValueError, match="not a .gguf file"):
         resolve_llm(str(tmp_path / "w.bin"))
-    with pytest.raises(ValueError, match="allowed on CUDA only"):
-        TransformersLLM(dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"llm\.backend\.dtype=float16 is allowed on CUDA only"):
+        TransformersLLM(dtype="float16")
 
 
 def test_identity_names_model_and_weights():

@@ -27,6 +27,9 @@ from .base import LLM, BatchReporter, ChatRequest, ChatResponse, LLMError, OnRes
 
 log = logging.getLogger(__name__)
 
+#: the setting a wrong dtype is named by
+DTYPE_KEY = "llm.backend.dtype"
+
 BUNDLED_LLMS = {"bundled:smollm2": ("SmolLM2-135M-Instruct-Q4_1", bundled_smollm2_gguf)}
 
 
@@ -96,7 +99,7 @@ def load_causal_lm(spec: LocalModelSpec, device: str, dtype: str) -> LoadedModel
         try:
             tokenizer = AutoTokenizer.from_pretrained(spec.source, **kw)
             model = AutoModelForCausalLM.from_pretrained(
-                spec.source, dtype=torch_dtype(dtype, device), **kw)
+                spec.source, dtype=torch_dtype(dtype, device, DTYPE_KEY), **kw)
         except OSError as err:
             raise LLMError(f"TransformersLLM: cannot load {spec.label} from {spec.source} "
                            f"(local files only; hub ids must already be in the HF cache): {err}"
@@ -138,7 +141,8 @@ class TransformersLLM(LLM):
         gguf_file: a GGUF file name inside the folder or hub repo ``model`` names.
         device: torch device.
         batch_size: requests per ``generate`` call (left-padded together).
-        dtype: ``"float32"``; ``"float16"``/``"bfloat16"`` on CUDA only.
+        dtype: ``"float32"``; ``"float16"`` on CUDA only, ``"bfloat16"`` on CUDA and on CPUs with
+            bfloat16 instructions (:func:`~synapse_pt.models.embedder.torch_dtype`).
         max_input_tokens: longest prompt accepted, in tokens; ``None`` = the model's context length
             minus the request's ``max_tokens``. A longer prompt raises :class:`LLMError` (never a
             silent truncation).
@@ -160,7 +164,7 @@ class TransformersLLM(LLM):
         if batch_size < 1:
             raise ValueError(f"TransformersLLM: batch_size must be >= 1, got {batch_size}")
         check_device(device)
-        torch_dtype(dtype, device)  # validate early
+        torch_dtype(dtype, device, DTYPE_KEY)  # validate early
         self.spec = resolve_llm(model, gguf_file)
         self.device = device
         self.batch_size = batch_size
