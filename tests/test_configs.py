@@ -94,9 +94,12 @@ def test_hydra_launchers_and_sweeper_compose():
     assert sweeper.storage.startswith("sqlite:///") and sweeper.storage.endswith("optuna.sqlite")
     assert sweeper.study_name.startswith("synapse_optuna_sample_recall@10.mean_q_1_4_")  # + key
     assert sweep.objective == "recall@10.mean_q_1_4"
+    # the one declared space (synapse_pt/retrieval/synapse_space.py): every reading and setting
     assert set(sweeper.params) == {f"memory.params.{k}" for k in (
-        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate")
-        } | {"memory.readings.k_anchor"}
+        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
+        "fan", "T")} | {f"memory.readings.{k}" for k in (
+        "k_anchor", "rank_episodic_only", "energy", "inhibition", "inhibition_scope",
+        "pagerank_scale", "fire_zero")}
     assert sweep.memory._target_.endswith("SynapseMemory")
 
 

@@ -41,9 +41,12 @@ def test_optuna_sweep_runs_and_resumes(tmp_path):
 
     results = yaml.safe_load((first / "optimization_results.yaml").read_text())
     assert results["name"] == "optuna"
+    # the one declared space (synapse_pt/retrieval/synapse_space.py): every reading and setting
     assert set(results["best_params"]) == {f"memory.params.{k}" for k in (
-        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate")
-        } | {"memory.readings.k_anchor"}
+        "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
+        "fan", "T")} | {f"memory.readings.{k}" for k in (
+        "k_anchor", "rank_episodic_only", "energy", "inhibition", "inhibition_scope",
+        "pagerank_scale", "fire_zero")}
     # the value Optuna maximised is each trial's objective from its metrics.json
     objectives = []
     for job in sorted(p for p in first.iterdir() if p.is_dir() and p.name.isdigit()):

@@ -35,6 +35,7 @@ from synapse_pt.retrieval.synapse import (
     synapse_retrieve,
     synapse_signals,
 )
+from synapse_pt.retrieval.synapse_space import SPACE, choices, ranges
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
 from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
@@ -149,19 +150,12 @@ class SynapseMemory(MemorySystem):
                                                         "than the longest turn's"),
                            extraction=WindowExtraction("graph.window"))
     # held-out search (SPEC §1.5): combinations of the discrete readings and settings, each with
-    # draws of the continuous hyperparameters, evaluated as activation columns (``sweep``)
+    # draws of the continuous hyperparameters, evaluated as activation columns (``sweep``); the
+    # one declared space (retrieval/synapse_space.py), all but tau_gate, which the search
+    # calibrates per fold for a target false rejection instead of drawing it
     search_space = SearchSpace(
-        discrete={"readings.rank_episodic_only": (False, True),
-                  "readings.energy": ("cosine", "max", "constant"),
-                  "readings.inhibition": ("every_step", "last_step"),
-                  "readings.inhibition_scope": ("all", "neighbourhood"),
-                  "readings.pagerank_scale": ("minmax", "max", "none"),
-                  "readings.fire_zero": (False, True), "params.fan": (True, False),
-                  "readings.k_anchor": (5, 10, 20), "params.T": (1, 2, 3)},
-        continuous={"params.S": (0.2, 1.0), "params.delta": (0.0, 1.0),
-                    "params.beta": (0.0, 0.5), "params.gamma": (1.0, 10.0),
-                    "params.theta": (0.1, 0.9), "params.lambda1": (0.0, 1.0),
-                    "params.lambda2": (0.0, 1.0), "params.lambda3": (0.0, 0.5)},
+        discrete=choices(SPACE),
+        continuous={k: v for k, v in ranges(SPACE).items() if k != "params.tau_gate"},
         reference=dict(PAPER_REFERENCE), batched=True)
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
