@@ -35,14 +35,17 @@ def test_study_key_hashes_the_loaded_file_not_the_dataset_name() -> None:
                            ensure_ascii=False, separators=(",", ":"))
     assert content["data_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     # the swept keys are left out of what is hashed
-    assert "S" not in content["memory"]["params"] and "T" in content["memory"]["params"]
+    # (Optuna sweeps T as well since its space is SYNAPSE's one declared space; M it does not)
+    params = content["memory"]["params"]
+    assert "S" not in params and "T" not in params and "M" in params
 
 
 def test_study_key_changes_with_subset_embedder_and_unswept_settings() -> None:
     base = key()
     assert key("dataset.max_questions=5") != base
     assert key("embedder=hashing") != base
-    assert key("memory.params.T=2") != base  # not swept: another study
+    assert key("memory.params.M=5") != base  # not swept: another study
+    assert key("memory.params.T=2") == base  # swept
     assert key("extractor=yake") != base
 
 
