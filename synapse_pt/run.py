@@ -47,6 +47,7 @@ from synapse_pt.eval.qa.tokens import HFTokenCounter, LLMTokenCounter, TokenCoun
 from synapse_pt.eval.records.commit import commit, holding, staging
 from synapse_pt.eval.records.outputs import naming, write_run_outputs
 from synapse_pt.eval.records.record import (
+    RunCategories,
     build_tables,
     lookup_metric,
     run_identity,
@@ -191,10 +192,10 @@ def evaluate_into(output_dir: Path, cfg: DictConfig, resolved: dict[str, Any], d
     identity = run_identity(resolved, dataset=dataset, audit=audit,
                             memory=built.memory.describe(), embedder=built.encoder.name,
                             llm=llm, gold=gold)
-    metrics = run_metrics(df, summary, identity, settings=settings, names=names,
+    metrics = run_metrics(df, summary, identity, settings=settings,
+                          categories=RunCategories.of(dataset, names),
                           context_tokenizer=counter.name, llm=llm, prices=prices,
-                          smoke=bool(cfg.smoke), answerable=dataset.answerable,
-                          unanswerable=dataset.unanswerable)
+                          smoke=bool(cfg.smoke))
     # every per-question row names the build it came from (an LLM-free stand-in is named so)
     df.insert(0, "build", str(identity["memory"].get("build")
                               or identity["memory"].get("memory", "")))

@@ -23,7 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from synapse_pt.data import DataFormatError
 from synapse_pt.data.locomo import content_sha256
-from synapse_pt.data.source import resolve_dataset_path, sample_path, sha256_file
+from synapse_pt.data.source import (
+    LOCOMO_FILENAME,
+    DatasetFile,
+    resolve_dataset_path,
+    sample_path,
+    sha256_file,
+)
 from synapse_pt.eval.records.outputs import run_config
 
 # sections of the config a trial's objective depends on (besides the swept keys and the data file)
@@ -45,11 +51,12 @@ def data_sha256(dataset: Mapping[str, Any]) -> str:
     path = dataset.get("path")
     if path == "sample":
         return file_content_sha256(sample_path())
+    file = DatasetFile(filename=LOCOMO_FILENAME, url=dataset.get("url"),
+                       expected_sha256=dataset.get("sha256"))
     source = resolve_dataset_path(path, candidates=dataset.get("candidates") or (),
-                                  cache_dir=dataset.get("cache_dir"), url=dataset.get("url"),
-                                  expected_sha256=dataset.get("sha256"),
+                                  cache_dir=dataset.get("cache_dir"),
                                   allow_download=bool(dataset.get("allow_download", True)),
-                                  allow_sample=False)
+                                  allow_sample=False, file=file)
     return file_content_sha256(source.path)
 
 

@@ -6,10 +6,10 @@ from .errors import DataFormatError, DatasetNotFoundError
 from .frames import questions_frame, turns_frame
 from .locomo import load_locomo, parse_date_time
 from .records import Conversation, Dataset, Dialogue, Question, Session, Turn
-from .source import ResolvedSource, resolve_dataset_path, sample_path
+from .source import DatasetFile, ResolvedSource, resolve_dataset_path, sample_path
 
 __all__ = [
-    "OFFICIAL", "Conversation", "DataFormatError", "Dataset", "DatasetNotFoundError",
+    "OFFICIAL", "Conversation", "DataFormatError", "Dataset", "DatasetFile", "DatasetNotFoundError",
     "Dialogue",
     "Question", "ResolvedSource", "Session", "Turn", "category_names", "load_dataset",
     "load_locomo", "parse_date_time", "questions_frame", "resolve_dataset_path", "sample_path",

@@ -44,7 +44,7 @@ from synapse_pt.errors import ConfigError
 from .errors import DataFormatError
 from .evidence import parse_evidence
 from .records import Dataset, Question
-from .source import resolve_dataset_path, sha256_file
+from .source import DatasetFile, resolve_dataset_path, sha256_file
 from .text import require_text
 
 log = logging.getLogger(__name__)
@@ -281,12 +281,12 @@ def find_audit(cfg: Mapping[str, Any], dataset: Dataset) -> GoldAudit:
                           f"release, and {dataset.path} is not it (upstream check: "
                           f"{dataset.upstream}); use dataset.gold=official")
     a = cfg.get("audit") or {}
+    file = DatasetFile(filename=AUDIT_FILENAME, url=a.get("url"),
+                       expected_sha256=a.get("sha256", AUDIT_SHA256), env_var="SYNAPSE_AUDIT",
+                       key="dataset.audit.path")
     source = resolve_dataset_path(a.get("path"), candidates=a.get("candidates") or (),
-                                  cache_dir=a.get("cache_dir"), url=a.get("url"),
-                                  filename=AUDIT_FILENAME,
-                                  expected_sha256=a.get("sha256", AUDIT_SHA256),
-                                  allow_download=bool(cfg.get("allow_download", True)),
-                                  env_var="SYNAPSE_AUDIT", key="dataset.audit.path")
+                                  cache_dir=a.get("cache_dir"),
+                                  allow_download=bool(cfg.get("allow_download", True)), file=file)
     digest = sha256_file(source.path)
     expected = a.get("sha256", AUDIT_SHA256)
     if expected and digest != expected:

@@ -78,7 +78,13 @@ from .errors import DataFormatError, DatasetNotFoundError
 from .integrity import check_upstream, upstream_manifest
 from .locomo import content_sha256, load_locomo
 from .records import Conversation, Dataset, Question, Session, Turn
-from .source import DEFAULT_CACHE_DIR, LOCOMO_FILENAME, resolve_dataset_path, sha256_file
+from .source import (
+    DEFAULT_CACHE_DIR,
+    LOCOMO_FILENAME,
+    DatasetFile,
+    resolve_dataset_path,
+    sha256_file,
+)
 
 __all__ = ["CATEGORIES", "CUE_READINGS", "GAP_READINGS", "JUDGE_CATEGORY", "VARIANTS",
            "PlusItem", "judge_templates", "load_locomo_plus", "parse_cue", "parse_time_gap",
@@ -447,11 +453,13 @@ def loader_options(cfg: Mapping[str, Any]) -> dict[str, Any]:
     (``dataset.base``: an explicit path, ``$SYNAPSE_DATA``, beside the checkout, the cache, a
     download), the variant and the readings."""
     base = cfg.get("base") or {}
+    file = DatasetFile(filename=LOCOMO_FILENAME, url=base.get("url"),
+                       expected_sha256=base.get("sha256"),
+                       env_var=str(base.get("env_var") or "SYNAPSE_DATA"), key="dataset.base.path")
     source = resolve_dataset_path(
         base.get("path"), candidates=base.get("candidates") or (),
-        cache_dir=base.get("cache_dir"), url=base.get("url"), filename=LOCOMO_FILENAME,
-        expected_sha256=base.get("sha256"), allow_download=bool(base.get("allow_download", True)),
-        env_var=str(base.get("env_var") or "SYNAPSE_DATA"), key="dataset.base.path")
+        cache_dir=base.get("cache_dir"), allow_download=bool(base.get("allow_download", True)),
+        file=file)
     return {"base_path": source.path, "variant": str(cfg.get("variant", "faithful")),
             "cue_reading": str(cfg.get("cue_reading", "split")),
             "gap_reading": str(cfg.get("gap_reading", "authors")),

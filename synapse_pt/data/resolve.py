@@ -32,7 +32,7 @@ from .category_check import check_categories
 from .errors import DataFormatError, DatasetNotFoundError
 from .integrity import check_upstream, upstream_manifest
 from .records import Dataset
-from .source import SAMPLE_FALLBACK_NOTE, resolve_dataset_path, sha256_file
+from .source import SAMPLE_FALLBACK_NOTE, DatasetFile, resolve_dataset_path, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,14 @@ def build_dataset(cfg: Mapping[str, Any], smoke: bool = False,
             raise ConfigError(f"dataset.path=sample: dataset.format={cfg.get('format')} ships "
                               "no sample")
         path = str(bench.sample)
+    file = DatasetFile(filename=str(cfg.get("folder_name") or bench.filename or cfg.get("name")),
+                       url=cfg.get("url"), expected_sha256=cfg.get("sha256"),
+                       env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
     source = resolve_dataset_path(
         path, candidates=cfg.get("candidates") or (), cache_dir=cfg.get("cache_dir"),
-        url=cfg.get("url"),
-        filename=str(cfg.get("folder_name") or bench.filename or cfg.get("name")),
-        expected_sha256=cfg.get("sha256"), allow_download=bool(cfg.get("allow_download", True)),
+        allow_download=bool(cfg.get("allow_download", True)),
         allow_sample=bool(cfg.get("allow_sample", False)) and bench.sample is not None,
-        env_var=str(cfg.get("env_var") or "SYNAPSE_DATA"), folder=bench.folder)
+        file=file)
     offset = float(cfg.get("turn_offset_seconds", 60))
     options = bench.options(cfg) if bench.options is not None else {}
     dataset = bench.load(source.path, name=cfg.get("name"), turn_offset_seconds=offset,

@@ -53,6 +53,26 @@ class ResolvedSource:
         return self.origin == "sample"
 
 
+@dataclass(frozen=True)
+class DatasetFile:
+    """The dataset file (or folder) :func:`resolve_dataset_path` looks for: its ``filename`` in
+    the cache, the upstream ``url`` it downloads from and the ``expected_sha256`` it checks (a
+    mismatch is recorded and warned about), the environment variable ``env_var`` and config
+    ``key`` that name it; ``folder``: a folder of files (REALTALK, BEAM), found the same way
+    but never downloaded."""
+
+    filename: str = LOCOMO_FILENAME
+    url: str | None = LOCOMO_URL
+    expected_sha256: str | None = LOCOMO_SHA256
+    env_var: str = ENV_VAR
+    key: str = "dataset.path"
+    folder: bool = False
+
+
+#: LoCoMo-10 as upstream releases it
+LOCOMO = DatasetFile()
+
+
 def default_locomo_path() -> str:
     """For scripts: ``$SYNAPSE_DATA``, else ``../shared/data/locomo10.json`` beside the checkout
     (beside the working folder for an installed package)."""
@@ -103,59 +123,56 @@ def download(url: str, dest: Path, *, timeout_s: float = 60.0,
 def resolve_dataset_path(path: str | os.PathLike | None = None, *,
                          candidates: Sequence[str | os.PathLike] = (),
                          cache_dir: str | os.PathLike | None = None,
-                         url: str | None = LOCOMO_URL,
-                         filename: str = LOCOMO_FILENAME,
-                         expected_sha256: str | None = LOCOMO_SHA256,
-                         allow_download: bool = True,
-                         allow_sample: bool = False, env_var: str = ENV_VAR,
-                         key: str = "dataset.path", folder: bool = False) -> ResolvedSource:
-    """Find the dataset file (see the module docstring for the order). ``env_var`` and ``key``
-    name the environment variable and the config key of this file (another file than LoCoMo's,
-    e.g. the audit's, has its own); ``folder``: the dataset is a folder of files (REALTALK,
-    BEAM), found the same way but never downloaded."""
-    kind = "folder" if folder else "file"
+                         allow_download: bool = True, allow_sample: bool = False,
+                         file: DatasetFile = LOCOMO) -> ResolvedSource:
+    """Find ``file`` (see the module docstring for the order): the explicit ``path``, its
+    environment variable, the ``candidates``, the ``cache_dir``, a download (``allow_download``),
+    the shipped sample (``allow_sample``). ``file`` names what is looked for (another file than
+    LoCoMo's, e.g. the audit's, has its own, :class:`DatasetFile`)."""
+    kind = "folder" if file.folder else "file"
 
     def exists(p: Path) -> bool:
-        return p.is_dir() if folder else p.is_file()
+        return p.is_dir() if file.folder else p.is_file()
 
     if path is not None and str(path) != "":
         p = Path(path).expanduser()
         if not exists(p):
-            raise DatasetNotFoundError(f"{key}={str(path)!r}: no such {kind}")
+            raise DatasetNotFoundError(f"{file.key}={str(path)!r}: no such {kind}")
         return ResolvedSource(p, "path")
-    env = os.environ.get(env_var)
+    env = os.environ.get(file.env_var)
     if env:
         p = Path(env).expanduser()
         if not exists(p):
-            raise DatasetNotFoundError(f"{env_var}={env!r}: no such {kind}")
+            raise DatasetNotFoundError(f"{file.env_var}={env!r}: no such {kind}")
         return ResolvedSource(p, "env")
     for cand in candidates:
         p = Path(cand).expanduser()
         if exists(p):
             return ResolvedSource(p, "candidate")
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE_DIR
-    cached = cache / filename
+    cached = cache / file.filename
     if exists(cached):
         return ResolvedSource(cached, "cache")
-    if folder:
+    if file.folder:
         raise DatasetNotFoundError(
-            f"No {filename} folder found. Provide it in one of these ways: pass {key}=/path/to/"
-            f"{filename}; set {env_var}=/path/to/{filename}; or copy it to {cached}"
-            + (f" (upstream: {url})." if url else "."))
+            f"No {file.filename} folder found. Provide it in one of these ways: pass "
+            f"{file.key}=/path/to/{file.filename}; set {file.env_var}=/path/to/{file.filename}; "
+            f"or copy it to {cached}"
+            + (f" (upstream: {file.url})." if file.url else "."))
     problem = "downloads are disabled (dataset.allow_download=false)"
-    if allow_download and url:
+    if allow_download and file.url:
         try:
-            return ResolvedSource(download(url, cached, expected_sha256=expected_sha256),
-                                  "download")
+            return ResolvedSource(
+                download(file.url, cached, expected_sha256=file.expected_sha256), "download")
         except (urllib.error.URLError, OSError, TimeoutError) as err:
-            problem = f"downloading {url} failed: {err}"
+            problem = f"downloading {file.url} failed: {err}"
     if allow_sample:
         log.warning("No LoCoMo file found (%s); using the small sample conversation shipped with "
                     "synapse_pt (%s). Results on it are smoke tests, not benchmark numbers.",
                     problem, sample_path())
         return ResolvedSource(sample_path(), "sample")
     raise DatasetNotFoundError(
-        f"No dataset file found and {problem}. Provide {filename} in one of these ways: "
-        f"pass {key}=/path/to/{filename}; set {env_var}=/path/to/{filename}; or copy the "
-        f"file to {cached} (upstream: {url})."
+        f"No dataset file found and {problem}. Provide {file.filename} in one of these ways: "
+        f"pass {file.key}=/path/to/{file.filename}; set {file.env_var}=/path/to/"
+        f"{file.filename}; or copy the file to {cached} (upstream: {file.url})."
     )

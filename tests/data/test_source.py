@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+from dataclasses import replace
 
 import pytest
 
 from synapse_pt.data import DatasetNotFoundError, load_dataset, resolve_dataset_path, sample_path
-from synapse_pt.data.source import ENV_VAR, sha256_file
+from synapse_pt.data.source import ENV_VAR, LOCOMO, sha256_file
 
 
 @pytest.fixture
@@ -44,7 +45,8 @@ def test_candidates_then_cache(no_env, tmp_path, locomo_path):
 
 def test_offline_without_file_is_one_clear_error(no_env, tmp_path):
     with pytest.raises(DatasetNotFoundError) as err:
-        resolve_dataset_path(None, cache_dir=tmp_path, url="http://127.0.0.1:9/locomo10.json")
+        resolve_dataset_path(None, cache_dir=tmp_path,
+                             file=replace(LOCOMO, url="http://127.0.0.1:9/locomo10.json"))
     msg = str(err.value)
     assert "downloading http://127.0.0.1:9/locomo10.json failed" in msg
     assert "dataset.path=" in msg and ENV_VAR in msg and str(tmp_path) in msg
@@ -70,13 +72,14 @@ def test_download_from_loopback_server(no_env, tmp_path, locomo_path):
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/locomo10.json"
         cache = tmp_path / "cache"
-        src = resolve_dataset_path(None, cache_dir=cache, url=url)
+        served_file = replace(LOCOMO, url=url)
+        src = resolve_dataset_path(None, cache_dir=cache, file=served_file)
         assert src.origin == "download"
         assert sha256_file(src.path) == sha256_file(locomo_path)
         record = (cache / "locomo10.json.sha256").read_text()
         assert record.startswith(sha256_file(locomo_path)) and url in record
         # second time: served from the cache, no download
         server.shutdown()
-        assert resolve_dataset_path(None, cache_dir=cache, url=url).origin == "cache"
+        assert resolve_dataset_path(None, cache_dir=cache, file=served_file).origin == "cache"
     finally:
         server.server_close()

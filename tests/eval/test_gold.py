@@ -13,7 +13,7 @@ from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.audit import ANSWERABLE, UNANSWERABLE, AuditedGold, GoldAudit
 from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.qa.scorers.official import score_official
-from synapse_pt.eval.records.record import run_metrics
+from synapse_pt.eval.records.record import RunCategories, run_metrics
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -86,7 +86,7 @@ def test_metrics_json_carries_both_golds_and_the_peers_rules(ds):
     settings = EvalSettings()
     df, summary = evaluate(memory, ds, settings=settings, token_counter=Counter(), audit=audit,
                            gold="both")
-    metrics = run_metrics(df, summary, {}, settings=settings, names=NAMES,
+    metrics = run_metrics(df, summary, {}, settings=settings, categories=RunCategories(NAMES),
                           context_tokenizer="words", llm=None, prices={})
     assert set(metrics["metrics"]) == set(metrics["metrics_audited"])
     assert "session_hit@5" in metrics["peer_rules"] and "strict@10" in metrics["peer_rules"]

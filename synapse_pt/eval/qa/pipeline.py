@@ -286,7 +286,47 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     (:data:`F1_RULES`); ``peer_rules``: add the peers' LoCoMo retrieval rules (their session
     rules read LoCoMo's ``D<session>:<turn>`` ids).
     """
-    ids = result.node_ids()
+    recall = recall_values(questions, result, settings, unit_tokens)
+    covered = result.covered_turns()
+    peers = peer_metrics(covered, [q.evidence_raw for q in questions],
+                         [q.evidence for q in questions], settings.peer_ks) if peer_rules else {}
+    qa = settings.mode == "qa"
+    if qa and responses is None:
+        raise ValueError("prediction_frame: qa mode needs the LLM responses")
+    predictions = (predictions_text(questions, result, responses, settings) if qa
+                   else [None] * len(questions))
+    retrieved = retrieval_cells(result, covered)
+    scores = {**{f"recall@{k}": v for k, v in recall.items()},
+              **{f"{PEER_PREFIX}{name}": v for name, v in peers.items()}}
+    rows = []
+    for i, q in enumerate(questions):
+        resp = responses[i] if qa else None
+        row = {**question_cells(q, predictions[i]), **{k: v[i] for k, v in retrieved.items()},
+               **usage_cells(context_tokens[i], resp)}
+        if qa:
+            row.update(answer_cells(q, predictions[i], result.items[i], f1_rules))
+        row.update(judge_cells(i, judges or {}, settings))
+        for col, values in scores.items():
+            row[col] = _nan_to_none(values[i])
+        for name, values in result.gate_signals.items():
+            row[f"gate_{name}"] = float(values[i])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    float_cols = [*scores, *(steps.scorer_columns() if qa else [])]
+    for protocol in judges or {}:
+        float_cols += [judge_column(settings, protocol), f"{judge_column(settings, protocol)}_std"]
+    for col in float_cols:
+        df[col] = df[col].astype("float64")
+    return df
+
+
+def recall_values(questions: Sequence[Question], result: RetrievalResult,
+                  settings: EvalSettings, unit_tokens: list[list[int]] | None = None
+                  ) -> dict[str, torch.Tensor]:
+    """``{"<k>": per-question recall@k, "<T>tok": recall within T tokens}``: the share of each
+    question's evidence covered by its first k retrieved items (``settings.recall_ks``) and,
+    given ``unit_tokens`` (each item's context tokens), by the items within T tokens
+    (``settings.recall_budgets``)."""
     units = result.units()
     evidence = [list(q.evidence) for q in questions]
     recall: dict[str, torch.Tensor] = {
@@ -294,62 +334,61 @@ def prediction_frame(questions: Sequence[Question], result: RetrievalResult,
     if unit_tokens is not None:
         budget = unit_recall(units, evidence, settings.recall_budgets, unit_tokens=unit_tokens)
         recall.update({f"{int(t)}tok": v for t, v in budget.items()})
-    covered = result.covered_turns()
-    peers = peer_metrics(covered, [q.evidence_raw for q in questions],
-                         [q.evidence for q in questions], settings.peer_ks) if peer_rules else {}
-    gated = result.gated.tolist()
-    qa = settings.mode == "qa"
-    if qa and responses is None:
-        raise ValueError("prediction_frame: qa mode needs the LLM responses")
-    predictions = (predictions_text(questions, result, responses, settings) if qa
-                   else [None] * len(questions))
-    rows = []
-    for i, q in enumerate(questions):
-        resp = responses[i] if qa else None
-        row = {
-            "sample_id": q.sample_id,
-            "qa_index": q.qa_index,
-            "category": q.category,
-            "question": q.question,
-            "gold": q.answer,
-            "adversarial_answer": q.adversarial_answer,
-            "evidence": evidence[i],
-            "prediction": predictions[i],
-            "retrieved": ids[i],
-            "retrieved_turns": covered[i],
-            "c_ret": float(result.c_ret[i]),
-            "gate_score": float(result.gate_score[i]),
-            "gated": bool(gated[i]),
-            "context_tokens": int(context_tokens[i]),
+    return recall
+
+
+def retrieval_cells(result: RetrievalResult, covered: Sequence[list[str]]
+                    ) -> dict[str, list]:
+    """Per question, what retrieval returned (columns of :func:`prediction_frame`): the items'
+    ids in rank order, the turns they cover (``covered``: ``result.covered_turns()``), C_ret,
+    the gate's score and decision."""
+    return {"retrieved": result.node_ids(), "retrieved_turns": covered,
+            "c_ret": [float(v) for v in result.c_ret],
+            "gate_score": [float(v) for v in result.gate_score],
+            "gated": [bool(g) for g in result.gated.tolist()]}
+
+
+def question_cells(q: Question, prediction: str | None) -> dict[str, object]:
+    """The question's own columns of :func:`prediction_frame` (its gold, as the scorers read
+    it) and its ``prediction``."""
+    return {"sample_id": q.sample_id, "qa_index": q.qa_index, "category": q.category,
+            "question": q.question, "gold": q.answer, "adversarial_answer": q.adversarial_answer,
+            "evidence": list(q.evidence), "prediction": prediction}
+
+
+def usage_cells(context_tokens: int, resp: ChatResponse | None) -> dict[str, object]:
+    """What answering the question used: its context tokens, the LLM's prompt and completion
+    tokens and its reported latency (0 where no LLM was asked)."""
+    return {"context_tokens": int(context_tokens),
             "prompt_tokens": int(resp.prompt_tokens) if resp is not None else 0,
             "completion_tokens": int(resp.completion_tokens) if resp is not None else 0,
-            "latency_s": float(resp.latency_s) if resp is not None else 0.0,
-        }
-        if qa:
-            scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
-            for scorer in answer_scorers():
-                row.update(dict.fromkeys(scorer.columns) if scored_as is None else
-                           scorer.score(predictions[i], q.answer, scored_as, result.items[i]))
-        for protocol, judge in (judges or {}).items():
-            col = judge_column(settings, protocol)
-            row[col] = _nan_to_none(judge.mean[i])
-            row[f"{col}_std"] = _nan_to_none(judge.std[i])
-            row[f"n_{col}_failures"] = int(judge.n_failures[i])
-        for k, values in recall.items():
-            row[f"recall@{k}"] = _nan_to_none(values[i])
-        for name, values in peers.items():
-            row[f"{PEER_PREFIX}{name}"] = _nan_to_none(values[i])
-        for name, values in result.gate_signals.items():
-            row[f"gate_{name}"] = float(values[i])
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    float_cols = [f"recall@{k}" for k in recall] + [f"{PEER_PREFIX}{n}" for n in peers] + (
-        steps.scorer_columns() if qa else [])
-    for protocol in judges or {}:
-        float_cols += [judge_column(settings, protocol), f"{judge_column(settings, protocol)}_std"]
-    for col in float_cols:
-        df[col] = df[col].astype("float64")
-    return df
+            "latency_s": float(resp.latency_s) if resp is not None else 0.0}
+
+
+def answer_cells(q: Question, prediction: str | None, items: Sequence[RetrievedItem],
+                 f1_rules: Mapping[int, str] | None) -> dict[str, object]:
+    """Every answer scorer's columns for ``prediction`` against the question's gold, the
+    question's category read through ``f1_rules`` (:data:`F1_RULES`; a category scored by none
+    gets ``None`` cells)."""
+    scored_as = F1_RULES[f1_rules[q.category]] if f1_rules else q.category
+    cells: dict[str, object] = {}
+    for scorer in answer_scorers():
+        cells.update(dict.fromkeys(scorer.columns) if scored_as is None else
+                     scorer.score(prediction, q.answer, scored_as, items))
+    return cells
+
+
+def judge_cells(i: int, judges: Mapping[str, JudgeResult], settings: EvalSettings
+                ) -> dict[str, object]:
+    """Question ``i``'s columns of each judge (:func:`judge_column`): its mean verdict over the
+    runs, their spread and the count of unreadable replies."""
+    cells: dict[str, object] = {}
+    for protocol, judge in judges.items():
+        col = judge_column(settings, protocol)
+        cells[col] = _nan_to_none(judge.mean[i])
+        cells[f"{col}_std"] = _nan_to_none(judge.std[i])
+        cells[f"n_{col}_failures"] = int(judge.n_failures[i])
+    return cells
 
 
 def metric_columns(settings: EvalSettings) -> list[str]:
@@ -488,69 +527,33 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
         under an audit the gate's rejection of the audit's groups (``audit_*``), and the timing
         keys ``retrieve_seconds``, ``retrieve_ms_per_query``, ``answer_seconds``).
     """
-    if gold not in GOLDS:
-        raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
-    if gold != "official" and audit is None:
-        raise ConfigError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
+    check_gold(gold, audit)
     settings = for_memory(settings, memory, dataset)
     questions = list(dataset.questions())
     if not questions:
         raise ValueError(f"{dataset.path}: no questions to evaluate")
     result, retrieve_s = retrieve_all(memory, questions, settings.retrieval_batch_size)
-    context_tokens = token_counter.count_many([format_context(items) for items in result.items])
-    flat = token_counter.count_many([it.text for items in result.items for it in items])
-    unit_tokens, start = [], 0
-    for items in result.items:
-        unit_tokens.append(flat[start:start + len(items)])
-        start += len(items)
+    context_tokens, unit_tokens = count_context_tokens(token_counter, result)
     responses = None
     judges: dict[str, JudgeResult] = {}
     answer_s = 0.0
     if settings.mode == "qa":
-        if llm is None:
-            raise ConfigError("eval.mode=qa needs an answer model (llm=...), got none")
-        start = time.perf_counter()
-        responses = answer_questions(llm, dataset, questions, result, settings)
-        # every judge scores the same answers: none is asked twice
-        judges = judge_all(judge_llm or llm, questions,
-                           predictions_text(questions, result, responses, settings), settings,
-                           dataset.unanswerable, dataset, category_names)
-        for protocol, judge in judges.items():
-            if judge.total_failures:
-                log.warning("LLM judge %s: %d of %d replies unreadable (%s)", protocol,
-                            judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
-                            "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
-        answer_s = time.perf_counter() - start
-    frame_args = {"unit_tokens": unit_tokens, "f1_rules": dataset.f1_rules,
-                  "peer_rules": dataset.id_convention == "locomo"}
-    df = prediction_frame(questions, result, context_tokens, responses, settings, judges,
-                          **frame_args)
+        responses, judges, answer_s = answer_and_judge(llm, judge_llm, dataset, questions, result,
+                                                       settings, category_names)
+    run = AnsweredRun(dataset, questions, result, context_tokens, unit_tokens, responses,
+                      settings)
+    df = run.frame(questions, judges)
     served = {protocol: list(judge.responses) for protocol, judge in judges.items()}
     summary = retrieval_summary(df, dataset.answerable, dataset.unanswerable)
     if audit is not None and gold != "official":
-        audited = audit.questions(questions)
-        judges_audited: dict[str, JudgeResult] = {}
-        if judges:  # unchanged questions ask each judge the same: cache hits
-            judges_audited = judge_all(
-                judge_llm or llm, audited, predictions_text(questions, result, responses,
-                                                            settings), settings,
-                dataset.unanswerable, dataset, category_names)
-            for protocol, judge in judges_audited.items():
-                served[protocol] += judge.responses
-        scored = prediction_frame(audited, result, context_tokens, responses, settings,
-                                  judges_audited, **frame_args)
-        status = [audit.status(q) for q in questions]
-        left_out = np.array([st == UNANSWERABLE for st in status])
-        metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]
-        scored.loc[left_out, [c for c in metric_cols if c != "n_judge_failures"]] = np.nan
+        scored, judges_audited = score_audited(run, audit, judges, judge_llm or llm,
+                                               category_names)
+        for protocol, judge in judges_audited.items():
+            served[protocol] += judge.responses
         summary.update(audit_summary(df, audit, questions))
+        df = with_gold(df, scored, [audit.status(q) for q in questions], gold)
         if gold == "audited":
-            df = scored.assign(audit_status=status)
             judges = judges_audited
-        else:
-            df["audit_status"] = status
-            for c in (*GOLD_COLUMNS, *metric_cols):
-                df[f"{AUDITED_PREFIX}{c}"] = scored[c]
     for protocol, judge in judges.items():
         summary.update(judge_summary(judge, [q.category for q in questions],
                                      judge_column(settings, protocol)))
@@ -559,3 +562,108 @@ def evaluate(memory: MemorySystem, dataset: Dataset, *, settings: EvalSettings,
     summary.update(retrieve_seconds=retrieve_s, retrieve_ms_per_query=1e3 * retrieve_s / len(df),
                    answer_seconds=answer_s, num_questions=float(len(df)))
     return df, summary
+
+
+def check_gold(gold: str, audit: GoldAudit | None) -> None:
+    """``gold`` is one of :data:`GOLDS`, and any but ``"official"`` comes with its ``audit``."""
+    if gold not in GOLDS:
+        raise ConfigError(f"dataset.gold must be one of {list(GOLDS)}, got {gold!r}")
+    if gold != "official" and audit is None:
+        raise ConfigError(f"dataset.gold={gold} needs the audit file (dataset.audit.path)")
+
+
+def count_context_tokens(token_counter: TokenCounter, result: RetrievalResult
+                         ) -> tuple[list[int], list[list[int]]]:
+    """The context tokens of each question's retrieved items as the answer prompt formats them,
+    and of each item on its own (per question, in rank order: the token budgets of recall)."""
+    context_tokens = token_counter.count_many([format_context(items) for items in result.items])
+    flat = token_counter.count_many([it.text for items in result.items for it in items])
+    unit_tokens, start = [], 0
+    for items in result.items:
+        unit_tokens.append(flat[start:start + len(items)])
+        start += len(items)
+    return context_tokens, unit_tokens
+
+
+def answer_and_judge(llm: LLM | None, judge_llm: LLM | None, dataset: Dataset,
+                     questions: Sequence[Question], result: RetrievalResult,
+                     settings: EvalSettings, category_names: Mapping[int, str] | None
+                     ) -> tuple[list[ChatResponse | None], dict[str, JudgeResult], float]:
+    """Qa mode: the LLM's answers (:func:`answer_questions`), every judge's result over them
+    (``judge_llm``, default ``llm``; :func:`judge_all`; unreadable replies warned about) and the
+    seconds both took."""
+    if llm is None:
+        raise ConfigError("eval.mode=qa needs an answer model (llm=...), got none")
+    start = time.perf_counter()
+    responses = answer_questions(llm, dataset, questions, result, settings)
+    # every judge scores the same answers: none is asked twice
+    judges = judge_all(judge_llm or llm, questions,
+                       predictions_text(questions, result, responses, settings), settings,
+                       dataset.unanswerable, dataset, category_names)
+    for protocol, judge in judges.items():
+        if judge.total_failures:
+            log.warning("LLM judge %s: %d of %d replies unreadable (%s)", protocol,
+                        judge.total_failures, int((~judge.skipped).sum()) * settings.judge_runs,
+                        "scored 0" if judge.unreadable_scored_zero else "left out, not WRONG")
+    return responses, judges, time.perf_counter() - start
+
+
+@dataclasses.dataclass(frozen=True)
+class AnsweredRun:
+    """What a run retrieved and answered, which every scoring of it reads (the official gold's
+    and the audit's): its questions, their retrieval ``result``, context tokens (all items'
+    and each item's) and the LLM's ``responses`` (``None`` in retrieval mode)."""
+
+    dataset: Dataset
+    questions: list[Question]
+    result: RetrievalResult
+    context_tokens: list[int]
+    unit_tokens: list[list[int]]
+    responses: list[ChatResponse | None] | None
+    settings: EvalSettings
+
+    def predictions(self) -> list[str]:
+        """The final answers (:func:`predictions_text`)."""
+        return predictions_text(self.questions, self.result, self.responses, self.settings)
+
+    def frame(self, questions: Sequence[Question],
+              judges: Mapping[str, JudgeResult]) -> pd.DataFrame:
+        """:func:`prediction_frame` of the run, scored against ``questions``' gold (the run's
+        own, or the audit's copies of them) with the ``judges``' results."""
+        return prediction_frame(questions, self.result, self.context_tokens, self.responses,
+                                self.settings, judges, unit_tokens=self.unit_tokens,
+                                f1_rules=self.dataset.f1_rules,
+                                peer_rules=self.dataset.id_convention == "locomo")
+
+
+def score_audited(run: AnsweredRun, audit: GoldAudit, judges: Mapping[str, JudgeResult],
+                  judge_llm: LLM | None, category_names: Mapping[int, str] | None
+                  ) -> tuple[pd.DataFrame, dict[str, JudgeResult]]:
+    """The run scored against the audit's gold: its per-question frame (the metrics of the
+    questions the audit deems unanswerable as asked left out, NaN) and, where the run has
+    ``judges``, each judge's result over the audited questions (unchanged questions ask each
+    judge the same: cache hits)."""
+    audited = audit.questions(run.questions)
+    judges_audited: dict[str, JudgeResult] = {}
+    if judges:
+        judges_audited = judge_all(judge_llm, audited, run.predictions(), run.settings,
+                                   run.dataset.unanswerable, run.dataset, category_names)
+    scored = run.frame(audited, judges_audited)
+    left_out = np.array([audit.status(q) == UNANSWERABLE for q in run.questions])
+    metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]
+    scored.loc[left_out, [c for c in metric_cols if c != "n_judge_failures"]] = np.nan
+    return scored, judges_audited
+
+
+def with_gold(df: pd.DataFrame, scored: pd.DataFrame, status: list[str], gold: str
+              ) -> pd.DataFrame:
+    """The run's frame under ``gold``: the audited frame ``scored`` (``"audited"``), or ``df``
+    beside the audited gold and metric columns prefixed :data:`AUDITED_PREFIX` (``"both"``);
+    either with each question's ``audit_status``."""
+    if gold == "audited":
+        return scored.assign(audit_status=status)
+    df["audit_status"] = status
+    metric_cols = [c for c in scored.columns if c.startswith(METRIC_PREFIXES)]
+    for c in (*GOLD_COLUMNS, *metric_cols):
+        df[f"{AUDITED_PREFIX}{c}"] = scored[c]
+    return df

@@ -11,6 +11,7 @@ them by its dotted name; :func:`build_tables` the run's own ``tables/``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -134,10 +135,25 @@ def upstream_prompts(settings: EvalSettings, memory: Mapping[str, Any]
     return dict(sorted(out.items()))
 
 
+@dataclass(frozen=True)
+class RunCategories:
+    """A run's question categories as ``metrics.json`` reports them: their ``names``, the
+    ``answerable`` ones the summary means cover and the ``unanswerable`` one whose right answer
+    is a refusal (the dataset's: :meth:`of`)."""
+
+    names: Mapping[int, str]
+    answerable: Sequence[int] = (1, 2, 3, 4)
+    unanswerable: int | None = 5
+
+    @classmethod
+    def of(cls, dataset: Dataset, names: Mapping[int, str]) -> RunCategories:
+        """The categories of a run on ``dataset`` under its category ``names``."""
+        return cls(names, answerable=dataset.answerable, unanswerable=dataset.unanswerable)
+
+
 def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[str, Any], *,
-                settings: EvalSettings, names: Mapping[int, str], context_tokenizer: str,
-                llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False,
-                answerable: Sequence[int] = (1, 2, 3, 4), unanswerable: int | None = 5
+                settings: EvalSettings, categories: RunCategories, context_tokenizer: str,
+                llm: LLM | None, prices: Mapping[str, Any], smoke: bool = False
                 ) -> dict[str, Any]:
     """``metrics.json`` of a run: ``identity`` (what the caller knows of the run: commit, config
     hash, dataset, memory, models) completed with the evaluation's protocol, ``metrics`` (per
@@ -145,8 +161,8 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
     retrieval rules peers publish, :mod:`~synapse_pt.eval.qa.scorers.peer_rules`), in a run scored
     under both golds ``metrics_audited`` and ``peer_rules_audited`` (the ``audited_`` columns),
     ``retrieval``, and where present ``judge`` and ``usage`` (what the method's answers cost).
-    ``answerable``: the categories the summary means cover, ``unanswerable`` the one whose
-    right answer is a refusal (the dataset's)."""
+    ``categories``: their names, those the summary means cover and the refusal one."""
+    names, answerable = categories.names, categories.answerable
     metric_cols = [c for c in df.columns if c.startswith(METRIC_PREFIXES)]
     qa = settings.mode == "qa"
     metrics: dict[str, Any] = {
@@ -175,7 +191,7 @@ def run_metrics(df: pd.DataFrame, summary: Mapping[str, Any], identity: Mapping[
             "context_tokenizer": context_tokenizer,
             "category_names": {str(k): v for k, v in names.items()},
             "answerable_categories": list(answerable),
-            "unanswerable_category": unanswerable,
+            "unanswerable_category": categories.unanswerable,
             "smoke": smoke,
         },
         "metrics": summarize(df, metric_cols, names, answerable=answerable),
