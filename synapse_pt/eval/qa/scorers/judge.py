@@ -396,13 +396,38 @@ def judge_answers(llm: LLM, inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL,
         ValueError: on misaligned inputs, a judged question whose gold is ``None`` or, under
             ``"beam_rubric"``, one without rubric items.
     """
-    questions, golds, predictions = inputs.questions, inputs.golds, inputs.predictions
-    rubrics, evidence, category_names = inputs.rubrics, inputs.evidence, inputs.category_names
-    base_seed = call.seed
     judge = _judge(protocol)
-    zero = judge.unreadable_zero
+    skipped = _skipped(inputs, categories, n_runs, skip_categories)
+    todo = [i for i in range(len(inputs.questions)) if not skipped[i]]
+    _check_judged(judge, protocol, inputs, todo)
+    rubrics = inputs.rubrics if judge.rubric else None
+    judged = replace(inputs, rubrics=rubrics).select(todo)
+    # the request of each rubric item belongs to question owner[j]
+    owner = [i for i in todo for _ in rubrics[i]] if rubrics is not None else todo
     served = RecordingLLM(llm)  # what this judge is served: its own spend
-    n = len(questions)
+    tally = _Tally.empty(n_runs, len(inputs.questions), judge.unreadable_zero)
+    seeds = [call.seed + r for r in range(n_runs)]
+    with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
+        for r, seed in enumerate(seeds):
+            run = replace(call, seed=seed)
+            asked = judge.ask(served, replace(judged, golds=[str(g) for g in judged.golds]), run)
+            if asked is not None:  # the judge's code asks its own way (retries)
+                for i, score, text in zip(todo, *asked, strict=True):
+                    tally.record(r, i, [score], text)
+                bar.update(len(todo))
+                continue
+            requests = judge.requests(judged, run)
+            responses = _send(served, requests, batch_size, bar, f"run {r}, seed {seed}")
+            _tally_replies(tally, r, judge, run.prompts, owner, responses)
+    return _result(tally, skipped, seeds, served.served)
+
+
+def _skipped(inputs: JudgeInputs, categories: Sequence[int] | None, n_runs: int,
+             skip_categories: Sequence[int]) -> np.ndarray:
+    """``[B]`` bool: the questions in ``skip_categories``, once the inputs, categories and
+    ``n_runs`` are checked."""
+    n = len(inputs.questions)
+    golds, predictions = inputs.golds, inputs.predictions
     if not (len(golds) == len(predictions) == n):
         raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
                          f"{len(predictions)} predictions")
@@ -413,82 +438,100 @@ def judge_answers(llm: LLM, inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL,
                          f"{tuple(skip_categories)} (pass skip_categories=() to judge all)")
     if categories is not None and len(categories) != n:
         raise ValueError(f"judge_answers: {n} questions but {len(categories)} categories")
-    skipped = np.array([categories is not None and int(c) in set(skip_categories)
-                        for c in (categories if categories is not None else [None] * n)],
-                       dtype=bool)
-    todo = [i for i in range(n) if not skipped[i]]
-    rubric = judge.rubric
-    if rubric and (rubrics is None or len(rubrics) != n):
+    return np.array([categories is not None and int(c) in set(skip_categories)
+                     for c in (categories if categories is not None else [None] * n)],
+                    dtype=bool)
+
+
+def _check_judged(judge: Judge, protocol: str, inputs: JudgeInputs, todo: Sequence[int]) -> None:
+    """Every judged question (``todo``) has what ``judge`` reads: its rubric items under a
+    rubric, else its gold where the judge needs one; evidence and category names, when given,
+    one per question."""
+    n = len(inputs.questions)
+    rubrics, questions = inputs.rubrics, inputs.questions
+    if judge.rubric and (rubrics is None or len(rubrics) != n):
         raise ValueError(f"judge_answers: protocol 'beam_rubric' needs {n} rubrics, got "
                          f"{None if rubrics is None else len(rubrics)}")
     for i in todo:
-        if rubric and not rubrics[i]:  # type: ignore[index]
+        if judge.rubric and not rubrics[i]:  # type: ignore[index]
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no rubric items "
                              "for judge protocol 'beam_rubric'")
-        if not rubric and judge.needs_gold and golds[i] is None:
+        if not judge.rubric and judge.needs_gold and inputs.golds[i] is None:
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer "
                              f"for judge protocol {protocol!r} (a benchmark without reference "
                              "answers is judged by its own judge: eval.judge_protocol=system)")
-    for name, values in (("evidence", evidence), ("category_names", category_names)):
+    for name, values in (("evidence", inputs.evidence),
+                         ("category_names", inputs.category_names)):
         if values is not None and len(values) != n:
             raise ValueError(f"judge_answers: {n} questions but {len(values)} {name}")
-    # the request of each rubric item belongs to question owner[j]
-    owner = ([i for i in todo for _ in rubrics[i]] if rubric else todo)  # type: ignore[index]
 
-    labels = np.full((n_runs, n), np.nan)
-    failed = np.zeros((n_runs, n), dtype=bool)
-    replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
-    seeds = [base_seed + r for r in range(n_runs)]
+
+def _send(llm: LLM, requests: list[ChatRequest], batch_size: int, bar: Progress,
+          run: str) -> list[ChatResponse]:
+    """``llm``'s responses to ``requests``, ``batch_size`` per ``generate`` call (``bar``
+    advancing between calls); one response per request, else an error naming the ``run``."""
     step = max(1, batch_size)
-    with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
-        for r, seed in enumerate(seeds):
-            run = replace(call, seed=seed)
-            asked = judge.ask(served, JudgeInputs([questions[i] for i in todo],
-                                                  [str(golds[i]) for i in todo],
-                                                  [predictions[i] for i in todo]), run)
-            if asked is not None:  # the judge's code asks its own way (retries)
-                for i, score, text in zip(todo, *asked, strict=True):
-                    replies[r][i] = text
-                    failed[r, i] = score is None
-                    if score is not None or zero:
-                        labels[r, i] = 0.0 if score is None else score
-                bar.update(len(todo))
-                continue
-            requests = judge.requests(JudgeInputs(
-                [questions[i] for i in todo], [golds[i] for i in todo],
-                [predictions[i] for i in todo],
-                rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
-                evidence=None if evidence is None else [evidence[i] for i in todo],
-                category_names=(None if category_names is None
-                                else [category_names[i] for i in todo])), run)
-            responses = []
-            for start in range(0, len(requests), step):
-                chunk = requests[start:start + step]
-                responses += served.generate(chunk)
-                bar.update(len(chunk))
-            if len(responses) != len(requests):
-                raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
-                                 f"{len(requests)} requests (run {r}, seed {seed})")
-            # one verdict per request; a question's label is the mean of its verdicts (a rubric's
-            # items; one otherwise), unreadable when any is (then 0 under a zero rule, else none)
-            verdicts: dict[int, list[float | None]] = {}
-            texts: dict[int, list[str]] = {}
-            for i, resp in zip(owner, responses, strict=True):
-                verdicts.setdefault(i, []).append(judge.verdict(resp.text, call.prompts))
-                texts.setdefault(i, []).append(resp.text)
-            for i, items in verdicts.items():
-                replies[r][i] = "\n---\n".join(texts[i])
-                failed[r, i] = any(v is None for v in items)
-                if not failed[r, i] or zero:
-                    labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
+    responses: list[ChatResponse] = []
+    for start in range(0, len(requests), step):
+        chunk = requests[start:start + step]
+        responses += llm.generate(chunk)
+        bar.update(len(chunk))
+    if len(responses) != len(requests):
+        raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
+                         f"{len(requests)} requests ({run})")
+    return responses
 
+
+@dataclass
+class _Tally:
+    """The runs' verdicts so far, ``[R, B]``: labels (NaN until scored), failures and replies;
+    ``zero``: an unreadable verdict scores 0 (:attr:`~synapse_pt.memory.steps.Judge.
+    unreadable_zero`) rather than leaving the label out."""
+
+    labels: np.ndarray
+    failed: np.ndarray
+    replies: list[list[str | None]]
+    zero: bool
+
+    @classmethod
+    def empty(cls, n_runs: int, n: int, zero: bool) -> _Tally:
+        return cls(np.full((n_runs, n), np.nan), np.zeros((n_runs, n), dtype=bool),
+                   [[None] * n for _ in range(n_runs)], zero)
+
+    def record(self, r: int, i: int, verdicts: Sequence[float | None], reply: str) -> None:
+        """Question ``i``'s verdicts in run ``r`` (a rubric's items; one otherwise): its label
+        is their mean, unreadable when any is (then 0 under the zero rule, else none)."""
+        self.replies[r][i] = reply
+        self.failed[r, i] = any(v is None for v in verdicts)
+        if not self.failed[r, i] or self.zero:
+            self.labels[r, i] = float(np.mean([0.0 if v is None else v for v in verdicts]))
+
+
+def _tally_replies(tally: _Tally, r: int, judge: Judge, prompts: str, owner: Sequence[int],
+                   responses: Sequence[ChatResponse]) -> None:
+    """Run ``r``'s responses, one per request (the request ``j`` of question ``owner[j]``), read
+    by ``judge`` and recorded per question in ``tally``."""
+    verdicts: dict[int, list[float | None]] = {}
+    texts: dict[int, list[str]] = {}
+    for i, resp in zip(owner, responses, strict=True):
+        verdicts.setdefault(i, []).append(judge.verdict(resp.text, prompts))
+        texts.setdefault(i, []).append(resp.text)
+    for i, items in verdicts.items():
+        tally.record(r, i, items, "\n---\n".join(texts[i]))
+
+
+def _result(tally: _Tally, skipped: np.ndarray, seeds: list[int],
+            responses: list[ChatResponse]) -> JudgeResult:
+    """The runs' labels with each question's mean and population spread over the runs that
+    parsed, and its failures (none for a skipped question)."""
+    labels = tally.labels
     parsed = ~np.isnan(labels)
     n_ok = parsed.sum(0)
-    n_failures = np.where(skipped, 0, failed.sum(0)).astype(np.int64)
+    n_failures = np.where(skipped, 0, tally.failed.sum(0)).astype(np.int64)
     safe = np.where(parsed, labels, 0.0)
     mean = np.where(n_ok > 0, safe.sum(0) / np.maximum(n_ok, 1), np.nan)
     var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
     std = np.where(n_ok > 0, np.sqrt(var), np.nan)
     return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
-                       replies=replies, seeds=seeds, unreadable_scored_zero=zero,
-                       responses=served.served)
+                       replies=tally.replies, seeds=seeds, unreadable_scored_zero=tally.zero,
+                       responses=responses)
