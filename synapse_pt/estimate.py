@@ -269,13 +269,14 @@ def _answer_rows(cfg: DictConfig, dataset: Dataset, counter: HFTokenCounter
         judged = [q for q in questions if q.category not in skip]
         bound = " ".join(["answer"] * answer_limits(ev)[0])
         evidence, names = judge_inputs(dataset, judged, dataset_categories(cfg.dataset))
-        judge = build_judge_requests([q.question for q in judged],
-                                     [q.answer for q in judged], [bound] * len(judged),
-                                     max_tokens=int(ev.judge_max_tokens), protocol=protocol,
-                                     rubrics=([q.rubric for q in judged]
-                                              if steps.judge(protocol).rubric else None),
-                                     evidence=evidence, category_names=names,
-                                     prompts=ev.prompts, upstream_path=ev.upstream_path)
+        inputs = steps.JudgeInputs([q.question for q in judged], [q.answer for q in judged],
+                                   [bound] * len(judged),
+                                   rubrics=([q.rubric for q in judged]
+                                            if steps.judge(protocol).rubric else None),
+                                   evidence=evidence, category_names=names)
+        call = steps.JudgeCall(max_tokens=int(ev.judge_max_tokens), prompts=ev.prompts,
+                               upstream_path=ev.upstream_path)
+        judge = build_judge_requests(inputs, call, protocol=protocol)
         per = "one call per " + ("rubric item" if steps.judge(protocol).rubric else "question")
         left = f", category {skip[0]} left out" if skip else ""
         rows.append(_row(judge_column(ev, protocol), runs * len(judge),

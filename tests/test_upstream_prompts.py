@@ -32,7 +32,7 @@ from synapse_pt.data import upstream
 from synapse_pt.data.records import Question
 from synapse_pt.eval.qa.pipeline import EvalSettings, answer_request, for_memory
 from synapse_pt.eval.qa.prompts import answer_messages
-from synapse_pt.eval.qa.scorers.judge import judge_answers
+from synapse_pt.eval.qa.scorers.judge import JudgeInputs, judge_answers
 from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.gaama.judge import parse_gaama_reward
 from synapse_pt.memory.gaama.memory import GAAMAMemory
@@ -344,7 +344,8 @@ def test_gaama_judge_retries_with_its_retry_prompt_and_scores_zero_after_three()
                 out.append(ChatResponse(text, 1, 1, 0.0, model="judge"))
             return out
 
-    res = judge_answers(Judge(), ["Q1", "Q2", "Q3"], ["a and b", "c", "d"], ["a", "x", "d"],
+    res = judge_answers(Judge(), JudgeInputs(["Q1", "Q2", "Q3"], ["a and b", "c", "d"],
+                                             ["a", "x", "d"]),
                         categories=[1, 2, 4], n_runs=1, protocol="gaama")
     np.testing.assert_allclose(res.labels, [[0.5, 0.0, 1.0]])
     np.testing.assert_array_equal(res.n_failures, [0, 1, 0])

@@ -157,6 +157,70 @@ def parse_coverage_score(text: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class JudgeInputs:
+    """What a judge reads of each question, aligned per question.
+
+    Attributes:
+        questions: the question texts.
+        golds: the reference answers (an integer is sent as ``str``; ``None``: the item has
+            none, judged only by a judge that does not need one).
+        predictions: the answers to judge.
+        rubrics: each question's rubric items (a ``rubric`` judge's only).
+        evidence: each question's evidence turns, in the order it cites them
+            (:func:`~synapse_pt.eval.qa.scorers.judge.judge_inputs`).
+        category_names: each question's category as the judge's templates name it
+            (:attr:`~synapse_pt.data.records.Dataset.judge_categories`, else the run's names).
+    """
+
+    questions: Sequence[str]
+    golds: Sequence[Any]
+    predictions: Sequence[str]
+    rubrics: Sequence[Sequence[str]] | None = None
+    evidence: Sequence[Sequence[Turn]] | None = None
+    category_names: Sequence[str] | None = None
+
+    def select(self, indices: Sequence[int]) -> JudgeInputs:
+        """The questions at ``indices``, in that order (a field that is ``None`` stays so)."""
+        def pick(values: Sequence[Any] | None) -> list[Any] | None:
+            return None if values is None else [values[i] for i in indices]
+
+        return JudgeInputs([self.questions[i] for i in indices],
+                           [self.golds[i] for i in indices],
+                           [self.predictions[i] for i in indices], rubrics=pick(self.rubrics),
+                           evidence=pick(self.evidence), category_names=pick(self.category_names))
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """How a judge's requests are sent (``eval.*``): the same for every question of a run.
+
+    Attributes:
+        seed: the request seed (``judge_answers``: the seed of the first run; run ``r`` sends
+            ``seed + r``).
+        max_tokens: the completion budget (a judge whose code sets its own sends that instead).
+        temperature: the sampling temperature.
+        extra: backend parameters passed through (e.g. a JSON response format).
+        prompts: ``"upstream"``: a judge with its code's prompts sends them, read from the files
+            in ``upstream_path``; ``"ours"``: our wording.
+        upstream_path: where the related systems' sources are read (``None``: the default).
+    """
+
+    seed: int = 0
+    max_tokens: int = 128
+    temperature: float = 0.0
+    extra: Mapping[str, Any] | None = None
+    prompts: str = "upstream"
+    upstream_path: str | None = None
+
+    def request(self, content: str, max_tokens: int | None = None) -> ChatRequest:
+        """``content`` as one user request under these settings (``max_tokens``: a judge's own
+        budget in place of :attr:`max_tokens`)."""
+        budget = self.max_tokens if max_tokens is None else max_tokens
+        return user_request(content, max_tokens=budget, temperature=self.temperature,
+                            seed=self.seed, extra=self.extra)
+
+
 class Judge:
     """An LLM judge protocol (``eval.judge_protocol=<name>``, ``eval.judges``).
 
@@ -191,31 +255,21 @@ class Judge:
         upstream files and stops before building its memory when one is missing)."""
         return {}
 
-    def requests(self, questions: Sequence[str], golds: Sequence[Any],
-                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
-                 evidence: Sequence[Sequence[Turn]] | None = None,
-                 category_names: Sequence[str] | None = None,
-                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
-                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
-                 upstream_path: str | None = None) -> list[ChatRequest]:
-        """The first requests of one run: one per question (per rubric item under ``rubric``).
-
-        ``evidence``: each question's evidence turns, in the order it cites them;
-        ``category_names``: each question's category as the judge's templates name it
-        (:attr:`~synapse_pt.data.records.Dataset.judge_categories`, else the run's names). A
-        judge whose prompt reads neither ignores them."""
+    def requests(self, inputs: JudgeInputs, call: JudgeCall) -> list[ChatRequest]:
+        """The first requests of one run under ``call``: one per question of ``inputs`` (per
+        rubric item under ``rubric``). A judge whose prompt reads neither the evidence nor the
+        category names ignores them."""
         raise NotImplementedError
 
     def verdict(self, text: str, prompts: str = "upstream") -> float | None:
         """A reply's score (``None``: unreadable)."""
         raise NotImplementedError
 
-    def ask(self, llm: LLM, questions: Sequence[str], golds: Sequence[str],
-            predictions: Sequence[str], *, seed: int, temperature: float,
-            extra: Mapping[str, Any] | None, prompts: str, upstream_path: str | None
+    def ask(self, llm: LLM, inputs: JudgeInputs, call: JudgeCall
             ) -> tuple[list[float | None], list[str]] | None:
-        """One run asked its code's way (retries): per question the score (``None``: unreadable)
-        and the replies; ``None``: the harness asks (:meth:`requests`, :meth:`verdict`)."""
+        """One run under ``call`` asked its code's way (retries): per question of ``inputs`` (its
+        golds as ``str``) the score (``None``: unreadable) and the replies; ``None``: the harness
+        asks (:meth:`requests`, :meth:`verdict`)."""
         return None
 
 

@@ -16,6 +16,8 @@ from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.locomo_plus import judge_templates, prompts_path
 from synapse_pt.data.records import Turn
 from synapse_pt.eval.qa.scorers.judge import (
+    JudgeCall,
+    JudgeInputs,
     build_judge_requests,
     judge_answers,
     parse_label_score,
@@ -51,9 +53,10 @@ def test_parse_label_score(reply, score):
 def test_requests_fill_the_authors_templates():
     raw = json.loads((SHARED / "prompts.json").read_text())["judge_templates"]
     cognitive, fact = build_judge_requests(
-        ["Caroline: I feel sharper.", "Who?"], [None, "Ann"], ["my reply", "Bob"],
-        protocol="locomo_plus", evidence=[CUE, (turn("Ann", "x", 1),)],
-        category_names=["Cognitive", "no-template-category"], seed=3)
+        JudgeInputs(["Caroline: I feel sharper.", "Who?"], [None, "Ann"], ["my reply", "Bob"],
+                    evidence=[CUE, (turn("Ann", "x", 1),)],
+                    category_names=["Cognitive", "no-template-category"]),
+        JudgeCall(seed=3), protocol="locomo_plus")
     # Cognitive: evidence lines "speaker：text" (the full-width colon), stripped, no gold
     lines = "Caroline\uff1aI quit sugar.\nMelanie\uff1aGood call."
     expected = raw["Cognitive"].format(gold="", pred="my reply", evidence=lines)
@@ -64,7 +67,7 @@ def test_requests_fill_the_authors_templates():
     assert fact.messages[0][1] == raw["default"].format(gold="Ann", pred="Bob",
                                                         evidence="Ann\uff1ax")
     with pytest.raises(ValueError, match="needs each of the 1 questions' evidence"):
-        build_judge_requests(["q"], [None], ["p"], protocol="locomo_plus")
+        build_judge_requests(JudgeInputs(["q"], [None], ["p"]), protocol="locomo_plus")
 
 
 class LabelLLM(LLM):
@@ -95,18 +98,20 @@ def test_judge_answers_scores_labels_without_gold():
     llm = LabelLLM({"a": '{"label": "correct", "reason": ""}',
                     "b": '{"label": "partial", "reason": ""}',
                     "c": '{"label": "wrong", "reason": ""}', "d": "no idea"})
-    result = judge_answers(llm, ["t1", "t2", "t3", "t4"], [None] * 4, ["a", "b", "c", "d"],
-                           categories=[1, 2, 3, 4], skip_categories=(), protocol="locomo_plus",
-                           evidence=[CUE] * 4, category_names=["Cognitive"] * 4)
+    result = judge_answers(llm, JudgeInputs(["t1", "t2", "t3", "t4"], [None] * 4,
+                                            ["a", "b", "c", "d"], evidence=[CUE] * 4,
+                                            category_names=["Cognitive"] * 4),
+                           categories=[1, 2, 3, 4], skip_categories=(), protocol="locomo_plus")
     assert result.mean.tolist() == [1.0, 0.5, 0.0, 0.0]  # unreadable: 0, as the authors score
     assert result.n_failures.tolist() == [0, 0, 0, 1] and result.unreadable_scored_zero
     assert len(llm.seen) == 4
     # a judge that reads a gold still refuses a question without one, naming the way out
     with pytest.raises(ValueError, match="eval.judge_protocol=system"):
-        judge_answers(llm, ["t"], [None], ["a"], skip_categories=(), protocol="mem0")
+        judge_answers(llm, JudgeInputs(["t"], [None], ["a"]), skip_categories=(), protocol="mem0")
     with pytest.raises(ValueError, match="1 questions but 2 evidence"):
-        judge_answers(llm, ["t"], [None], ["a"], skip_categories=(), protocol="locomo_plus",
-                      evidence=[CUE, CUE], category_names=["Cognitive"])
+        judge_answers(llm, JudgeInputs(["t"], [None], ["a"], evidence=[CUE, CUE],
+                                       category_names=["Cognitive"]),
+                      skip_categories=(), protocol="locomo_plus")
 
 
 @needs_prompts

@@ -10,6 +10,8 @@ import pytest
 
 from synapse_pt.eval.qa.scorers.judge import (
     ACCURACY_PROMPT,
+    JudgeCall,
+    JudgeInputs,
     build_judge_requests,
     judge_answers,
     parse_judge_label,
@@ -62,7 +64,8 @@ def test_parse_judge_label(reply: str, expected: str | None) -> None:
 
 
 def test_requests_carry_prompt_and_seed() -> None:
-    reqs = build_judge_requests(["When?"], [2022], ["In 2022"], seed=7, max_tokens=50)
+    reqs = build_judge_requests(JudgeInputs(["When?"], [2022], ["In 2022"]),
+                                JudgeCall(seed=7, max_tokens=50))
     assert len(reqs) == 1
     (role, content), = reqs[0].messages
     assert role == "user"
@@ -79,8 +82,8 @@ def test_judge_runs_mean_std_and_failures() -> None:
     }
     llm = ScriptedJudge(script)
     res = judge_answers(
-        llm, ["q0", "q1", "q2", "q3"], ["a", 5, None, "b"], ["x", "y", "z", "w"],
-        categories=[1, 2, 5, 4], n_runs=3, base_seed=10,
+        llm, JudgeInputs(["q0", "q1", "q2", "q3"], ["a", 5, None, "b"], ["x", "y", "z", "w"]),
+        JudgeCall(seed=10), categories=[1, 2, 5, 4], n_runs=3,
     )
     assert res.seeds == [10, 11, 12]
     # q2 (category 5) was never sent
@@ -106,11 +109,11 @@ def test_judge_runs_mean_std_and_failures() -> None:
 def test_judge_input_errors() -> None:
     llm = ScriptedJudge({})
     with pytest.raises(ValueError, match="categories are needed"):
-        judge_answers(llm, ["q"], ["a"], ["p"])
+        judge_answers(llm, JudgeInputs(["q"], ["a"], ["p"]))
     with pytest.raises(ValueError, match="no gold"):
-        judge_answers(llm, ["q"], [None], ["p"], categories=[2])
+        judge_answers(llm, JudgeInputs(["q"], [None], ["p"]), categories=[2])
     with pytest.raises(ValueError, match="2 golds"):
-        judge_answers(llm, ["q"], ["a", "b"], ["p"], skip_categories=())
+        judge_answers(llm, JudgeInputs(["q"], ["a", "b"], ["p"]), skip_categories=())
 
 
 def test_judge_defaults_are_the_mem0_protocol_and_one_run_works() -> None:
@@ -119,18 +122,18 @@ def test_judge_defaults_are_the_mem0_protocol_and_one_run_works() -> None:
     several runs' seeds, nor the length check."""
     script = {(s, "q0"): "CORRECT" for s in range(4)}
     llm = ScriptedJudge(script)
-    res = judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1])
+    res = judge_answers(llm, JudgeInputs(["q0"], ["a"], ["x"]), categories=[1])
     assert res.seeds == [0] and res.mean[0] == 1.0 and res.std[0] == 0.0
     assert [(r.seed, r.temperature, r.max_tokens) for r in llm.requests] == [(0, 0.0, 128)]
     three = ScriptedJudge(script)
-    res = judge_answers(three, ["q0"], ["a"], ["x"], categories=[1], n_runs=3)
+    res = judge_answers(three, JudgeInputs(["q0"], ["a"], ["x"]), categories=[1], n_runs=3)
     assert res.seeds == [0, 1, 2]
     assert [(r.seed, r.temperature, r.max_tokens) for r in three.requests] == [
         (0, 0.0, 128), (1, 0.0, 128), (2, 0.0, 128)]
     with pytest.raises(ValueError, match="n_runs must be >= 1, got 0"):
-        judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=0)
+        judge_answers(llm, JudgeInputs(["q0"], ["a"], ["x"]), categories=[1], n_runs=0)
     with pytest.raises(ValueError, match="1 questions but 2 categories"):
-        judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1, 2])
+        judge_answers(llm, JudgeInputs(["q0"], ["a"], ["x"]), categories=[1, 2])
 
 
 def test_judge_parsing_and_request_survivors() -> None:
@@ -138,15 +141,16 @@ def test_judge_parsing_and_request_survivors() -> None:
     (not the end of the search); temperature and extra parameters reach the request; zip is
     strict; a run with no parsed reply has accuracy NaN."""
     assert parse_judge_label('{"reasoning": "WRONG, no"} {"label": "CORRECT"}') == "CORRECT"
-    req, = build_judge_requests(["q"], ["g"], ["p"], temperature=0.5,
-                                extra={"response_format": {"type": "json_object"}})
+    req, = build_judge_requests(JudgeInputs(["q"], ["g"], ["p"]),
+                                JudgeCall(temperature=0.5,
+                                          extra={"response_format": {"type": "json_object"}}))
     assert req.temperature == 0.5
     assert dict(req.extra) == {"response_format": {"type": "json_object"}}
-    assert build_judge_requests(["q"], ["g"], ["p"])[0].seed == 0
+    assert build_judge_requests(JudgeInputs(["q"], ["g"], ["p"]))[0].seed == 0
     with pytest.raises(ValueError):
-        build_judge_requests(["q", "r"], ["g", "h"], ["p"])
+        build_judge_requests(JudgeInputs(["q", "r"], ["g", "h"], ["p"]))
     llm = ScriptedJudge({(0, "q0"): "CORRECT", (1, "q0"): "???"})
-    res = judge_answers(llm, ["q0"], ["a"], ["x"], categories=[1], n_runs=2)
+    res = judge_answers(llm, JudgeInputs(["q0"], ["a"], ["x"]), categories=[1], n_runs=2)
     acc = res.run_accuracy()
     assert acc[0] == 1.0 and math.isnan(acc[1])
 
@@ -184,9 +188,10 @@ def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> Non
             return out
 
     llm = Coverage()
-    res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a and b", "c", "d"], ["a", "c", "x"],
-                        categories=[1, 4, 5], n_runs=2, protocol="gaama",
-                        prompts="ours")
+    res = judge_answers(llm, JudgeInputs(["Q1", "Q2", "Q3"], ["a and b", "c", "d"],
+                                         ["a", "c", "x"]),
+                        JudgeCall(prompts="ours"), categories=[1, 4, 5], n_runs=2,
+                        protocol="gaama")
     assert res.mean[0] == pytest.approx(0.75) and res.std[0] == pytest.approx(0.25)
     # unreadable: counted, and scored 0 as GAAMA's code does (was NaN, left out, before #30)
     assert res.mean[1] == 0.0 and res.n_failures[1] == 2
@@ -194,7 +199,7 @@ def test_gaama_protocol_averages_coverage_over_runs_and_counts_failures() -> Non
     assert all("fraction of the key facts covered" in p for p in llm.prompts)
     assert COVERAGE_PROMPT.split("\n")[0] in llm.prompts[0]
     with pytest.raises(ValueError, match="judge protocol"):
-        judge_answers(llm, ["Q1"], ["a"], ["a"], categories=[1], protocol="vibes")
+        judge_answers(llm, JudgeInputs(["Q1"], ["a"], ["a"]), categories=[1], protocol="vibes")
 
 
 class ByPrompt:
@@ -233,7 +238,7 @@ def test_realtalk_protocol_scores_in_unit_interval_and_counts_failures() -> None
         return '{"score": 0.7}' if "Question: Q1" in prompt else '{"score": 0}'
 
     llm = ByPrompt(reply)
-    res = judge_answers(llm, ["Q1", "Q2", "Q3"], ["a", "b", "c"], ["a", "b", "z"],
+    res = judge_answers(llm, JudgeInputs(["Q1", "Q2", "Q3"], ["a", "b", "c"], ["a", "b", "z"]),
                         categories=[1, 2, 3], n_runs=2, protocol="realtalk")
     assert res.mean.tolist()[0] == pytest.approx(0.7) and res.std[0] == 0.0
     assert math.isnan(res.mean[1]) and res.n_failures[1] == 2
@@ -258,9 +263,10 @@ def test_beam_rubric_protocol_share_of_items_by_hand() -> None:
     llm = ByPrompt(reply)
     rubrics = [["names the city", "gives the year", "mentions the dog"], ["says 42", "says 43"],
                ["declines to answer"]]
-    res = judge_answers(llm, ["Q1", "Q2", "Q3"], [None, None, None], ["p1", "p2", "p3"],
+    res = judge_answers(llm, JudgeInputs(["Q1", "Q2", "Q3"], [None, None, None],
+                                         ["p1", "p2", "p3"], rubrics=rubrics),
                         categories=[1, 2, 5], skip_categories=(), n_runs=2,
-                        protocol="beam_rubric", rubrics=rubrics)
+                        protocol="beam_rubric")
     assert res.mean[0] == pytest.approx(2 / 3)
     assert math.isnan(res.mean[1]) and res.n_failures[1] == 2  # never a silent 0 or 1
     assert res.mean[2] == 1.0
@@ -269,10 +275,11 @@ def test_beam_rubric_protocol_share_of_items_by_hand() -> None:
     assert res.replies[0][0].count("---") == 2  # the item replies are kept, in order
 
     with pytest.raises(ValueError, match="rubric"):
-        judge_answers(llm, ["Q1"], [None], ["p"], categories=[1], protocol="beam_rubric")
+        judge_answers(llm, JudgeInputs(["Q1"], [None], ["p"]), categories=[1],
+                      protocol="beam_rubric")
     with pytest.raises(ValueError, match="no rubric items"):
-        judge_answers(llm, ["Q1"], [None], ["p"], categories=[1], protocol="beam_rubric",
-                      rubrics=[[]])
+        judge_answers(llm, JudgeInputs(["Q1"], [None], ["p"], rubrics=[[]]), categories=[1],
+                      protocol="beam_rubric")
 
 
 def test_judge_skip_categories_per_protocol() -> None:
@@ -303,8 +310,8 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
                                         model="garbled"))
             return out
 
-    res = judge_answers(Garbled(), ["Q1", "Q2"], ["a and b", "c"], ["a", "x"],
-                        categories=[1, 2], n_runs=2, protocol="gaama", prompts="ours")
+    res = judge_answers(Garbled(), JudgeInputs(["Q1", "Q2"], ["a and b", "c"], ["a", "x"]),
+                        JudgeCall(prompts="ours"), categories=[1, 2], n_runs=2, protocol="gaama")
     assert res.unreadable_scored_zero
     np.testing.assert_allclose(res.labels, [[0.5, 0.0], [0.0, 0.0]])
     assert res.mean[0] == pytest.approx(0.25) and res.std[0] == pytest.approx(0.25)
@@ -316,5 +323,5 @@ def test_gaama_protocol_scores_an_unreadable_reply_zero_as_its_code_does() -> No
 
     # the other protocols leave an unreadable reply out
     judge = ScriptedJudge({(0, "Q"): "no label here"})
-    mem0 = judge_answers(judge, ["Q"], ["a"], ["a"], categories=[1], n_runs=1)
+    mem0 = judge_answers(judge, JudgeInputs(["Q"], ["a"], ["a"]), categories=[1], n_runs=1)
     assert math.isnan(mem0.mean[0]) and mem0.n_failures[0] == 1

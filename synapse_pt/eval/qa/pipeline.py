@@ -242,16 +242,16 @@ def judge_predictions(llm: LLM, questions: Sequence[Question], predictions: Sequ
     protocol = protocol or settings.judge_protocol
     evidence, category_names = (judge_inputs(dataset, questions, names) if dataset is not None
                                 else (None, None))
-    return judge_answers(llm, [q.question for q in questions], [q.answer for q in questions],
-                         list(predictions), categories=[q.category for q in questions],
-                         evidence=evidence, category_names=category_names,
-                         n_runs=settings.judge_runs, base_seed=settings.seed,
-                         max_tokens=settings.judge_max_tokens,
-                         protocol=protocol,
-                         prompts=settings.prompts, upstream_path=settings.upstream_path,
+    inputs = steps.JudgeInputs([q.question for q in questions], [q.answer for q in questions],
+                               list(predictions), evidence=evidence,
+                               category_names=category_names,
+                               rubrics=([q.rubric for q in questions]
+                                        if steps.judge(protocol).rubric else None))
+    call = steps.JudgeCall(seed=settings.seed, max_tokens=settings.judge_max_tokens,
+                           prompts=settings.prompts, upstream_path=settings.upstream_path)
+    return judge_answers(llm, inputs, call, categories=[q.category for q in questions],
+                         n_runs=settings.judge_runs, protocol=protocol,
                          skip_categories=judge_skip_categories(unanswerable, protocol),
-                         rubrics=([q.rubric for q in questions]
-                                  if steps.judge(protocol).rubric else None),
                          batch_size=settings.answer_batch_size)
 
 

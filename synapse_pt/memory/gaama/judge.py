@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
 
-from synapse_pt.data.records import Turn
 from synapse_pt.data.upstream import fstring
 from synapse_pt.models.llm.base import LLM, ChatRequest
 
-from ..steps import Judge, parse_coverage_score, register, user_request
+from ..steps import Judge, JudgeCall, JudgeInputs, parse_coverage_score, register
 
 #: GAAMA's LoCoMo judge: the file, function and variables its prompts are read from, and the
 #: code's call (``llm.complete(prompt, max_tokens=400, ...)``, ``_MAX_RETRIES = 3``)
@@ -67,32 +65,27 @@ def parse_gaama_reward(text: str) -> tuple[float | None, str, str]:
     return round(max(0.0, min(1.0, reward)), 2), "", raw
 
 
-def gaama_judge(llm: LLM, questions: Sequence[str], golds: Sequence[str],
-                predictions: Sequence[str], *, seed: int = 0, temperature: float = 0.0,
-                extra: Mapping[str, Any] | None = None,
-                upstream_path: str | None = None) -> tuple[list[float | None], list[str]]:
-    """GAAMA's judge over aligned questions (one run): per question the reward (``None`` when
-    every attempt was unreadable) and the replies of its attempts. Each attempt is one
-    ``llm.generate`` batch of the questions still unread: the first sends the file's prompt, a
-    later one the file's retry prompt (the code sends it alone, without the first prompt)."""
-    retry = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "retry_prompt", upstream_path)
-    n = len(questions)
+def gaama_judge(llm: LLM, inputs: JudgeInputs, call: JudgeCall
+                ) -> tuple[list[float | None], list[str]]:
+    """GAAMA's judge over ``inputs`` (one run; ``call.max_tokens`` and ``call.prompts`` not read):
+    per question the reward (``None`` when every attempt was unreadable) and the replies of its
+    attempts. Each attempt is one ``llm.generate`` batch of the questions still unread: the first
+    sends the file's prompt, a later one the file's retry prompt (the code sends it alone, without
+    the first prompt)."""
+    retry = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "retry_prompt", call.upstream_path)
+    n = len(inputs.questions)
     scores: list[float | None] = [None] * n
     replies: list[list[str]] = [[] for _ in range(n)]
-    asked = [i for i in range(n) if predictions[i] and str(golds[i])]
+    asked = [i for i in range(n) if inputs.predictions[i] and str(inputs.golds[i])]
     for i in set(range(n)) - set(asked):  # the code: no hypothesis or reference -> 0.0, no call
         scores[i] = 0.0
-    first = GAAMA_JUDGE.requests([questions[i] for i in asked], [golds[i] for i in asked],
-                                 [predictions[i] for i in asked], seed=seed,
-                                 temperature=temperature, extra=extra,
-                                 upstream_path=upstream_path)
+    first = GAAMA_JUDGE.requests(inputs.select(asked), replace(call, prompts="upstream"))
     pending = {i: r.messages[0][1] for i, r in zip(asked, first, strict=True)}
     for _ in range(GAAMA_JUDGE_ATTEMPTS):
         if not pending:
             break
         order = list(pending)
-        requests = [user_request(pending[i], max_tokens=GAAMA_JUDGE_MAX_TOKENS,
-                                 temperature=temperature, seed=seed, extra=extra) for i in order]
+        requests = [call.request(pending[i], max_tokens=GAAMA_JUDGE_MAX_TOKENS) for i in order]
         responses = llm.generate(requests)
         if len(responses) != len(requests):
             raise ValueError(f"gaama_judge: the LLM answered {len(responses)} of "
@@ -119,36 +112,21 @@ class GaamaJudge(Judge):
     def upstream_files(self, prompts: str) -> tuple[str, ...]:
         return (GAAMA_JUDGE_FILE,) if prompts == "upstream" else ()
 
-    def requests(self, questions: Sequence[str], golds: Sequence[Any],
-                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
-                 evidence: Sequence[Sequence[Turn]] | None = None,
-                 category_names: Sequence[str] | None = None,
-                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
-                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
-                 upstream_path: str | None = None) -> list[ChatRequest]:
-        if prompts == "upstream":
-            first = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "prompt", upstream_path)
-            return [user_request(first.render(question=q, answer=str(g), hypothesis=p),
-                                 max_tokens=GAAMA_JUDGE_MAX_TOKENS, temperature=temperature,
-                                 seed=seed, extra=extra)
-                    for q, g, p in zip(questions, golds, predictions, strict=True)]
-        return [user_request(COVERAGE_PROMPT.format(question=q, gold_answer=str(g),
-                                                    generated_answer=p),
-                             max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             extra=extra)
-                for q, g, p in zip(questions, golds, predictions, strict=True)]
+    def requests(self, inputs: JudgeInputs, call: JudgeCall) -> list[ChatRequest]:
+        items = zip(inputs.questions, inputs.golds, inputs.predictions, strict=True)
+        if call.prompts == "upstream":
+            first = fstring(GAAMA_JUDGE_FILE, GAAMA_JUDGE_FUNCTION, "prompt", call.upstream_path)
+            return [call.request(first.render(question=q, answer=str(g), hypothesis=p),
+                                 max_tokens=GAAMA_JUDGE_MAX_TOKENS) for q, g, p in items]
+        return [call.request(COVERAGE_PROMPT.format(question=q, gold_answer=str(g),
+                                                    generated_answer=p)) for q, g, p in items]
 
     def verdict(self, text: str, prompts: str = "upstream") -> float | None:
         return parse_coverage_score(text)
 
-    def ask(self, llm: LLM, questions: Sequence[str], golds: Sequence[str],
-            predictions: Sequence[str], *, seed: int, temperature: float,
-            extra: Mapping[str, Any] | None, prompts: str, upstream_path: str | None
+    def ask(self, llm: LLM, inputs: JudgeInputs, call: JudgeCall
             ) -> tuple[list[float | None], list[str]] | None:
-        if prompts != "upstream":
-            return None
-        return gaama_judge(llm, questions, golds, predictions, seed=seed,
-                           temperature=temperature, extra=extra, upstream_path=upstream_path)
+        return gaama_judge(llm, inputs, call) if call.prompts == "upstream" else None
 
 
 GAAMA_JUDGE = register(GaamaJudge())

@@ -61,8 +61,8 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
@@ -74,18 +74,19 @@ from synapse_pt.memory.steps import (
     JSON_OBJECT,
     JUDGES,
     Judge,
+    JudgeCall,
+    JudgeInputs,
     parse_coverage_score,
     register,
-    user_request,
 )
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
 from synapse_pt.models.llm.recording import RecordingLLM
 from synapse_pt.progress import Progress
 
 __all__ = ["ACCURACY_PROMPT", "JUDGE_PROTOCOLS", "LOCOMO_PLUS_LABELS", "RUBRIC_PROMPT",
-           "SCORE_PROMPT", "JudgeResult", "build_judge_requests", "judge_answers", "judge_inputs",
-           "parse_coverage_score", "parse_judge_label", "parse_label_score",
-           "parse_rubric_verdict"]
+           "SCORE_PROMPT", "JudgeCall", "JudgeInputs", "JudgeResult", "build_judge_requests",
+           "judge_answers", "judge_inputs", "parse_coverage_score", "parse_judge_label",
+           "parse_label_score", "parse_rubric_verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -186,25 +187,20 @@ class PromptJudge(Judge):
         self.name, self.prompt, self.parse, self.rank, self.rubric = (name, prompt, parse, rank,
                                                                        rubric)
 
-    def requests(self, questions: Sequence[str], golds: Sequence[Any],
-                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
-                 evidence: Sequence[Sequence[Turn]] | None = None,
-                 category_names: Sequence[str] | None = None,
-                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
-                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
-                 upstream_path: str | None = None) -> list[ChatRequest]:
-        def request(content: str) -> ChatRequest:
-            return user_request(content, max_tokens=max_tokens, temperature=temperature,
-                                seed=seed, extra=extra)
-
+    def requests(self, inputs: JudgeInputs, call: JudgeCall) -> list[ChatRequest]:
         if self.rubric:
-            if rubrics is None or len(rubrics) != len(questions):
+            rubrics = inputs.rubrics
+            if rubrics is None or len(rubrics) != len(inputs.questions):
                 raise ValueError(f"judge protocol {self.name!r} needs one rubric per question")
-            return [request(self.prompt.format(question=q, rubric_item=item, generated_answer=p))
-                    for q, p, rubric in zip(questions, predictions, rubrics, strict=True)
+            return [call.request(self.prompt.format(question=q, rubric_item=item,
+                                                    generated_answer=p))
+                    for q, p, rubric in zip(inputs.questions, inputs.predictions, rubrics,
+                                            strict=True)
                     for item in rubric]
-        return [request(self.prompt.format(question=q, gold_answer=str(g), generated_answer=p))
-                for q, g, p in zip(questions, golds, predictions, strict=True)]
+        return [call.request(self.prompt.format(question=q, gold_answer=str(g),
+                                                generated_answer=p))
+                for q, g, p in zip(inputs.questions, inputs.golds, inputs.predictions,
+                                   strict=True)]
 
     def verdict(self, text: str, prompts: str = "upstream") -> float | None:
         return self.parse(text)
@@ -254,29 +250,22 @@ class LocomoPlusJudge(Judge):
         _, path = judge_templates()
         return {"locomo_plus/prompts.json": sha256_file(path)}
 
-    def requests(self, questions: Sequence[str], golds: Sequence[Any],
-                 predictions: Sequence[str], *, rubrics: Sequence[Sequence[str]] | None = None,
-                 evidence: Sequence[Sequence[Turn]] | None = None,
-                 category_names: Sequence[str] | None = None,
-                 seed: int = 0, max_tokens: int = 128, temperature: float = 0.0,
-                 extra: Mapping[str, Any] | None = None, prompts: str = "upstream",
-                 upstream_path: str | None = None) -> list[ChatRequest]:
-        n = len(questions)
+    def requests(self, inputs: JudgeInputs, call: JudgeCall) -> list[ChatRequest]:
+        n = len(inputs.questions)
+        evidence, category_names = inputs.evidence, inputs.category_names
         if evidence is None or category_names is None or len(evidence) != n \
                 or len(category_names) != n:
             raise ValueError(f"judge protocol {self.name!r} needs each of the {n} questions' "
                              "evidence turns and category name")
         templates, _ = judge_templates()
-        budget = LOCOMO_PLUS_MAX_TOKENS if prompts == "upstream" else max_tokens
+        budget = LOCOMO_PLUS_MAX_TOKENS if call.prompts == "upstream" else call.max_tokens
         out = []
-        for gold, pred, turns, category in zip(golds, predictions, evidence, category_names,
-                                               strict=True):
+        for gold, pred, turns, category in zip(inputs.golds, inputs.predictions, evidence,
+                                               category_names, strict=True):
             text = "\n".join(f"{t.speaker}{LOCOMO_PLUS_COLON}{t.text.strip()}" for t in turns)
             template = templates.get(category) or templates["default"]
-            out.append(user_request(template.format(gold="" if gold is None else str(gold),
-                                                    pred=pred, evidence=text),
-                                    max_tokens=budget, temperature=temperature, seed=seed,
-                                    extra=extra))
+            out.append(call.request(template.format(gold="" if gold is None else str(gold),
+                                                    pred=pred, evidence=text), max_tokens=budget))
         return out
 
     def verdict(self, text: str, prompts: str = "upstream") -> float | None:
@@ -289,34 +278,20 @@ register(PromptJudge("beam_rubric", RUBRIC_PROMPT, parse_rubric_verdict, rank=3,
 register(LocomoPlusJudge())
 #: every judge protocol, in rank order (the registry, :mod:`synapse_pt.memory.steps`)
 JUDGE_PROTOCOLS = tuple(JUDGES)
+#: the request settings where none are given (:class:`~synapse_pt.memory.steps.JudgeCall`'s
+#: defaults)
+DEFAULT_CALL = JudgeCall()
 
 
-def build_judge_requests(
-    questions: Sequence[str],
-    golds: Sequence[str | int],
-    predictions: Sequence[str],
-    *,
-    seed: int = 0,
-    max_tokens: int = 128,
-    temperature: float = 0.0,
-    extra: Mapping[str, Any] | None = None,
-    protocol: str = "mem0",
-    rubrics: Sequence[Sequence[str]] | None = None,
-    evidence: Sequence[Sequence[Turn]] | None = None,
-    category_names: Sequence[str] | None = None,
-    prompts: str = "upstream",
-    upstream_path: str | None = None,
-) -> list[ChatRequest]:
-    """The first requests of one run of ``protocol``'s judge (:meth:`~synapse_pt.memory.steps.
-    Judge.requests`): one per question (:data:`ACCURACY_PROMPT` for ``"mem0"``,
-    :data:`SCORE_PROMPT` for ``"realtalk"``, the LoCoMo-Plus authors' template of the question's
-    category for ``"locomo_plus"`` (``evidence`` and ``category_names`` needed), a related
-    system's own judge as its package writes it), or for ``"beam_rubric"`` one per rubric item
-    (:data:`RUBRIC_PROMPT`), question by question in rubric order (``rubrics`` needed)."""
-    return _judge(protocol).requests(questions, golds, predictions, rubrics=rubrics,
-                                     evidence=evidence, category_names=category_names, seed=seed,
-                                     max_tokens=max_tokens, temperature=temperature, extra=extra,
-                                     prompts=prompts, upstream_path=upstream_path)
+def build_judge_requests(inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL, *,
+                         protocol: str = "mem0") -> list[ChatRequest]:
+    """The first requests of one run of ``protocol``'s judge under ``call`` (:meth:`~synapse_pt.
+    memory.steps.Judge.requests`): one per question of ``inputs`` (:data:`ACCURACY_PROMPT` for
+    ``"mem0"``, :data:`SCORE_PROMPT` for ``"realtalk"``, the LoCoMo-Plus authors' template of the
+    question's category for ``"locomo_plus"`` (``evidence`` and ``category_names`` needed), a
+    related system's own judge as its package writes it), or for ``"beam_rubric"`` one per rubric
+    item (:data:`RUBRIC_PROMPT`), question by question in rubric order (``rubrics`` needed)."""
+    return _judge(protocol).requests(inputs, call)
 
 
 def judge_inputs(dataset: Dataset, questions: Sequence[Question],
@@ -386,50 +361,33 @@ class JudgeResult:
                             np.nansum(labels, 1) / np.maximum(judged.sum(1), 1), np.nan)
 
 
-def judge_answers(
-    llm: LLM,
-    questions: Sequence[str],
-    golds: Sequence[str | int | None],
-    predictions: Sequence[str],
-    *,
-    categories: Sequence[int] | None = None,
-    n_runs: int = 1,
-    base_seed: int = 0,
-    temperature: float = 0.0,
-    max_tokens: int = 128,
-    skip_categories: Sequence[int] = (5,),
-    extra: Mapping[str, Any] | None = None,
-    protocol: str = "mem0",
-    rubrics: Sequence[Sequence[str]] | None = None,
-    evidence: Sequence[Sequence[Turn]] | None = None,
-    category_names: Sequence[str] | None = None,
-    prompts: str = "upstream",
-    upstream_path: str | None = None,
-    batch_size: int = 64,
-) -> JudgeResult:
-    """Judge every answer ``n_runs`` times (seeds ``base_seed + r``).
+def judge_answers(llm: LLM, inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL, *,
+                  categories: Sequence[int] | None = None, n_runs: int = 1,
+                  skip_categories: Sequence[int] = (5,), protocol: str = "mem0",
+                  batch_size: int = 64) -> JudgeResult:
+    """Judge every answer of ``inputs`` ``n_runs`` times (run ``r`` under ``call`` with seed
+    ``call.seed + r``).
 
     Args:
         llm: any backend with ``generate(requests) -> responses`` (``.text`` is read).
-        questions, golds, predictions: aligned per question; integer golds are sent as ``str``.
+        inputs: per question its text, gold (an integer is sent as ``str``), prediction and what
+            else its judge reads: ``rubrics`` (``"beam_rubric"`` only); ``evidence`` and
+            ``category_names`` (:func:`judge_inputs`), read by a judge that judges against the
+            evidence (``"locomo_plus"``), which needs no gold.
+        call: how the requests are sent (:class:`~synapse_pt.memory.steps.JudgeCall`): its
+            ``prompts`` ``"upstream"``: a judge with its code's prompts sends them, read from the
+            files in ``upstream_path`` (:meth:`~synapse_pt.memory.steps.Judge.ask`); ``"ours"``:
+            our wording. mem0's, REALTALK's and BEAM's judges are the same under both.
         categories: raw category numbers; questions in ``skip_categories`` are not sent (needed
             when ``skip_categories`` is non-empty).
         n_runs: judge runs (1, as GAAMA's and mem0's code ask; a retry after an unreadable
             reply is not a run); over several, the spread is the judge's own noise.
-        extra: backend parameters passed through (e.g. a JSON response format).
         protocol: a registered judge (:func:`~synapse_pt.memory.steps.judge`): ``"mem0"``
             (CORRECT/WRONG, 1/0), ``"realtalk"`` (a correctness score in [0, 1]),
             ``"beam_rubric"`` (share of the rubric's items satisfied) or a related system's own.
             An unreadable reply is counted in ``n_failures``; it scores 0 where the protocol's
             code does so (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`; under a rubric
             an unreadable item then counts as not satisfied), else it is left out.
-        rubrics: per question, its rubric items (``"beam_rubric"`` only).
-        evidence, category_names: per question, its evidence turns and its category as the
-            judge's templates name it (:func:`judge_inputs`); read by a judge that judges
-            against the evidence (``"locomo_plus"``), which needs no gold.
-        prompts: ``"upstream"``: a judge with its code's prompts sends them, read from the files
-            in ``upstream_path`` (:meth:`~synapse_pt.memory.steps.Judge.ask`); ``"ours"``: our
-            wording. mem0's, REALTALK's and BEAM's judges are the same under both.
         batch_size: judge requests per ``llm.generate`` call (the progress a log shows,
             :mod:`synapse_pt.progress`, advances between calls; GAAMA's code judges a run's
             questions in one call).
@@ -439,9 +397,37 @@ def judge_answers(
             ``"beam_rubric"``, one without rubric items.
     """
     judge = _judge(protocol)
-    zero = judge.unreadable_zero
+    skipped = _skipped(inputs, categories, n_runs, skip_categories)
+    todo = [i for i in range(len(inputs.questions)) if not skipped[i]]
+    _check_judged(judge, protocol, inputs, todo)
+    rubrics = inputs.rubrics if judge.rubric else None
+    judged = replace(inputs, rubrics=rubrics).select(todo)
+    # the request of each rubric item belongs to question owner[j]
+    owner = [i for i in todo for _ in rubrics[i]] if rubrics is not None else todo
     served = RecordingLLM(llm)  # what this judge is served: its own spend
-    n = len(questions)
+    tally = _Tally.empty(n_runs, len(inputs.questions), judge.unreadable_zero)
+    seeds = [call.seed + r for r in range(n_runs)]
+    with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
+        for r, seed in enumerate(seeds):
+            run = replace(call, seed=seed)
+            asked = judge.ask(served, replace(judged, golds=[str(g) for g in judged.golds]), run)
+            if asked is not None:  # the judge's code asks its own way (retries)
+                for i, score, text in zip(todo, *asked, strict=True):
+                    tally.record(r, i, [score], text)
+                bar.update(len(todo))
+                continue
+            requests = judge.requests(judged, run)
+            responses = _send(served, requests, batch_size, bar, f"run {r}, seed {seed}")
+            _tally_replies(tally, r, judge, run.prompts, owner, responses)
+    return _result(tally, skipped, seeds, served.served)
+
+
+def _skipped(inputs: JudgeInputs, categories: Sequence[int] | None, n_runs: int,
+             skip_categories: Sequence[int]) -> np.ndarray:
+    """``[B]`` bool: the questions in ``skip_categories``, once the inputs, categories and
+    ``n_runs`` are checked."""
+    n = len(inputs.questions)
+    golds, predictions = inputs.golds, inputs.predictions
     if not (len(golds) == len(predictions) == n):
         raise ValueError(f"judge_answers: {n} questions, {len(golds)} golds, "
                          f"{len(predictions)} predictions")
@@ -452,84 +438,100 @@ def judge_answers(
                          f"{tuple(skip_categories)} (pass skip_categories=() to judge all)")
     if categories is not None and len(categories) != n:
         raise ValueError(f"judge_answers: {n} questions but {len(categories)} categories")
-    skipped = np.array([categories is not None and int(c) in set(skip_categories)
-                        for c in (categories if categories is not None else [None] * n)],
-                       dtype=bool)
-    todo = [i for i in range(n) if not skipped[i]]
-    rubric = judge.rubric
-    if rubric and (rubrics is None or len(rubrics) != n):
+    return np.array([categories is not None and int(c) in set(skip_categories)
+                     for c in (categories if categories is not None else [None] * n)],
+                    dtype=bool)
+
+
+def _check_judged(judge: Judge, protocol: str, inputs: JudgeInputs, todo: Sequence[int]) -> None:
+    """Every judged question (``todo``) has what ``judge`` reads: its rubric items under a
+    rubric, else its gold where the judge needs one; evidence and category names, when given,
+    one per question."""
+    n = len(inputs.questions)
+    rubrics, questions = inputs.rubrics, inputs.questions
+    if judge.rubric and (rubrics is None or len(rubrics) != n):
         raise ValueError(f"judge_answers: protocol 'beam_rubric' needs {n} rubrics, got "
                          f"{None if rubrics is None else len(rubrics)}")
     for i in todo:
-        if rubric and not rubrics[i]:  # type: ignore[index]
+        if judge.rubric and not rubrics[i]:  # type: ignore[index]
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no rubric items "
                              "for judge protocol 'beam_rubric'")
-        if not rubric and judge.needs_gold and golds[i] is None:
+        if not judge.rubric and judge.needs_gold and inputs.golds[i] is None:
             raise ValueError(f"judge_answers: question {i} ({questions[i]!r}) has no gold answer "
                              f"for judge protocol {protocol!r} (a benchmark without reference "
                              "answers is judged by its own judge: eval.judge_protocol=system)")
-    for name, values in (("evidence", evidence), ("category_names", category_names)):
+    for name, values in (("evidence", inputs.evidence),
+                         ("category_names", inputs.category_names)):
         if values is not None and len(values) != n:
             raise ValueError(f"judge_answers: {n} questions but {len(values)} {name}")
-    # the request of each rubric item belongs to question owner[j]
-    owner = ([i for i in todo for _ in rubrics[i]] if rubric else todo)  # type: ignore[index]
 
-    labels = np.full((n_runs, n), np.nan)
-    failed = np.zeros((n_runs, n), dtype=bool)
-    replies: list[list[str | None]] = [[None] * n for _ in range(n_runs)]
-    seeds = [base_seed + r for r in range(n_runs)]
+
+def _send(llm: LLM, requests: list[ChatRequest], batch_size: int, bar: Progress,
+          run: str) -> list[ChatResponse]:
+    """``llm``'s responses to ``requests``, ``batch_size`` per ``generate`` call (``bar``
+    advancing between calls); one response per request, else an error naming the ``run``."""
     step = max(1, batch_size)
-    with Progress(n_runs * len(owner), "judge", "requests", logger=log) as bar:
-        for r, seed in enumerate(seeds):
-            asked = judge.ask(served, [questions[i] for i in todo], [str(golds[i]) for i in todo],
-                              [predictions[i] for i in todo], seed=seed,
-                              temperature=temperature, extra=extra, prompts=prompts,
-                              upstream_path=upstream_path)
-            if asked is not None:  # the judge's code asks its own way (retries)
-                for i, score, text in zip(todo, *asked, strict=True):
-                    replies[r][i] = text
-                    failed[r, i] = score is None
-                    if score is not None or zero:
-                        labels[r, i] = 0.0 if score is None else score
-                bar.update(len(todo))
-                continue
-            requests = judge.requests(
-                [questions[i] for i in todo], [golds[i] for i in todo],  # type: ignore[misc]
-                [predictions[i] for i in todo], seed=seed, max_tokens=max_tokens,
-                temperature=temperature, extra=extra,
-                rubrics=[rubrics[i] for i in todo] if rubric else None,  # type: ignore[index]
-                evidence=None if evidence is None else [evidence[i] for i in todo],
-                category_names=(None if category_names is None
-                                else [category_names[i] for i in todo]),
-                prompts=prompts, upstream_path=upstream_path)
-            responses = []
-            for start in range(0, len(requests), step):
-                chunk = requests[start:start + step]
-                responses += served.generate(chunk)
-                bar.update(len(chunk))
-            if len(responses) != len(requests):
-                raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
-                                 f"{len(requests)} requests (run {r}, seed {seed})")
-            # one verdict per request; a question's label is the mean of its verdicts (a rubric's
-            # items; one otherwise), unreadable when any is (then 0 under a zero rule, else none)
-            verdicts: dict[int, list[float | None]] = {}
-            texts: dict[int, list[str]] = {}
-            for i, resp in zip(owner, responses, strict=True):
-                verdicts.setdefault(i, []).append(judge.verdict(resp.text, prompts))
-                texts.setdefault(i, []).append(resp.text)
-            for i, items in verdicts.items():
-                replies[r][i] = "\n---\n".join(texts[i])
-                failed[r, i] = any(v is None for v in items)
-                if not failed[r, i] or zero:
-                    labels[r, i] = float(np.mean([0.0 if v is None else v for v in items]))
+    responses: list[ChatResponse] = []
+    for start in range(0, len(requests), step):
+        chunk = requests[start:start + step]
+        responses += llm.generate(chunk)
+        bar.update(len(chunk))
+    if len(responses) != len(requests):
+        raise ValueError(f"judge_answers: the LLM answered {len(responses)} of "
+                         f"{len(requests)} requests ({run})")
+    return responses
 
+
+@dataclass
+class _Tally:
+    """The runs' verdicts so far, ``[R, B]``: labels (NaN until scored), failures and replies;
+    ``zero``: an unreadable verdict scores 0 (:attr:`~synapse_pt.memory.steps.Judge.
+    unreadable_zero`) rather than leaving the label out."""
+
+    labels: np.ndarray
+    failed: np.ndarray
+    replies: list[list[str | None]]
+    zero: bool
+
+    @classmethod
+    def empty(cls, n_runs: int, n: int, zero: bool) -> _Tally:
+        return cls(np.full((n_runs, n), np.nan), np.zeros((n_runs, n), dtype=bool),
+                   [[None] * n for _ in range(n_runs)], zero)
+
+    def record(self, r: int, i: int, verdicts: Sequence[float | None], reply: str) -> None:
+        """Question ``i``'s verdicts in run ``r`` (a rubric's items; one otherwise): its label
+        is their mean, unreadable when any is (then 0 under the zero rule, else none)."""
+        self.replies[r][i] = reply
+        self.failed[r, i] = any(v is None for v in verdicts)
+        if not self.failed[r, i] or self.zero:
+            self.labels[r, i] = float(np.mean([0.0 if v is None else v for v in verdicts]))
+
+
+def _tally_replies(tally: _Tally, r: int, judge: Judge, prompts: str, owner: Sequence[int],
+                   responses: Sequence[ChatResponse]) -> None:
+    """Run ``r``'s responses, one per request (the request ``j`` of question ``owner[j]``), read
+    by ``judge`` and recorded per question in ``tally``."""
+    verdicts: dict[int, list[float | None]] = {}
+    texts: dict[int, list[str]] = {}
+    for i, resp in zip(owner, responses, strict=True):
+        verdicts.setdefault(i, []).append(judge.verdict(resp.text, prompts))
+        texts.setdefault(i, []).append(resp.text)
+    for i, items in verdicts.items():
+        tally.record(r, i, items, "\n---\n".join(texts[i]))
+
+
+def _result(tally: _Tally, skipped: np.ndarray, seeds: list[int],
+            responses: list[ChatResponse]) -> JudgeResult:
+    """The runs' labels with each question's mean and population spread over the runs that
+    parsed, and its failures (none for a skipped question)."""
+    labels = tally.labels
     parsed = ~np.isnan(labels)
     n_ok = parsed.sum(0)
-    n_failures = np.where(skipped, 0, failed.sum(0)).astype(np.int64)
+    n_failures = np.where(skipped, 0, tally.failed.sum(0)).astype(np.int64)
     safe = np.where(parsed, labels, 0.0)
     mean = np.where(n_ok > 0, safe.sum(0) / np.maximum(n_ok, 1), np.nan)
     var = np.where(parsed, (safe - mean) ** 2, 0.0).sum(0) / np.maximum(n_ok, 1)
     std = np.where(n_ok > 0, np.sqrt(var), np.nan)
     return JudgeResult(labels=labels, mean=mean, std=std, n_failures=n_failures, skipped=skipped,
-                       replies=replies, seeds=seeds, unreadable_scored_zero=zero,
-                       responses=served.served)
+                       replies=tally.replies, seeds=seeds, unreadable_scored_zero=tally.zero,
+                       responses=responses)
