@@ -180,14 +180,14 @@ def one_ingestion(num_turns: int, seed: int, collect_to: float | None = None) ->
                            **({} if collect_to is None else {"collect_to": collect_to}))
     turns = list(dialogue.turns())
     encoder.prepare([builder.renderer(t) for t in turns])
-    concepts = extractor.extract(windows_of(turns, builder.window))
+    concepts = extractor.extract(windows_of(turns, builder.consolidation.window))
     encoder.prepare([c for cs in concepts for c in clean_concepts(cs)])
     start = time.perf_counter()
     graph = builder.build(dialogue)
     total = time.perf_counter() - start
     return {"turns": num_turns, "s": total, "s_per_1000_turns": 1000 * total / num_turns,
             "nodes": graph.num_nodes, "active_nodes": int(graph.active.sum()),
-            "edges": graph.num_edges, "collect_to": builder.collect_to,
+            "edges": graph.num_edges, "collect_to": builder.maintenance.collect_to,
             **{k: round(v, 3) for k, v in builder.last_timings.items()}}
 
 

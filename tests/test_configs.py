@@ -262,7 +262,7 @@ def test_synapse_memory_gets_every_param():
     encoder = instantiate(cfg.embedder, _convert_="all")
     memory = build_memory(cfg.memory, encoder=encoder,
                           extractor=build_extractor(cfg.extractor, encoder, None))
-    assert memory.params.beta == 0.33 and memory.builder.window == 7
+    assert memory.params.beta == 0.33 and memory.builder.consolidation.window == 7
     for name, (key, _) in SPEC_HPARAMS.items():
         if key.startswith("memory.params."):
             assert getattr(memory.params, key.rsplit(".", 1)[1]) == OmegaConf.select(cfg, key), name

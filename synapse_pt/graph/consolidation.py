@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -63,6 +65,107 @@ def windows_of(turns: Sequence[Turn], size: int) -> list[list[Turn]]:
     return [list(turns[i:i + size]) for i in range(0, len(turns), size)]
 
 
+@dataclass(frozen=True)
+class Consolidation:
+    r"""Steps 1-5 of :class:`GraphBuilder`: the window and how its nodes and edges are made.
+
+    ``window`` is :math:`N`, turns per consolidation window (default 5); ``tau_dup`` the merge
+    threshold :math:`\tau_{dup}` (default 0.92); ``rho`` the temporal decay :math:`\rho` (default
+    0.01 per ``time_unit``); ``time_unit`` the unit of :math:`\Delta\tau` in the temporal weight:
+    ``"hours"`` (default; the paper is silent), ``"seconds"``, ``"minutes"``, ``"days"`` or
+    ``"weeks"``; ``association_weighting`` ``"similarity"`` (default, the paper's formula) or
+    ``"cooccurrence"``.
+    """
+
+    window: int = 5
+    tau_dup: float = 0.92
+    rho: float = 0.01
+    time_unit: str = "hours"
+    association_weighting: str = "similarity"
+
+    def __post_init__(self) -> None:
+        _require([
+            (self.window >= 1, f"window must be >= 1, got {self.window}"),
+            (-1.0 <= self.tau_dup <= 1.0, f"tau_dup must lie in [-1, 1], got {self.tau_dup}"),
+            (self.rho >= 0, f"rho must be >= 0, got {self.rho}"),
+            (self.time_unit in HOURS_PER_UNIT,
+             f"time_unit must be one of {sorted(HOURS_PER_UNIT)}, got {self.time_unit!r}"),
+            (self.association_weighting in ASSOCIATION_WEIGHTINGS,
+             f"association_weighting must be one of {ASSOCIATION_WEIGHTINGS}, "
+             f"got {self.association_weighting!r}"),
+        ])
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    r"""Step 6 of :class:`GraphBuilder`: in-edge cap, dormancy, collection and PageRank.
+
+    ``max_in_edges``: keep at most this many incoming edges per node, highest weight first, ties
+    to the older edge (default 15; ``None`` disables). ``dormancy_eps``: :math:`\epsilon`: a node
+    is *activated* in a window when it is created in it or an edge touching it is added or
+    reinforced in it with weight :math:`\ge \epsilon` (default 0.01; the paper's "activation" has
+    no query at ingestion time, so edge growth stands in for it). ``dormancy_windows``: :math:`W`:
+    a node not activated for this many consecutive windows is dormant, i.e. collectable (default
+    10). ``max_nodes``: cap on active nodes; only when exceeded are dormant nodes collected,
+    lowest cached PageRank first, until ``collect_to`` of the cap holds or no dormant node is left
+    (a soft cap; default 10,000; ``None`` disables). ``collect_to``: the low-water mark of a
+    collection, a fraction of ``max_nodes`` in (0, 1]: ``1.0`` collects only the excess (the
+    literal reading: at the cap every window collects and recomputes PageRank); the default
+    ``0.95`` collects down to 95 % of the cap, so one collection makes room for the next ~500
+    nodes (about 60 windows of the LLM-free builder) and ingestion costs the same per turn at the
+    cap as below it. The paper says dormant nodes *may* be collected and gives no schedule;
+    LoCoMo-10's graphs (at most 1,260 nodes) never reach the cap, so no LoCoMo figure depends on
+    it. ``pagerank_damping``: PageRank damping (default 0.85).
+    """
+
+    max_in_edges: int | None = 15
+    dormancy_eps: float = 0.01
+    dormancy_windows: int = 10
+    max_nodes: int | None = 10_000
+    collect_to: float = 0.95
+    pagerank_damping: float = 0.85
+
+    def __post_init__(self) -> None:
+        _require([
+            (self.max_in_edges is None or self.max_in_edges >= 1,
+             f"max_in_edges must be >= 1 or None, got {self.max_in_edges}"),
+            (self.dormancy_eps >= 0, f"dormancy_eps must be >= 0, got {self.dormancy_eps}"),
+            (self.dormancy_windows >= 1,
+             f"dormancy_windows must be >= 1, got {self.dormancy_windows}"),
+            (self.max_nodes is None or self.max_nodes >= 1,
+             f"max_nodes must be >= 1 or None, got {self.max_nodes}"),
+            (0.0 < self.collect_to <= 1.0,
+             f"collect_to must lie in (0, 1], got {self.collect_to}"),
+            (0.0 < self.pagerank_damping < 1.0,
+             f"pagerank_damping must lie in (0, 1), got {self.pagerank_damping}"),
+        ])
+
+
+def _require(checks: list[tuple[bool, str]]) -> None:
+    """Raise the first failed check's message as ``GraphBuilder``'s."""
+    for ok, msg in checks:
+        if not ok:
+            raise ValueError(f"GraphBuilder: {msg}")
+
+
+def split_settings(consolidation: Consolidation | None, maintenance: Maintenance | None,
+                   flat: Mapping[str, Any]) -> tuple[Consolidation, Maintenance]:
+    """The two groups from the flat config keys (``memory.graph.window=...``), over
+    ``consolidation`` / ``maintenance`` when given; a key of neither group is refused by name."""
+    names = {g: {f.name for f in fields(g)} for g in (Consolidation, Maintenance)}
+    unknown = sorted(set(flat) - names[Consolidation] - names[Maintenance])
+    if unknown:
+        raise TypeError(f"GraphBuilder: unknown settings {unknown} (known: "
+                        f"{sorted(names[Consolidation] | names[Maintenance])})")
+    given = {Consolidation: consolidation, Maintenance: maintenance}
+    out = []
+    for group in (Consolidation, Maintenance):
+        new = {k: v for k, v in flat.items() if k in names[group]}
+        base = given[group]
+        out.append(group(**new) if base is None else replace(base, **new))
+    return out[0], out[1]
+
+
 class GraphBuilder:
     r"""Builds one :class:`MemoryGraph` per conversation (SPEC §1.1).
 
@@ -101,81 +204,25 @@ class GraphBuilder:
     Args:
         encoder: text encoder for turns and concepts (unit-norm rows).
         extractor: concept extractor (LLM or LLM-free).
-        window: :math:`N`, turns per consolidation window (default 5).
-        tau_dup: merge threshold :math:`\tau_{dup}` (default 0.92).
-        rho: temporal decay :math:`\rho` (default 0.01 per ``time_unit``).
-        time_unit: unit of :math:`\Delta\tau` in the temporal weight: ``"hours"`` (default; the
-            paper is silent), ``"seconds"``, ``"minutes"``, ``"days"`` or ``"weeks"``.
-        association_weighting: ``"similarity"`` (default, the paper's formula) or
-            ``"cooccurrence"``.
-        max_in_edges: keep at most this many incoming edges per node, highest weight first, ties
-            to the older edge (default 15; ``None`` disables).
-        dormancy_eps: :math:`\epsilon`: a node is *activated* in a window when it is created in it
-            or an edge touching it is added or reinforced in it with weight :math:`\ge \epsilon`
-            (default 0.01; the paper's "activation" has no query at ingestion time, so edge growth
-            stands in for it).
-        dormancy_windows: :math:`W`: a node not activated for this many consecutive windows is
-            dormant, i.e. collectable (default 10).
-        max_nodes: cap on active nodes; only when exceeded are dormant nodes collected, lowest
-            cached PageRank first, until ``collect_to`` of the cap holds or no dormant node is
-            left (a soft cap; default 10,000; ``None`` disables).
-        collect_to: the low-water mark of a collection, a fraction of ``max_nodes`` in (0, 1]:
-            ``1.0`` collects only the excess (the literal reading: at the cap every window
-            collects and recomputes PageRank); the default ``0.95`` collects down to 95 % of the
-            cap, so one collection makes room for the next ~500 nodes (about 60 windows of the
-            LLM-free builder) and ingestion costs the same per turn at the cap as below it. The
-            paper says dormant nodes *may* be collected and gives no schedule; LoCoMo-10's
-            graphs (at most 1,260 nodes) never reach the cap, so no LoCoMo figure depends on it.
-        pagerank_damping: PageRank damping (default 0.85).
+        consolidation, maintenance: the settings (:class:`Consolidation`, :class:`Maintenance`;
+            the defaults above when not given).
         renderer: the turn template of episodic nodes (default ``"{speaker}: {text}{caption}"``,
             :mod:`synapse_pt.data.render`); the extractor still reads the bare turns.
         device: device of the graph tensors.
+        **settings: the config's flat keys (``memory.graph.window``, ``memory.graph.max_nodes``),
+            each a field of one of the two groups, over ``consolidation`` / ``maintenance``.
     """
 
-    def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *, window: int = 5,
-                 tau_dup: float = 0.92, rho: float = 0.01, time_unit: str = "hours",
-                 association_weighting: str = "similarity", max_in_edges: int | None = 15,
-                 dormancy_eps: float = 0.01, dormancy_windows: int = 10,
-                 max_nodes: int | None = 10_000, collect_to: float = 0.95,
-                 pagerank_damping: float = 0.85,
+    def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
+                 consolidation: Consolidation | None = None,
+                 maintenance: Maintenance | None = None,
                  renderer: TurnRenderer | None = None,
-                 device: str | torch.device = "cpu") -> None:
-        checks = [
-            (window >= 1, f"window must be >= 1, got {window}"),
-            (-1.0 <= tau_dup <= 1.0, f"tau_dup must lie in [-1, 1], got {tau_dup}"),
-            (rho >= 0, f"rho must be >= 0, got {rho}"),
-            (time_unit in HOURS_PER_UNIT,
-             f"time_unit must be one of {sorted(HOURS_PER_UNIT)}, got {time_unit!r}"),
-            (association_weighting in ASSOCIATION_WEIGHTINGS,
-             f"association_weighting must be one of {ASSOCIATION_WEIGHTINGS}, "
-             f"got {association_weighting!r}"),
-            (max_in_edges is None or max_in_edges >= 1,
-             f"max_in_edges must be >= 1 or None, got {max_in_edges}"),
-            (dormancy_eps >= 0, f"dormancy_eps must be >= 0, got {dormancy_eps}"),
-            (dormancy_windows >= 1, f"dormancy_windows must be >= 1, got {dormancy_windows}"),
-            (max_nodes is None or max_nodes >= 1,
-             f"max_nodes must be >= 1 or None, got {max_nodes}"),
-            (0.0 < collect_to <= 1.0, f"collect_to must lie in (0, 1], got {collect_to}"),
-            (0.0 < pagerank_damping < 1.0,
-             f"pagerank_damping must lie in (0, 1), got {pagerank_damping}"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ValueError(f"GraphBuilder: {msg}")
+                 device: str | torch.device = "cpu", **settings: Any) -> None:
+        self.consolidation, self.maintenance = split_settings(consolidation, maintenance,
+                                                              settings)
         self.encoder = encoder
         self.extractor = extractor
         self.renderer = renderer or TurnRenderer()
-        self.window = window
-        self.tau_dup = tau_dup
-        self.rho = rho
-        self.time_unit = time_unit
-        self.association_weighting = association_weighting
-        self.max_in_edges = max_in_edges
-        self.dormancy_eps = dormancy_eps
-        self.dormancy_windows = dormancy_windows
-        self.max_nodes = max_nodes
-        self.collect_to = collect_to
-        self.pagerank_damping = pagerank_damping
         self.device = torch.device(device)
         self.last_timings: dict[str, float] = {}
 
@@ -204,9 +251,32 @@ class GraphBuilder:
                                 "turn texts")
         t1 = time.perf_counter()
 
-        windows = [windows_of(turns, self.window) for turns in turn_lists]
+        windows = [windows_of(turns, self.consolidation.window) for turns in turn_lists]
         flat = [w for ws in windows for w in ws]
         keys = [window_key(w) for w in flat]
+        concepts, num_extracted = self._extract(flat, keys)
+        t2 = time.perf_counter()
+
+        vocab = list(dict.fromkeys(c for cs in concepts for c in cs))
+        batch = _Windows.of(windows, concepts, turn_emb, vocab, self._encode(vocab, "concepts"))
+        t3 = time.perf_counter()
+
+        graphs, consolidated = self._consolidate_tree(
+            _prefix_tree(windows, keys, concepts), batch, conversations,
+            [len(turns) for turns in turn_lists])
+        t4 = time.perf_counter()
+        self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
+                             "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
+                             "total_s": t4 - t0, "windows": float(len(flat)),
+                             "windows_extracted": float(num_extracted),
+                             "windows_consolidated": float(consolidated)}
+        return graphs
+
+    def _extract(self, flat: Sequence[list[Turn]], keys: Sequence[tuple]
+                 ) -> tuple[list[list[str]], int]:
+        """The cleaned concepts of every window (``keys``: their :func:`window_key`), each
+        distinct window extracted once and all of them in one extractor call; and the number
+        of windows extracted."""
         first: dict[tuple, int] = {}  # a distinct window -> its place among those extracted
         distinct = []
         for win, key in zip(flat, keys, strict=True):
@@ -217,50 +287,30 @@ class GraphBuilder:
         if len(raw) != len(distinct):
             raise RuntimeError(f"GraphBuilder: extractor {self.extractor.name!r} returned "
                                f"{len(raw)} concept lists for {len(distinct)} windows")
-        concepts = [clean_concepts(raw[first[key]]) for key in keys]
-        t2 = time.perf_counter()
+        return [clean_concepts(raw[first[key]]) for key in keys], len(distinct)
 
-        vocab = list(dict.fromkeys(c for cs in concepts for c in cs))
-        vocab_emb = self._encode(vocab, "concepts")
-        row_of = {c: i for i, c in enumerate(vocab)}
-        t3 = time.perf_counter()
-
-        # one prefix tree of windows over the conversations: a node is a window (its turns and
-        # concepts) reached through the same windows before it
-        starts: list[tuple[int, int]] = []  # per flat window: (its first turn, its conversation)
-        turn_pos = 0
-        for ci, conv_windows in enumerate(windows):
-            for win in conv_windows:
-                starts.append((turn_pos, ci))
-                turn_pos += len(win)
-        root = _Prefix(-1)
-        pos = 0
-        for ci, conv_windows in enumerate(windows):
-            node = root
-            for _ in conv_windows:
-                key = (keys[pos], tuple(concepts[pos]))
-                node = node.children.setdefault(key, _Prefix(pos))
-                pos += 1
-            node.ends.append(ci)
+    def _consolidate_tree(self, root: _Prefix, batch: _Windows,
+                          conversations: Sequence[Dialogue], num_turns: Sequence[int]
+                          ) -> tuple[list[MemoryGraph], int]:
+        """Every window of the prefix tree consolidated once, depth first, into the graph of
+        the windows before it: a node with several continuations (children, or conversations
+        ending there) hands each a fork of its graph, the last one the graph itself. A
+        conversation's graph gets its PageRank refreshed where it ends; the graphs in
+        conversation order, and the number of windows consolidated."""
         graphs: list[MemoryGraph | None] = [None] * len(conversations)
         for ci in root.ends:  # no turns: an empty graph, as before any window
             graphs[ci] = self.new_graph(conversations[ci].sample_id)
         stack = []
         for child in root.children.values():
-            ci = starts[child.window][1]
+            ci = batch.starts[child.window][1]
             stack.append((child, self.new_graph(conversations[ci].sample_id,
-                                                num_turns=len(turn_lists[ci]))))
+                                                num_turns=num_turns[ci])))
         consolidated = 0
         with Progress(_count(root), "consolidate windows", "windows", logger=log) as bar:
             while stack:
                 node, graph = stack.pop()
-                k = node.window
-                cs = concepts[k]
-                rows = torch.tensor([row_of[c] for c in cs], dtype=torch.long)
-                start = starts[k][0]
                 last = not node.children and len(node.ends) == 1
-                self.consolidate(graph, flat[k], turn_emb[start:start + len(flat[k])], cs,
-                                 vocab_emb[rows.to(vocab_emb.device)], finalize=last)
+                self.consolidate(graph, *batch.inputs(node.window), finalize=last)
                 consolidated += 1
                 bar.update(1)
                 uses = len(node.ends) + len(node.children)
@@ -268,19 +318,13 @@ class GraphBuilder:
                     uses -= 1
                     done = graph if uses == 0 else graph.fork()
                     if not last:  # the conversation's last window, reached by others too
-                        refresh_pagerank(done, self.pagerank_damping)
+                        refresh_pagerank(done, self.maintenance.pagerank_damping)
                     done.sample_id = conversations[ci].sample_id
                     graphs[ci] = done
                 for child in node.children.values():  # a fork taken before any child mutates
                     uses -= 1
                     stack.append((child, graph if uses == 0 else graph.fork()))
-        t4 = time.perf_counter()
-        self.last_timings = {"embed_turns_s": t1 - t0, "extract_s": t2 - t1,
-                             "embed_concepts_s": t3 - t2, "consolidate_s": t4 - t3,
-                             "total_s": t4 - t0, "windows": float(len(flat)),
-                             "windows_extracted": float(len(distinct)),
-                             "windows_consolidated": float(consolidated)}
-        return graphs  # type: ignore[return-value]
+        return graphs, consolidated  # type: ignore[return-value]
 
     def new_graph(self, sample_id: str, *, num_turns: int = 0) -> MemoryGraph:
         """An empty graph on the builder's device, its buffers sized for ``num_turns`` turns."""
@@ -323,96 +367,95 @@ class GraphBuilder:
                              f"{len(concepts)} concepts but embeddings of shape "
                              f"{tuple(turn_embeddings.shape)} / {tuple(concept_embeddings.shape)}")
         w = graph.num_windows
-        dev = graph.device
         first_new = graph.num_nodes
-        srcs: list[Tensor] = []
-        dsts: list[Tensor] = []
-        types: list[Tensor] = []
-        weights: list[Tensor] = []
+        edges = _NewEdges()
+        episodes, last_ts = self._add_episodes(graph, turns, turn_embeddings, edges)  # 1, 2
+        sem = self._resolve_concepts(graph, concepts, concept_embeddings, last_ts, w)  # 3
+        _abstraction_edges(graph, episodes, sem, edges)  # 4
+        touched = self._association_edges(graph, sem, edges)  # 5
+        if edges.srcs:
+            new_index, new_type, new_weight = edges.stacked()
+            graph.add_edges(new_index, new_type, new_weight)
+            touched.append((new_index[0], new_index[1], new_weight))
+        self._maintain(graph, w, first_new, touched, finalize=finalize)  # 6
+        graph.num_windows = w + 1
 
-        def emit(src: Tensor, dst: Tensor, etype: int, weight: Tensor) -> None:
-            srcs.append(src)
-            dsts.append(dst)
-            types.append(torch.full_like(src, etype))
-            weights.append(weight)
-
-        # 1. episodic nodes
+    def _add_episodes(self, graph: MemoryGraph, turns: Sequence[Turn], turn_embeddings: Tensor,
+                      edges: _NewEdges) -> tuple[Tensor, float]:
+        """Steps 1 and 2: one episodic node per turn, and the temporal chain t -> t+1 continuing
+        from the previous window's last episode (emitted into ``edges``). The new episode ids,
+        and the window's last timestamp (0.0 for no turns)."""
+        dev = graph.device
         ts = torch.tensor([hours_since_epoch(t.timestamp) for t in turns], dtype=torch.float64,
                           device=dev)
         episodes = graph.add_nodes(turn_embeddings, EPISODIC, ts, self.renderer.render(turns),
-                                   [t.dia_id for t in turns], [t.speaker for t in turns], window=w)
-
-        # 2. temporal chain t -> t+1, continuing from the previous window's last episode
+                                   [t.dia_id for t in turns], [t.speaker for t in turns],
+                                   window=graph.num_windows)
         chain = episodes
         if graph.last_episode is not None:
             chain = torch.cat([torch.tensor([graph.last_episode], device=dev), episodes])
         if chain.numel() > 1:
             src, dst = chain[:-1], chain[1:]
             dt = graph.timestamp[dst] - graph.timestamp[src]
-            emit(src, dst, TEMPORAL, temporal_weight(dt, self.rho, self.time_unit).float())
+            c = self.consolidation
+            edges.emit(src, dst, TEMPORAL, temporal_weight(dt, c.rho, c.time_unit).float())
         if episodes.numel():
             graph.last_episode = int(episodes[-1])
+        return episodes, float(ts[-1]) if ts.numel() else 0.0
 
-        # 3. concepts -> semantic node ids (merged or new)
-        last_ts = float(ts[-1]) if ts.numel() else 0.0
-        sem = self._resolve_concepts(graph, concepts, concept_embeddings, last_ts, w)
-
-        # 4. abstraction edges, both directions
-        x = graph.x
-        if sem.numel() and episodes.numel():
-            cos = (x[episodes] @ x[sem].T).clamp(min=0.0)  # [n_ep, n_sem]
-            ep_rep = episodes.repeat_interleave(sem.numel())
-            sem_rep = sem.repeat(episodes.numel())
-            flat = cos.reshape(-1)
-            emit(ep_rep, sem_rep, ABSTRACTION, flat)
-            emit(sem_rep, ep_rep, ABSTRACTION, flat)
-
-        # 5. association edges between co-occurring concepts, both directions
+    def _association_edges(self, graph: MemoryGraph, sem: Tensor, edges: _NewEdges
+                           ) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """Step 5: association edges between every two concept nodes of the window, both
+        directions; an edge that exists already is not added again (re-weighted under
+        ``"cooccurrence"``). The new ones are emitted into ``edges``; the existing ones touched
+        are returned as ``(src, dst, weight)`` for the activity bookkeeping."""
         touched: list[tuple[Tensor, Tensor, Tensor]] = []
-        if sem.numel() > 1:
-            iu = torch.triu_indices(sem.numel(), sem.numel(), offset=1, device=dev)
-            a, b = sem[iu[0]], sem[iu[1]]
-            if self.association_weighting == "cooccurrence":
-                counts = []
-                for ai, bi in zip(a.tolist(), b.tolist(), strict=True):
-                    pair = (min(ai, bi), max(ai, bi))
-                    graph.cooccurrence[pair] = graph.cooccurrence.get(pair, 0) + 1
-                    counts.append(graph.cooccurrence[pair])
-                pw = cooccurrence_weight(torch.tensor(counts, device=dev))
-            else:
-                pw = (x[a] * x[b]).sum(-1).clamp(min=0.0)
-            src, dst, wt = torch.cat([a, b]), torch.cat([b, a]), torch.cat([pw, pw])
-            slots = find_edges(graph, src, dst, ASSOCIATION)
-            found = slots >= 0
-            if bool(found.any()):
-                if self.association_weighting == "cooccurrence":
-                    graph.set_edge_weight(slots[found], wt[found])
-                touched.append((src[found], dst[found], wt[found]))
-            missing = ~found
-            emit(src[missing], dst[missing], ASSOCIATION, wt[missing])
+        if sem.numel() <= 1:
+            return touched
+        dev, x = graph.device, graph.x
+        iu = torch.triu_indices(sem.numel(), sem.numel(), offset=1, device=dev)
+        a, b = sem[iu[0]], sem[iu[1]]
+        cooccurrence = self.consolidation.association_weighting == "cooccurrence"
+        if cooccurrence:
+            counts = []
+            for ai, bi in zip(a.tolist(), b.tolist(), strict=True):
+                pair = (min(ai, bi), max(ai, bi))
+                graph.cooccurrence[pair] = graph.cooccurrence.get(pair, 0) + 1
+                counts.append(graph.cooccurrence[pair])
+            pw = cooccurrence_weight(torch.tensor(counts, device=dev))
+        else:
+            pw = (x[a] * x[b]).sum(-1).clamp(min=0.0)
+        src, dst, wt = torch.cat([a, b]), torch.cat([b, a]), torch.cat([pw, pw])
+        slots = find_edges(graph, src, dst, ASSOCIATION)
+        found = slots >= 0
+        if bool(found.any()):
+            if cooccurrence:
+                graph.set_edge_weight(slots[found], wt[found])
+            touched.append((src[found], dst[found], wt[found]))
+        missing = ~found
+        edges.emit(src[missing], dst[missing], ASSOCIATION, wt[missing])
+        return touched
 
-        if srcs:
-            new_index = torch.stack([torch.cat(srcs), torch.cat(dsts)])
-            new_weight = torch.cat(weights)
-            graph.add_edges(new_index, torch.cat(types), new_weight)
-            touched.append((new_index[0], new_index[1], new_weight))
-
-        # 6. maintenance
-        mark_activity(graph, w, first_new, touched, self.dormancy_eps)
-        if self.max_in_edges is not None:
-            cap_in_edges(graph, self.max_in_edges)
-        if self.max_nodes is not None and graph.num_active > self.max_nodes:
-            refresh_pagerank(graph, self.pagerank_damping, warm=True)  # collection ranks by it
-            collect_dormant(graph, w, self.max_nodes, self.dormancy_windows,
-                            collect_to=int(self.collect_to * self.max_nodes))
+    def _maintain(self, graph: MemoryGraph, window: int, first_new: int,
+                  touched: list[tuple[Tensor, Tensor, Tensor]], *, finalize: bool) -> None:
+        """Step 6: activity bookkeeping of the nodes from ``first_new`` and the ``touched``
+        edges, the in-edge cap, dormant-node collection above the cap (ranked by a warm-started
+        PageRank) and, when ``finalize``, PageRank recomputed from uniform."""
+        m = self.maintenance
+        mark_activity(graph, window, first_new, touched, m.dormancy_eps)
+        if m.max_in_edges is not None:
+            cap_in_edges(graph, m.max_in_edges)
+        if m.max_nodes is not None and graph.num_active > m.max_nodes:
+            refresh_pagerank(graph, m.pagerank_damping, warm=True)  # collection ranks by it
+            collect_dormant(graph, window, m.max_nodes, m.dormancy_windows,
+                            collect_to=int(m.collect_to * m.max_nodes))
         if finalize:
-            refresh_pagerank(graph, self.pagerank_damping)
-        graph.num_windows = w + 1
+            refresh_pagerank(graph, m.pagerank_damping)
 
     def _resolve_concepts(self, graph: MemoryGraph, concepts: Sequence[str], emb: Tensor,
                           timestamp: float, window: int) -> Tensor:
         """Semantic node ids ``[k]`` (unique, in first-mention order) for a window's concepts."""
-        dev = graph.device
+        dev, tau_dup = graph.device, self.consolidation.tau_dup
         if not concepts:
             return torch.zeros(0, dtype=torch.long, device=dev)
         emb = emb.to(dev, torch.float32)
@@ -420,7 +463,7 @@ class GraphBuilder:
         unknown = [k for k, i in enumerate(ids) if i < 0]  # a known text needs no similarity
         if unknown:
             best, nearest = graph.nearest_semantic(emb[unknown])  # the active concepts only
-            for k, ok, node in zip(unknown, (best >= self.tau_dup).tolist(), nearest.tolist(),
+            for k, ok, node in zip(unknown, (best >= tau_dup).tolist(), nearest.tolist(),
                                    strict=True):
                 if ok:
                     ids[k] = node
@@ -431,7 +474,7 @@ class GraphBuilder:
             leader_of: list[int] = []  # position in `fresh` of each fresh concept's leader
             leaders: list[int] = []
             for p in range(len(fresh)):
-                lead = next((q for q in leaders if intra[p][q] >= self.tau_dup), p)
+                lead = next((q for q in leaders if intra[p][q] >= tau_dup), p)
                 if lead == p:
                     leaders.append(p)
                 leader_of.append(lead)
@@ -447,6 +490,79 @@ class GraphBuilder:
             for p, k in enumerate(fresh):
                 ids[k] = node_of_leader[leader_of[p]]
         return torch.tensor(list(dict.fromkeys(ids)), dtype=torch.long, device=dev)
+
+
+def _abstraction_edges(graph: MemoryGraph, episodes: Tensor, sem: Tensor,
+                       edges: _NewEdges) -> None:
+    r"""Step 4: abstraction edges in both directions between every episode and every concept
+    node of the window, weight :math:`\max(0, \cos(\mathbf{h}_e, \mathbf{h}_s))`."""
+    if not (sem.numel() and episodes.numel()):
+        return
+    x = graph.x
+    cos = (x[episodes] @ x[sem].T).clamp(min=0.0)  # [n_ep, n_sem]
+    ep_rep = episodes.repeat_interleave(sem.numel())
+    sem_rep = sem.repeat(episodes.numel())
+    flat = cos.reshape(-1)
+    edges.emit(ep_rep, sem_rep, ABSTRACTION, flat)
+    edges.emit(sem_rep, ep_rep, ABSTRACTION, flat)
+
+
+class _NewEdges:
+    """The edges a window adds, in the order emitted, added to the graph in one call."""
+
+    def __init__(self) -> None:
+        self.srcs: list[Tensor] = []
+        self.dsts: list[Tensor] = []
+        self.types: list[Tensor] = []
+        self.weights: list[Tensor] = []
+
+    def emit(self, src: Tensor, dst: Tensor, etype: int, weight: Tensor) -> None:
+        self.srcs.append(src)
+        self.dsts.append(dst)
+        self.types.append(torch.full_like(src, etype))
+        self.weights.append(weight)
+
+    def stacked(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``edge_index [2, E]``, ``edge_type [E]``, ``edge_weight [E]`` of every edge emitted."""
+        return (torch.stack([torch.cat(self.srcs), torch.cat(self.dsts)]), torch.cat(self.types),
+                torch.cat(self.weights))
+
+
+@dataclass
+class _Windows:
+    """A batch's windows in flat order and what consolidating each reads: its turns and their
+    embeddings (rows ``start:start + len`` of ``turn_emb``), its concepts and theirs (rows of
+    ``vocab_emb``, ``row_of`` a concept's row), and (``starts``) its first turn and its
+    conversation."""
+
+    turns: list[list[Turn]]
+    concepts: list[list[str]]
+    turn_emb: Tensor
+    vocab_emb: Tensor
+    row_of: dict[str, int]
+    starts: list[tuple[int, int]]
+
+    @classmethod
+    def of(cls, windows: Sequence[Sequence[list[Turn]]], concepts: list[list[str]],
+           turn_emb: Tensor, vocab: Sequence[str], vocab_emb: Tensor) -> _Windows:
+        """From the windows of each conversation, every window's concepts (flat order), the
+        embeddings of all turns and of the ``vocab`` of concepts."""
+        starts: list[tuple[int, int]] = []
+        turn_pos = 0
+        for ci, conv_windows in enumerate(windows):
+            for win in conv_windows:
+                starts.append((turn_pos, ci))
+                turn_pos += len(win)
+        return cls([w for ws in windows for w in ws], concepts, turn_emb, vocab_emb,
+                   {c: i for i, c in enumerate(vocab)}, starts)
+
+    def inputs(self, k: int) -> tuple[list[Turn], Tensor, list[str], Tensor]:
+        """The arguments of :meth:`GraphBuilder.consolidate` for window ``k``."""
+        turns, cs = self.turns[k], self.concepts[k]
+        rows = torch.tensor([self.row_of[c] for c in cs], dtype=torch.long)
+        start = self.starts[k][0]
+        return (turns, self.turn_emb[start:start + len(turns)], cs,
+                self.vocab_emb[rows.to(self.vocab_emb.device)])
 
 
 def window_key(window: Sequence[Turn]) -> tuple:
@@ -467,6 +583,23 @@ class _Prefix:
         self.window = window
         self.children: dict[tuple, _Prefix] = {}
         self.ends: list[int] = []
+
+
+def _prefix_tree(windows: Sequence[Sequence[list[Turn]]], keys: Sequence[tuple],
+                 concepts: Sequence[list[str]]) -> _Prefix:
+    """One prefix tree of windows over the conversations (``windows`` per conversation;
+    ``keys`` and ``concepts`` per window in flat order): a node is a window (its turns and
+    concepts) reached through the same windows before it."""
+    root = _Prefix(-1)
+    pos = 0
+    for ci, conv_windows in enumerate(windows):
+        node = root
+        for _ in conv_windows:
+            key = (keys[pos], tuple(concepts[pos]))
+            node = node.children.setdefault(key, _Prefix(pos))
+            pos += 1
+        node.ends.append(ci)
+    return root
 
 
 def _count(root: _Prefix) -> int:
@@ -507,5 +640,6 @@ def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> 
     return out
 
 
-__all__ = ["GraphBuilder", "hours_since_epoch", "temporal_weight", "cooccurrence_weight",
-           "windows_of", "window_key", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]
+__all__ = ["GraphBuilder", "Consolidation", "Maintenance", "split_settings",
+           "hours_since_epoch", "temporal_weight", "cooccurrence_weight", "windows_of",
+           "window_key", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -287,6 +287,23 @@ def keyword_candidates(window: Sequence[Turn], *, min_chars: int = 3,
     """
     speakers = list(dict.fromkeys(t.speaker for t in window))
     speaker_set = {s.casefold() for s in speakers}
+    sentences = _sentences(window)
+    mid_capitalised = {t for toks in sentences for t in toks[1:] if t[0].isupper()}
+
+    def _name_like(token: str) -> bool:
+        return token in mid_capitalised or token.casefold() in speaker_set
+
+    found = _Candidates()
+    for toks in sentences:
+        _scan_sentence(toks, _name_like, min_chars, found)
+    if include_speakers:
+        found.add_speakers(speakers)
+    return list(found.by_key.values())
+
+
+def _sentences(window: Sequence[Turn]) -> list[list[str]]:
+    """The window's sentences as lists of normalised word tokens (curly apostrophes made
+    straight, possessive ``'s`` dropped), empty sentences left out."""
     sentences: list[list[str]] = []
     for turn in window:
         text = turn.content.replace("\u2019", "'")
@@ -295,66 +312,76 @@ def keyword_candidates(window: Sequence[Turn], *, min_chars: int = 3,
             toks = [t for t in toks if t]
             if toks:
                 sentences.append(toks)
-    mid_capitalised = {t for toks in sentences for t in toks[1:] if t[0].isupper()}
+    return sentences
 
-    def _name_like(token: str) -> bool:
-        return token in mid_capitalised or token.casefold() in speaker_set
 
-    found: dict[str, KeywordCandidate] = {}
-    pos = 0
+class _Candidates:
+    """A window's candidates by case-folded text, each with its first position among all
+    mentions."""
 
-    def add(text: str, kind: str) -> None:
-        nonlocal pos
+    def __init__(self) -> None:
+        self.by_key: dict[str, KeywordCandidate] = {}
+        self.pos = 0
+
+    def add(self, text: str, kind: str) -> None:
+        """One mention of ``text`` read as ``kind``."""
         key = text.casefold()
-        if key in found:
-            found[key].count += 1
+        if key in self.by_key:
+            self.by_key[key].count += 1
             # An entity or bigram reading beats a plain word reading of the same text.
-            if _KIND_PRIOR[kind] > _KIND_PRIOR[found[key].kind]:
-                found[key].kind = kind
-                found[key].text = text
+            if _KIND_PRIOR[kind] > _KIND_PRIOR[self.by_key[key].kind]:
+                self.by_key[key].kind = kind
+                self.by_key[key].text = text
         else:
-            found[key] = KeywordCandidate(text, kind, 1, pos)
-        pos += 1
+            self.by_key[key] = KeywordCandidate(text, kind, 1, self.pos)
+        self.pos += 1
 
-    for toks in sentences:
-        i = 0
-        prev_content: str | None = None
-        while i < len(toks):
-            tok = toks[i]
-            capital = tok[0].isupper() and tok.lower() not in STOPWORDS and len(tok) > 1
-            if capital:
-                j = i
-                while (j < len(toks) and toks[j][0].isupper() and len(toks[j]) > 1
-                       and toks[j].lower() not in STOPWORDS):
-                    j += 1
-                run = toks[i:j]
-                if i == 0 and len(run) > 1 and not _name_like(tok):
-                    run = run[1:]  # "Congrats Caroline": the sentence-initial word is no name
-                is_entity = len(run) > 1 or i > 0 or _name_like(run[0])
-                if is_entity:
-                    add(" ".join(run), "entity")
-                    prev_content = None
-                    i = j
-                    continue
-            low = tok.lower()
-            if _is_content(low, min_chars) and low.isalpha():
-                kind = "activity" if low.endswith(_ACTIVITY_SUFFIXES) else "word"
-                add(low, kind)
-                if prev_content is not None:
-                    add(f"{prev_content} {low}", "bigram")
-                prev_content = low
-            else:
-                prev_content = None
-            i += 1
-    if include_speakers:
+    def add_speakers(self, speakers: Sequence[str]) -> None:
+        """The speakers' names: a name already found becomes a ``speaker`` (an ``entity``
+        stays one), one not mentioned is added with count 1."""
         for name in speakers:
             key = name.casefold()
-            if key in found:
-                found[key].kind = "speaker" if found[key].kind != "entity" else "entity"
+            if key in self.by_key:
+                self.by_key[key].kind = "speaker" if self.by_key[key].kind != "entity" else "entity"
             else:
-                found[key] = KeywordCandidate(name, "speaker", 1, pos)
-                pos += 1
-    return list(found.values())
+                self.by_key[key] = KeywordCandidate(name, "speaker", 1, self.pos)
+                self.pos += 1
+
+
+def _scan_sentence(toks: list[str], name_like: Callable[[str], bool], min_chars: int,
+                   found: _Candidates) -> None:
+    """The candidates of one sentence's tokens into ``found``: runs of capitalised
+    non-stopwords read as entities (a sentence-initial word only when ``name_like``), else
+    lowercase content words (activity or word) and bigrams of two adjacent ones."""
+    i = 0
+    prev_content: str | None = None
+    while i < len(toks):
+        tok = toks[i]
+        capital = tok[0].isupper() and tok.lower() not in STOPWORDS and len(tok) > 1
+        if capital:
+            j = i
+            while (j < len(toks) and toks[j][0].isupper() and len(toks[j]) > 1
+                   and toks[j].lower() not in STOPWORDS):
+                j += 1
+            run = toks[i:j]
+            if i == 0 and len(run) > 1 and not name_like(tok):
+                run = run[1:]  # "Congrats Caroline": the sentence-initial word is no name
+            is_entity = len(run) > 1 or i > 0 or name_like(run[0])
+            if is_entity:
+                found.add(" ".join(run), "entity")
+                prev_content = None
+                i = j
+                continue
+        low = tok.lower()
+        if _is_content(low, min_chars) and low.isalpha():
+            kind = "activity" if low.endswith(_ACTIVITY_SUFFIXES) else "word"
+            found.add(low, kind)
+            if prev_content is not None:
+                found.add(f"{prev_content} {low}", "bigram")
+            prev_content = low
+        else:
+            prev_content = None
+        i += 1
 
 
 class NoConceptExtractor(ConceptExtractor):

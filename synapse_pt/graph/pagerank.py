@@ -82,34 +82,59 @@ def pagerank(
     batch = batch.to(device=device, dtype=torch.long)
     num_graphs = _num_graphs(batch)
 
-    src, dst = edge_index[0], edge_index[1]
-    out_weight = scatter(edge_weight, src, dim=0, dim_size=num_nodes, reduce="sum")
-    dangling = out_weight == 0
-    prob = edge_weight / out_weight[src].clamp_min(torch.finfo(dtype).tiny)
-    # Transposed transition matrix P_t[i, j] = w_ji / W_j (row = target), as sparse CSR.
-    trans = csr_by_row(dst, src, prob, num_nodes)
-
+    trans, dangling = _transition(edge_index, edge_weight, num_nodes)
     n_g = torch.bincount(batch, minlength=num_graphs).to(dtype)  # [G]
     inv_n = (1.0 / n_g.clamp_min(1))[batch]  # [N] 1 / n_{g(i)}
-    pr = inv_n.clone()
-    if init is not None:
-        if init.shape != (num_nodes,):
-            raise ValueError(f"init has shape {tuple(init.shape)}, expected [{num_nodes}]")
-        start = init.to(device=device, dtype=dtype).clamp_min(0)
-        mass = scatter(start, batch, dim=0, dim_size=num_graphs, reduce="sum")[batch]
-        pr = torch.where(mass > 0, start / mass.clamp_min(torch.finfo(dtype).tiny), pr)
-    has_edges = trans._nnz() > 0
+    pr = inv_n.clone() if init is None else _warm_start(init, inv_n, batch, num_graphs)
     if num_graphs == 1:  # one graph: plain sums instead of per-graph scatters
-        teleport, dangle = (1.0 - damping) * inv_n, damping * inv_n
-        dangling_f = dangling.to(dtype)
-        for _ in range(max_iter):
-            spread = torch.mv(trans, pr) if has_edges else 0.0
-            new = teleport + damping * spread + dangle * torch.dot(pr, dangling_f)
-            err = float((new - pr).abs().sum())
-            pr = new
-            if err < tol:
-                break
-        return pr
+        return _iterate_one(trans, pr, inv_n, dangling, damping, max_iter, tol)
+    return _iterate_batched(trans, pr, inv_n, dangling, batch, damping, max_iter, tol)
+
+
+def _transition(edge_index: Tensor, edge_weight: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    r"""The transposed transition matrix :math:`P^\top_{ij} = w_{ji} / W_j` (row = target) as
+    sparse CSR, and the ``[N]`` bool mask of dangling nodes (:math:`W_j = 0`)."""
+    src, dst = edge_index[0], edge_index[1]
+    out_weight = scatter(edge_weight, src, dim=0, dim_size=num_nodes, reduce="sum")
+    prob = edge_weight / out_weight[src].clamp_min(torch.finfo(edge_weight.dtype).tiny)
+    return csr_by_row(dst, src, prob, num_nodes), out_weight == 0
+
+
+def _warm_start(init: Tensor, inv_n: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
+    """``init`` clamped at 0 and renormalised to sum 1 per graph; a graph whose entries sum to
+    0 starts uniform (``inv_n``)."""
+    num_nodes, dtype = inv_n.numel(), inv_n.dtype
+    if init.shape != (num_nodes,):
+        raise ValueError(f"init has shape {tuple(init.shape)}, expected [{num_nodes}]")
+    start = init.to(device=inv_n.device, dtype=dtype).clamp_min(0)
+    mass = scatter(start, batch, dim=0, dim_size=num_graphs, reduce="sum")[batch]
+    return torch.where(mass > 0, start / mass.clamp_min(torch.finfo(dtype).tiny), inv_n.clone())
+
+
+def _iterate_one(trans: Tensor, pr: Tensor, inv_n: Tensor, dangling: Tensor, damping: float,
+                 max_iter: int, tol: float) -> Tensor:
+    """Power iteration of one graph from ``pr``: until the L1 change is below ``tol`` or
+    ``max_iter`` steps."""
+    has_edges = trans._nnz() > 0
+    teleport, dangle = (1.0 - damping) * inv_n, damping * inv_n
+    dangling_f = dangling.to(pr.dtype)
+    for _ in range(max_iter):
+        spread = torch.mv(trans, pr) if has_edges else 0.0
+        new = teleport + damping * spread + dangle * torch.dot(pr, dangling_f)
+        err = float((new - pr).abs().sum())
+        pr = new
+        if err < tol:
+            break
+    return pr
+
+
+def _iterate_batched(trans: Tensor, pr: Tensor, inv_n: Tensor, dangling: Tensor, batch: Tensor,
+                     damping: float, max_iter: int, tol: float) -> Tensor:
+    """Power iteration of every graph of ``batch`` at once from ``pr``, a dangling node's mass
+    spread within its own graph: until every graph's L1 change is below ``tol`` or ``max_iter``
+    steps."""
+    has_edges = trans._nnz() > 0
+    num_graphs = _num_graphs(batch)
     for _ in range(max_iter):
         spread = torch.sparse.mm(trans, pr.unsqueeze(1)).squeeze(1) if has_edges else 0.0
         lost = scatter(pr * dangling, batch, dim=0, dim_size=num_graphs, reduce="sum")

@@ -113,8 +113,10 @@ class SynapseMemory(MemorySystem):
     Args:
         encoder: the text encoder for turns, concepts and queries.
         extractor: the concept extractor used at consolidation.
-        graph: keyword arguments of :class:`~synapse_pt.graph.consolidation.GraphBuilder`
-            (window ``N``, ``tau_dup``, ``rho``, association weighting, maintenance settings).
+        graph: the flat settings of :class:`~synapse_pt.graph.consolidation.GraphBuilder`, each
+            a field of its :class:`~synapse_pt.graph.consolidation.Consolidation` (window ``N``,
+            ``tau_dup``, ``rho``, association weighting) or
+            :class:`~synapse_pt.graph.consolidation.Maintenance` group.
         params: the paper's retrieval hyperparameters (SPEC §1.2;
             :data:`~synapse_pt.retrieval.synapse.PAPER_FIELDS`), or a whole
             :class:`~synapse_pt.retrieval.synapse.SynapseParams` (then ``readings`` is empty).

@@ -17,7 +17,9 @@ from graph_helpers import (
 
 from synapse_pt.data.render import TurnRenderer
 from synapse_pt.graph.consolidation import (
+    Consolidation,
     GraphBuilder,
+    Maintenance,
     cooccurrence_weight,
     hours_since_epoch,
     windows_of,
@@ -200,6 +202,19 @@ def test_invalid_configuration_is_named():
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match=r"collect_to must lie in \(0, 1\]"):
             _builder([], collect_to=bad)
+    with pytest.raises(TypeError, match=r"unknown settings \['windw'\]"):
+        _builder([], windw=3)
+
+
+def test_flat_settings_land_in_their_groups():
+    # the config's flat keys (memory.graph.window=...) over the groups given, group by group
+    builder = _builder([], consolidation=Consolidation(window=3, rho=0.5),
+                       maintenance=Maintenance(max_nodes=7), tau_dup=0.8, collect_to=0.5)
+    assert builder.consolidation == Consolidation(window=3, tau_dup=0.8, rho=0.5)
+    assert builder.maintenance == Maintenance(max_nodes=7, collect_to=0.5)
+    assert _builder([]).consolidation == Consolidation()
+    with pytest.raises(ValueError, match="GraphBuilder: window must be >= 1, got 0"):
+        _builder([], consolidation=Consolidation(window=3), window=0)
 
 
 def test_empty_conversation_and_concept_free_windows():
