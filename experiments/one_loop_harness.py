@@ -10,6 +10,11 @@ import torch
 
 from synapse_pt.nn import ActivationDynamics, activation_adjacency
 
+try:  # the layer takes its hyperparameters as one Hyperparams (issue 60); before, as keywords
+    from synapse_pt.nn import Hyperparams
+except ImportError:
+    Hyperparams = None
+
 if sys.argv[1] == "--compare":
     old, new = torch.load(sys.argv[2]), torch.load(sys.argv[3])
 
@@ -30,8 +35,15 @@ PAPER = dict(S=0.8, delta=0.5, beta=0.15, gamma=5.0, theta=0.5)
 
 def layer_of(M=7, T=3, fan=True, fire_zero=False, inhibition="every_step", frontier="auto",
              frontier_density=0.05):
-    return ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero, inhibition=inhibition,
-                              frontier=frontier, frontier_density=frontier_density)
+    layer = ActivationDynamics(M=M, T=T, fan=fan, fire_zero=fire_zero, inhibition=inhibition,
+                               frontier=frontier, frontier_density=frontier_density)
+    if Hyperparams is None:
+        return layer
+
+    def call(*args, S, delta, beta, gamma, theta, **kw):
+        return layer(*args, hyper=Hyperparams(S, delta, beta, gamma, theta), **kw)
+
+    return call
 
 
 torch.manual_seed(0)

@@ -31,6 +31,12 @@ a0[torch.randint(0, n, (ANCHORS, b), generator=g), torch.arange(b)] = torch.rand
 )
 p = SynapseParams()
 hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
+try:  # the layer takes its hyperparameters as one Hyperparams (issue 60); before, as keywords
+    from synapse_pt.nn import Hyperparams  # noqa: E402
+
+    hyper = {"hyper": Hyperparams(**hyper)}
+except ImportError:
+    pass
 layer = activation_layer(p, **dict(STORAGE, frontier=path))
 with torch.no_grad():
     layer(a0, ei, w, **hyper)  # warm-up

@@ -34,7 +34,7 @@ import time
 import torch
 
 from synapse_pt.eval.reports.profile import op_breakdown
-from synapse_pt.nn import activation_adjacency
+from synapse_pt.nn import Hyperparams, activation_adjacency
 from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
 
@@ -120,12 +120,12 @@ def main() -> None:
     p = SynapseParams(T=args.T, fire_zero=args.fire_zero)
     modes = [m.strip() for m in args.frontier.split(",")]
     layers = {m: activation_layer(p, m, STORAGE["frontier_density"]) for m in modes}
-    hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
+    hyper = Hyperparams(p.S, p.delta, p.beta, p.gamma, p.theta)
     adj_t = activation_adjacency(edge_index, edge_weight, N, dtype=dtype)
     fns = {}
     for m, layer in layers.items():
-        fns[f"cached {m}"] = lambda layer=layer: layer(a0, adj_t, normalized=True, **hyper)
-        fns[f"functional {m}"] = lambda layer=layer: layer(a0, edge_index, edge_weight, **hyper)
+        fns[f"cached {m}"] = lambda layer=layer: layer(a0, adj_t, normalized=True, hyper=hyper)
+        fns[f"functional {m}"] = lambda layer=layer: layer(a0, edge_index, edge_weight, hyper=hyper)
     clock = time.process_time if args.cpu_time else time.perf_counter
     timed = _time(fns, device, args.warmup, args.repeats, clock)
     out = fns[f"functional {modes[0]}"]()

@@ -79,6 +79,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
                   device: str = "cpu") -> dict:
     """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
     calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
+    from synapse_pt.nn import Hyperparams
     from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
@@ -101,9 +102,9 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
     out: dict = {"N": num_nodes, "E": int(edge_index.size(1)), "B": batch, "device": device}
     for path in paths:
         p = SynapseParams()  # the config's values
-        hyper = dict(S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta)
+        hyper = Hyperparams(p.S, p.delta, p.beta, p.gamma, p.theta)
         layer = activation_layer(p, **dict(STORAGE, frontier=path))
-        layer(a0, edge_index, edge_weight, **hyper)  # warm-up
+        layer(a0, edge_index, edge_weight, hyper=hyper)  # warm-up
         sync()
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
@@ -111,7 +112,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
         best = math.inf
         for _ in range(repeats):
             start = time.perf_counter()
-            act = layer(a0, edge_index, edge_weight, **hyper)
+            act = layer(a0, edge_index, edge_weight, hyper=hyper)
             sync()
             best = min(best, time.perf_counter() - start)
         peak = peak_gib()

@@ -4,6 +4,7 @@ with the paper's defaults."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.memory.fused import SignalSettings
+from synapse_pt.memory.gaama import settings as gaama
+from synapse_pt.memory.membox import settings as membox
 from synapse_pt.study_key import register_resolvers
 
 register_resolvers()  # ${study_key:} of configs/hparams_search (synapse_pt.run does this too)
@@ -26,6 +30,12 @@ OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONFIG_DIR / g).glob("*.
 EXPERIMENTS = [o for g, o in OPTIONS if g == "experiment"]
 ABLATIONS = ["no_gate", "beta0", "no_fan", "no_decay", "no_activation", "no_graph",
              "vectors_only"]
+
+# each related system's settings groups: the constructor argument -> the group whose fields the
+# config gives as flat keys (memory.seeds, memory.window)
+SETTINGS_GROUPS = {"gaama": {"retrieval": gaama.Retrieval, "build": gaama.Build},
+                   "membox": {"retrieval": membox.Retrieval, "build": membox.Build},
+                   "fused": {"signal_settings": SignalSettings}}
 
 # SPEC §1: name -> (config key, the paper's value)
 SPEC_HPARAMS = {
@@ -330,14 +340,10 @@ def test_related_system_configs_name_every_hyperparameter(option):
 
     cfg = make_cfg(f"memory={option}")
     params = inspect.signature(get_class(cfg.memory._target_).__init__).parameters
-    wanted = set(params) - {"self", "encoder", "extractor", "text_cache", "kwargs"}
-    if option == "gaama":  # its settings groups take the flat keys, one key per field
-        from dataclasses import fields
-
-        from synapse_pt.memory.gaama.settings import Build, Retrieval
-
-        wanted = (wanted - {"retrieval", "build", "settings"}) | {
-            f.name for group in (Retrieval, Build) for f in fields(group)}
+    wanted = set(params) - {"self", "encoder", "extractor", "text_cache", "kwargs", "settings"}
+    # the settings groups take the flat keys, one key per field
+    groups = SETTINGS_GROUPS[option]
+    wanted = (wanted - set(groups)) | {f.name for g in groups.values() for f in fields(g)}
     assert wanted <= set(cfg.memory), sorted(wanted - set(cfg.memory))
 
 
@@ -368,7 +374,8 @@ def test_every_fusion_choice_is_composed_and_builds_the_fused_retriever(option):
              and f": {option}" in p.read_text()]
     assert users, f"fusion/{option}.yaml is composed nowhere"
     values = OmegaConf.load(CONFIG_DIR / "fusion" / f"{option}.yaml")
-    accepted = set(inspect.signature(FusedMemory.__init__).parameters)
+    accepted = set(inspect.signature(FusedMemory.__init__).parameters) | {
+        f.name for f in fields(SignalSettings)}
     assert set(values) <= accepted, sorted(set(values) - accepted)
 
 

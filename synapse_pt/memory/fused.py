@@ -29,6 +29,7 @@ score (the gate stays off unless ``tau_gate`` is set).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple
 
 import torch
@@ -78,6 +79,44 @@ class FusionSearchInputs(NamedTuple):
     session: torch.Tensor
 
 
+@dataclass(frozen=True)
+class SignalSettings:
+    """How the signals are computed from the turns (module docstring): ``window`` neighbours
+    either side in a ``bm25_window`` document; the BM25 analyser (``stopwords``: scikit-learn's
+    English stop words, ``stem``: Porter stems) and ``bm25_k1``, ``bm25_b`` of both lexical
+    signals; ``prf_docs`` first-pass turns and their weight ``prf_beta`` in ``dense_prf``. The
+    config keeps them flat (``memory.window``, ``memory.bm25_k1``)."""
+
+    window: int = 1
+    stopwords: bool = True
+    stem: bool = True
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    prf_docs: int = 5
+    prf_beta: float = 0.5
+
+    def __post_init__(self) -> None:
+        window, k1, b, prf_docs = self.window, self.bm25_k1, self.bm25_b, self.prf_docs
+        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+            raise ConfigError(f"memory.window must be an integer >= 0, got {window!r}")
+        if not float(k1) >= 0.0 or not 0.0 <= float(b) <= 1.0:
+            raise ConfigError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
+                              f"{k1!r}, {b!r}")
+        if isinstance(prf_docs, bool) or not isinstance(prf_docs, int) or prf_docs < 1:
+            raise ConfigError(f"memory.prf_docs must be an integer >= 1, got {prf_docs!r}")
+        if not float(self.prf_beta) >= 0.0:
+            raise ConfigError(f"memory.prf_beta must be >= 0, got {self.prf_beta!r}")
+        for name in ("stopwords", "stem"):
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        for name in ("bm25_k1", "bm25_b", "prf_beta"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    @classmethod
+    def over(cls, given: SignalSettings | None, flat: Mapping[str, Any]) -> SignalSettings:
+        """The group from its flat config keys ``flat``, over ``given`` when given."""
+        return cls(**{**({} if given is None else asdict(given)), **flat})
+
+
 class FusedMemory(TurnMemory):
     """Weighted fusion of dense, sentence, lexical, window and speaker signals over turns.
 
@@ -87,13 +126,13 @@ class FusedMemory(TurnMemory):
         rho: neighbour propagation of the fused score (0: off).
         sigma: session propagation: each turn gains ``sigma`` times its session's best fused score
             (0: off).
-        window: neighbours either side in a ``bm25_window`` document.
-        stopwords, stem: the BM25 analyser (scikit-learn's English stop words; Porter stems).
-        bm25_k1, bm25_b: BM25 parameters of both lexical signals.
-        prf_docs, prf_beta: the first-pass turns and their weight in ``dense_prf``.
+        signal_settings: how the signals are computed (:class:`SignalSettings`: ``window``,
+            ``stopwords``, ``stem``, ``bm25_k1``, ``bm25_b``, ``prf_docs``, ``prf_beta``).
         text_cache: where the analyser's tokens and the sentence splits are cached (a run passes
             ``paths.cache_dir/text.sqlite``); ``None``: computed every time.
-        k, tau_gate, turn_template, device: as every turn memory.
+        **kwargs: the flat config keys of :class:`SignalSettings` (``memory.window``), each
+            over ``signal_settings``; and ``k``, ``tau_gate``, ``turn_template``, ``device``,
+            ``gate``: as every turn memory.
     """
 
     name = "fused"
@@ -112,10 +151,10 @@ class FusedMemory(TurnMemory):
 
     def __init__(self, encoder: TextEncoder | None = None, *,
                  weights: Mapping[str, float] | None = None, rho: float = 0.0,
-                 sigma: float = 0.0, window: int = 1,
-                 stopwords: bool = True, stem: bool = True, bm25_k1: float = 1.5,
-                 bm25_b: float = 0.75, prf_docs: int = 5, prf_beta: float = 0.5,
-                 text_cache: TextValueCache | None = None, **kwargs) -> None:
+                 sigma: float = 0.0, signal_settings: SignalSettings | None = None,
+                 text_cache: TextValueCache | None = None, **kwargs: Any) -> None:
+        flat = {k: kwargs.pop(k) for k in [f.name for f in fields(SignalSettings)]
+                if k in kwargs}
         super().__init__(encoder, **kwargs)
         self.text_cache = text_cache
         self.weights = self._check_weights(weights if weights is not None
@@ -125,20 +164,12 @@ class FusedMemory(TurnMemory):
         if not float(sigma) >= 0.0:
             raise ConfigError(f"memory.sigma must be >= 0, got {sigma!r}")
         self.sigma = float(sigma)
-        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-            raise ConfigError(f"memory.window must be an integer >= 0, got {window!r}")
-        if not float(bm25_k1) >= 0.0 or not 0.0 <= float(bm25_b) <= 1.0:
-            raise ConfigError(f"memory.bm25_k1 must be >= 0 and memory.bm25_b in [0, 1], got "
-                              f"{bm25_k1!r}, {bm25_b!r}")
-        if isinstance(prf_docs, bool) or not isinstance(prf_docs, int) or prf_docs < 1:
-            raise ConfigError(f"memory.prf_docs must be an integer >= 1, got {prf_docs!r}")
-        if not float(prf_beta) >= 0.0:
-            raise ConfigError(f"memory.prf_beta must be >= 0, got {prf_beta!r}")
-        self.prf_docs, self.prf_beta = prf_docs, float(prf_beta)
+        self.signal_settings = s = SignalSettings.over(signal_settings, flat)
+        self.prf_docs, self.prf_beta = s.prf_docs, s.prf_beta
         self.rho = float(rho)
-        self.window = window
-        self.analyzer = Analyzer(stopwords=bool(stopwords), stem=bool(stem))
-        self.bm25_args = {"k1": float(bm25_k1), "b": float(bm25_b)}
+        self.window = s.window
+        self.analyzer = Analyzer(stopwords=s.stopwords, stem=s.stem)
+        self.bm25_args = {"k1": s.bm25_k1, "b": s.bm25_b}
         self.node_speaker = torch.empty(0, dtype=torch.long, device=self.device)
         self.prev = torch.empty(0, dtype=torch.long, device=self.device)
         self.next = torch.empty(0, dtype=torch.long, device=self.device)

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -53,6 +54,46 @@ def _question_key(questions: Sequence[Question]) -> tuple:
     """What identifies a batch of questions for the sweep caches (the same questions asked
     chunk after chunk)."""
     return tuple((q.sample_id, q.qa_index, q.question) for q in questions)
+
+
+@dataclass(frozen=True)
+class Indexing:
+    """What the memory holds and how text is matched against it: the graph (``use_graph``:
+    ``False`` for the ``no_graph`` ablation, episodic nodes only and no edges; ``graph``: the
+    keyword arguments of :class:`~synapse_pt.graph.consolidation.GraphBuilder`), the lexical
+    trigger's ``bm25`` (``k1``, ``b``, ``epsilon``) and ``triggers``, the query and text
+    processing of the two triggers (issue 16; all off = the paper's): ``neutralise_speakers``
+    removes the speakers' names from the dense query
+    (:func:`~synapse_pt.retrieval.text.neutralise_speakers`), ``stopwords`` and ``stem`` set the
+    BM25 analyser (:class:`~synapse_pt.retrieval.text.Analyzer`). The config keeps them as its
+    nodes ``memory.use_graph``, ``memory.graph``, ``memory.bm25`` and ``memory.triggers``."""
+
+    use_graph: bool = True
+    graph: Mapping[str, Any] = field(default_factory=dict)
+    bm25: Mapping[str, float] = field(default_factory=dict)
+    triggers: Mapping[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        triggers = dict(self.triggers or {})
+        unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
+        if unknown:
+            raise ConfigError(f"memory.triggers: unknown options {unknown}; known: "
+                              f"{list(TRIGGER_OPTIONS)}")
+        object.__setattr__(self, "triggers",
+                           {k: bool(triggers.get(k, False)) for k in TRIGGER_OPTIONS})
+        object.__setattr__(self, "graph", dict(self.graph or {}))
+        object.__setattr__(self, "bm25", dict(self.bm25 or {}))
+
+    @classmethod
+    def over(cls, given: Indexing | None, nodes: Mapping[str, Any]) -> Indexing:
+        """The group from the config's nodes ``nodes`` (``memory.graph``, ...), over ``given``
+        when given; a key of none of them is refused by name."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(nodes) - names)
+        if unknown:
+            raise TypeError(f"SynapseMemory: unknown settings {unknown}")
+        base = {} if given is None else {f: getattr(given, f) for f in names}
+        return cls(**{**base, **nodes})
 
 
 #: ``memory.engine``: how SYNAPSE's maths runs, never what it computes
@@ -113,10 +154,6 @@ class SynapseMemory(MemorySystem):
     Args:
         encoder: the text encoder for turns, concepts and queries.
         extractor: the concept extractor used at consolidation.
-        graph: the flat settings of :class:`~synapse_pt.graph.consolidation.GraphBuilder`, each
-            a field of its :class:`~synapse_pt.graph.consolidation.Consolidation` (window ``N``,
-            ``tau_dup``, ``rho``, association weighting) or
-            :class:`~synapse_pt.graph.consolidation.Maintenance` group.
         params: the paper's retrieval hyperparameters (SPEC §1.2;
             :data:`~synapse_pt.retrieval.synapse.PAPER_FIELDS`), or a whole
             :class:`~synapse_pt.retrieval.synapse.SynapseParams` (then ``readings`` is empty).
@@ -127,14 +164,14 @@ class SynapseMemory(MemorySystem):
             (the maths per conversation block, see :meth:`rank`; ``False``: one ``[N, B]``
             block), ``frontier`` and ``frontier_density`` (how the activation layer stores its
             activations: :mod:`synapse_pt.nn.frontier`).
-        use_graph: False for the ``no_graph`` ablation: episodic nodes only, no edges.
-        bm25: ``k1``, ``b``, ``epsilon`` of the lexical trigger.
+        indexing: the graph, the lexical trigger's BM25 and the triggers' text processing
+            (:class:`Indexing`; the config's ``use_graph``, ``graph`` (the flat settings of
+            :class:`~synapse_pt.graph.consolidation.GraphBuilder`, each a field of its
+            :class:`~synapse_pt.graph.consolidation.Consolidation` (window ``N``, ``tau_dup``,
+            ``rho``, association weighting) or :class:`~synapse_pt.graph.consolidation.
+            Maintenance` group), ``bm25`` and ``triggers`` nodes).
         turn_template: how an episodic node renders its turn for embedding, BM25 and the prompt
             (the template every memory system shares, :mod:`synapse_pt.data.render`).
-        triggers: the query and text processing of the two triggers (issue 16; all off = the
-            paper's): ``neutralise_speakers`` removes the speakers' names from the dense query
-            (:func:`~synapse_pt.retrieval.text.neutralise_speakers`), ``stopwords`` and ``stem``
-            set the BM25 analyser (:class:`~synapse_pt.retrieval.text.Analyzer`).
         fused_trigger: ``None`` (the paper's dense trigger) or the arguments of a
             :class:`~synapse_pt.memory.fused.FusedMemory` built over the same turns; its fused
             score, divided by each question's best, replaces the cosine of episodic nodes
@@ -143,6 +180,8 @@ class SynapseMemory(MemorySystem):
             fused retriever: what activation adds on top of it is measurable.
         gate: the rejection gate (:func:`~synapse_pt.memory.gate.build_gate`; ``None``: the
             paper's, ``C_ret < tau_gate``).
+        **nodes: the config's ``use_graph``, ``graph``, ``bm25`` and ``triggers`` nodes, each a
+            field of :class:`Indexing` (over ``indexing``).
     """
 
     name = "synapse"
@@ -161,21 +200,14 @@ class SynapseMemory(MemorySystem):
         reference=dict(PAPER_REFERENCE), batched=True)
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
-                 graph: Mapping[str, Any] | None = None,
                  params: SynapseParams | Mapping[str, Any] | None = None,
                  readings: Mapping[str, Any] | None = None,
-                 engine: Mapping[str, Any] | None = None,
-                 use_graph: bool = True, bm25: Mapping[str, float] | None = None,
+                 engine: Mapping[str, Any] | None = None, indexing: Indexing | None = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE,
-                 triggers: Mapping[str, bool] | None = None,
                  fused_trigger: Mapping[str, Any] | None = None,
-                 gate: Mapping[str, Any] | None = None) -> None:
-        triggers = dict(triggers or {})
-        unknown = sorted(set(triggers) - set(TRIGGER_OPTIONS))
-        if unknown:
-            raise ConfigError(f"memory.triggers: unknown options {unknown}; known: "
-                              f"{list(TRIGGER_OPTIONS)}")
-        self.triggers = {k: bool(triggers.get(k, False)) for k in TRIGGER_OPTIONS}
+                 gate: Mapping[str, Any] | None = None, **nodes: Any) -> None:
+        self.indexing = indexing = Indexing.over(indexing, nodes)
+        self.triggers = dict(indexing.triggers)
         self.engine = _engine(engine)
         device = self.engine["device"]
         self.analyzer = Analyzer(stopwords=self.triggers["stopwords"],
@@ -191,13 +223,13 @@ class SynapseMemory(MemorySystem):
         # and the triggers of each conversation's block of them, per (graph, k_anchor,
         # bm25_trigger, energy) (reset with the inputs)
         self._sweep_triggers: dict[tuple, Triggers] = {}
-        self.use_graph = use_graph
-        self.extractor = extractor if use_graph else NoConceptExtractor()
+        self.use_graph = indexing.use_graph
+        self.extractor = extractor if self.use_graph else NoConceptExtractor()
         self.params = _params(params, readings)
         self.device = torch.device(device)
         self.builder = GraphBuilder(encoder, self.extractor, device=str(self.device),
-                                    renderer=self.renderer, **dict(graph or {}))
-        self.bm25_args = dict(bm25 or {})
+                                    renderer=self.renderer, **dict(indexing.graph))
+        self.bm25_args = dict(indexing.bm25)
         self.registry = TurnRegistry(self.renderer)
         self.gate = build_gate(gate, encoder, self.renderer, self.device)
         self.graphs: list = []

@@ -11,6 +11,7 @@
 from synapse_pt.nn.activation import (
     INHIBITION_SCHEDULES,
     ActivationDynamics,
+    Hyperparams,
     fire,
     lateral_inhibition,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "FRONTIER_MODES",
     "INHIBITION_SCHEDULES",
     "ActivationDynamics",
+    "Hyperparams",
     "activation_adjacency",
     "fan_out",
     "fire",

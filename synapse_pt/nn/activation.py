@@ -51,18 +51,32 @@ How it computes, the floats unchanged:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor, nn
 
 from .frontier import FRONTIER_MODES, GraphInput, NodeMasks, activation_storage
 from .sparse import column_topk, needs_grad, row_blocks
 
-__all__ = ["INHIBITION_SCHEDULES", "ActivationDynamics", "column_param", "fire",
+__all__ = ["INHIBITION_SCHEDULES", "ActivationDynamics", "Hyperparams", "column_param", "fire",
            "lateral_inhibition"]
 
 Hyper = float | Tensor
 
 INHIBITION_SCHEDULES = ("every_step", "last_step")
+
+
+class Hyperparams(NamedTuple):
+    r"""The continuous hyperparameters of one call of :class:`ActivationDynamics`:
+    :math:`S, \delta, \beta, \gamma, \theta` (module docstring), each a Python float or a
+    ``[B]`` tensor, one value per column."""
+
+    S: Hyper
+    delta: Hyper
+    beta: Hyper
+    gamma: Hyper
+    theta: Hyper
 
 
 def column_param(value: Hyper, num_columns: int, like: Tensor, name: str) -> Tensor:
@@ -170,8 +184,8 @@ class ActivationDynamics(nn.Module):
     equations in this module's docstring).
 
     The structure of the dynamics is the layer's; the continuous hyperparameters come with each
-    call (scalar, or ``[B]``: one value per column). No argument has a default: the values live
-    in the config (``configs/memory/synapse.yaml``), and
+    call as one :class:`Hyperparams` (scalar, or ``[B]``: one value per column). No argument
+    has a default: the values live in the config (``configs/memory/synapse.yaml``), and
     :func:`~synapse_pt.retrieval.synapse.activation_layer` builds the layer from them.
 
     Args:
@@ -215,12 +229,12 @@ class ActivationDynamics(nn.Module):
         self.frontier_density = float(frontier_density)
 
     def forward(self, a0: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None, *,
-                S: Hyper, delta: Hyper, beta: Hyper, gamma: Hyper, theta: Hyper,
-                node_mask: Tensor | None = None, inhibitor_mask: Tensor | None = None,
-                normalized: bool = False, return_potential: bool = False
-                ) -> Tensor | tuple[Tensor, Tensor]:
-        r""":math:`\mathbf{a}(T)` from ``a0`` (and the last :math:`\hat{\mathbf{u}}` with
-        ``return_potential``); ``normalized``: the graph is already the fan-normalised ``adj_t``."""
+                hyper: Hyperparams, node_mask: Tensor | None = None,
+                inhibitor_mask: Tensor | None = None, normalized: bool = False,
+                return_potential: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        r""":math:`\mathbf{a}(T)` from ``a0`` under ``hyper`` (and the last
+        :math:`\hat{\mathbf{u}}` with ``return_potential``); ``normalized``: the graph is
+        already the fan-normalised ``adj_t``."""
         if self.T == 0:
             return (a0, a0) if return_potential else a0
         if a0.dim() != 2:
@@ -230,8 +244,8 @@ class ActivationDynamics(nn.Module):
                              f"{tuple(a0.shape)}")
         a = a0 if a0.is_floating_point() else a0.float()
         B = a.size(1)
-        S, delta, beta, gamma, theta = (column_param(v, B, a, name) for name, v in (
-            ("S", S), ("delta", delta), ("beta", beta), ("gamma", gamma), ("theta", theta)))
+        S, delta, beta, gamma, theta = (column_param(v, B, a, name)
+                                        for name, v in hyper._asdict().items())
         # the frontier storage is exact where silent nodes stay silent; else why not
         loud = (None if self.frontier == "dense"
                 else "fire_zero=True makes every node fire" if self.fire_zero

@@ -257,9 +257,8 @@ class FrontierActivations(DenseActivations):
             return super().neighbours()
         if selected is None:
             selected = frontier_edges(self.edges, nodes, N)
-        e = self.edges
-        packed, spread, a = frontier_messages(e.source, e.target, e.weight, nodes, cols, values,
-                                              N, B, ptr=e.ptr, fan=e.fan, selected=selected)
+        packed, spread, a = frontier_messages(self.edges, nodes, cols, values, N, B,
+                                              selected=selected)
         if packed.numel() > self.limit:
             self._densify()
             return super().neighbours()

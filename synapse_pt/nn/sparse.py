@@ -305,9 +305,8 @@ def frontier_edges(graph: OutEdges, nodes: Tensor, num_nodes: int) -> FrontierEd
 
 
 def frontier_messages(
-    source: Tensor, target: Tensor, weight: Tensor | None, nodes: Tensor, cols: Tensor,
-    values: Tensor, num_nodes: int, num_cols: int, *, ptr: Tensor | None = None,
-    fan: bool = False, selected: FrontierEdges | None = None,
+    graph: OutEdges, nodes: Tensor, cols: Tensor, values: Tensor, num_nodes: int,
+    num_cols: int, *, selected: FrontierEdges | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""One propagation step on the per-column active frontier, packed column by column.
 
@@ -329,20 +328,21 @@ def frontier_messages(
     to find the active ones' edges (:func:`frontier_edges`).
 
     Args:
-        source, target, weight: the graph as an edge list (:func:`adjacency_edges`), weights
-            fan-normalised unless ``fan`` (``None``: all 1); repeated edges add up.
+        graph: the edge list (:class:`OutEdges`: ``source``, ``target`` and ``weight`` as
+            :func:`adjacency_edges` or :func:`out_edges` give them, weights fan-normalised unless
+            ``fan``, ``None``: all 1; repeated edges add up; ``ptr`` needs the edges sorted by
+            source, as :func:`out_edges` gives them).
         nodes, cols, values: the non-zero activations as pairs, sorted by node.
         num_nodes, num_cols: :math:`N` and :math:`B`.
-        ptr, fan: see :class:`OutEdges` (``ptr`` needs the edges sorted by source, as
-            :func:`out_edges` gives them).
         selected: this step's :func:`frontier_edges`, when the caller has them already.
 
     Returns:
         ``(packed_nodes, spread, a)``, each ``[L, B]``.
     """
     device = values.device
+    target, weight, fan = graph.target, graph.weight, graph.fan
     if selected is None:
-        selected = frontier_edges(OutEdges(source, target, weight, ptr, fan), nodes, num_nodes)
+        selected = frontier_edges(graph, nodes, num_nodes)
     edges, src = selected.edges, selected.source
     if weight is None:
         edge_w = torch.ones(edges.numel(), dtype=torch.float32, device=device)

@@ -17,7 +17,12 @@ import yaml
 
 from synapse_pt.errors import ConfigError
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
-from synapse_pt.nn import INHIBITION_SCHEDULES, ActivationDynamics, activation_adjacency
+from synapse_pt.nn import (
+    INHIBITION_SCHEDULES,
+    ActivationDynamics,
+    Hyperparams,
+    activation_adjacency,
+)
 from synapse_pt.resources import config_file
 
 from .anchors import initial_energy
@@ -340,7 +345,7 @@ def synapse_signals(inputs: SynapseInputs, params: SynapseParams, *,
         inhibitors = anchors | reached
     layer = activation_layer(p, frontier, frontier_density) if dynamics is None else dynamics
     out = layer(a0, adj_t, normalized=True, node_mask=inner, inhibitor_mask=inhibitors,
-                S=p.S, delta=p.delta, beta=p.beta, gamma=p.gamma, theta=p.theta,
+                hyper=Hyperparams(p.S, p.delta, p.beta, p.gamma, p.theta),
                 return_potential=p.c_ret_source == "potential")
     activation, potential = out if p.c_ret_source == "potential" else (out, None)
     score = triple_score(cos, activation, inputs.pagerank_unit, p.lambda1, p.lambda2, p.lambda3)

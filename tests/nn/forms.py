@@ -5,7 +5,7 @@ values, the plain-Python reference of ``tests/reference.py``)."""
 
 from __future__ import annotations
 
-from synapse_pt.nn import ActivationDynamics
+from synapse_pt.nn import ActivationDynamics, Hyperparams
 
 #: the values the tests use where a call names none (the paper's)
 VALUES = {"S": 0.8, "delta": 0.5, "beta": 0.15, "gamma": 5.0, "theta": 0.5}
@@ -18,10 +18,12 @@ def layer(M=7, T=3, fan=True, fire_zero=False, inhibition="every_step", frontier
 
 
 def split(kwargs):
-    """``kwargs`` as (layer arguments, call arguments with the default values filled in)."""
+    """``kwargs`` as (layer arguments, call arguments with the hyperparameters' default values
+    filled in)."""
     structure = {k: kwargs.pop(k) for k in ("M", "T", "fan", "fire_zero", "inhibition",
                                             "frontier", "frontier_density") if k in kwargs}
-    return structure, {**VALUES, **kwargs}
+    hyper = Hyperparams(**{k: kwargs.pop(k, v) for k, v in VALUES.items()})
+    return structure, {"hyper": hyper, **kwargs}
 
 
 def spreading_activation(edge_index, edge_weight, a0, **kwargs):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from forms import VALUES, layer, spreading_activation
 
-from synapse_pt.nn import activation_adjacency
+from synapse_pt.nn import Hyperparams, activation_adjacency
 from tests.reference import reference_dynamics
 
 N, B = 60, 5
@@ -58,7 +58,7 @@ def test_frontier_matches_reference(seed, schedule):
     run = layer(M=4, T=3, frontier="sparse", inhibition=schedule)
     adj_t = activation_adjacency(ei, w, N, dtype=torch.float64)
     out, pot = run(a0, adj_t, normalized=True, node_mask=mask, inhibitor_mask=inhibitors,
-                     return_potential=True, **PARAMS)
+                     return_potential=True, hyper=Hyperparams(**PARAMS))
     edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
     masks = [set(torch.nonzero(mask[:, b]).flatten().tolist()) for b in range(B)]
     inh = [set(torch.nonzero(inhibitors[:, b]).flatten().tolist()) for b in range(B)]
@@ -80,10 +80,10 @@ def test_auto_equals_dense_whatever_the_switch_point(device, frontier_density):
     ei, w = ei.to(device), w.to(device)
     dense = layer(M=5, T=4, frontier="dense")
     auto = layer(M=5, T=4, frontier="auto", frontier_density=frontier_density)
-    want = dense(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
-                               for k, v in PARAMS.items()})
-    got = auto(a0, ei, w, **{k: v.to(device) if isinstance(v, torch.Tensor) else v
-                            for k, v in PARAMS.items()})
+    hyper = Hyperparams(**{k: v.to(device) if isinstance(v, torch.Tensor) else v
+                           for k, v in PARAMS.items()})
+    want = dense(a0, ei, w, hyper=hyper)
+    got = auto(a0, ei, w, hyper=hyper)
     torch.testing.assert_close(got, want)
     assert (want > 0).sum() > B
 
@@ -112,7 +112,7 @@ def test_probing_a_few_columns_changes_no_decision(monkeypatch, frontier_density
 
         monkeypatch.setattr(frontier_module, "frontier_messages", spy)
         run = layer(M=5, T=3, frontier="auto", frontier_density=frontier_density)
-        runs[probe] = (run(a0, ei, w, **PARAMS), len(steps))
+        runs[probe] = (run(a0, ei, w, hyper=Hyperparams(**PARAMS)), len(steps))
     assert runs[0][1] == runs[2][1]
     assert torch.equal(runs[0][0], runs[2][0])
 
@@ -139,7 +139,7 @@ def test_the_whole_block_bound_changes_no_decision(monkeypatch, frontier_density
         monkeypatch.setattr(frontier_module, "frontier_messages",
                             lambda *a, _real=real, _s=steps, **kw: _s.append(1) or _real(*a, **kw))
         run = layer(M=5, T=3, frontier="auto", frontier_density=frontier_density)
-        runs[cells] = (run(a0, adj_t, normalized=True, **PARAMS), len(steps))
+        runs[cells] = (run(a0, adj_t, normalized=True, hyper=Hyperparams(**PARAMS)), len(steps))
     assert len(checks) == 1  # checked once, with the default size limit
     assert runs[0][1] == runs[frontier_module._BOUND_MAX_CELLS][1]
     assert torch.equal(runs[0][0], runs[frontier_module._BOUND_MAX_CELLS][0])
@@ -177,7 +177,7 @@ def test_the_probe_runs_only_on_wide_blocks(monkeypatch):
     for width in (frontier_module._PROBE_MIN_COLUMNS - 1, frontier_module._PROBE_MIN_COLUMNS):
         a0 = torch.zeros(N, width, dtype=torch.float64)
         a0[torch.randint(0, N, (3, width)), torch.arange(width)] = 1.0
-        probe_layer(a0, ei, w, **VALUES)
+        probe_layer(a0, ei, w, hyper=Hyperparams(**VALUES))
     assert probed == [frontier_module._PROBE_COLUMNS]
 
 
@@ -215,7 +215,7 @@ def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_
         products.clear()
         run = layer(M=4, T=3, fire_zero=fire_zero, frontier=frontier, frontier_density=0.5)
         runs[frontier] = run(a0, *graph, normalized=graph_form == "adjacency",
-                               node_mask=mask, **params)
+                               node_mask=mask, hyper=Hyperparams(**params))
         assert len(products) == (3 if frontier == "dense" else 2)
     edges = [(int(j), int(i), float(x)) for (j, i), x in zip(ei.T, w, strict=True)]
     masks = [set(torch.nonzero(mask[:, b]).flatten().tolist()) for b in range(B)]
@@ -229,7 +229,7 @@ def test_dense_run_propagates_its_first_step_on_the_frontier(monkeypatch, graph_
     products.clear()
     layer(M=4, T=3, fire_zero=fire_zero, frontier_density=0.5)(
         torch.rand(N, B, dtype=torch.float64), *graph, normalized=graph_form == "adjacency",
-        **params)
+        hyper=Hyperparams(**params))
     assert len(products) == 3
 
 
@@ -237,12 +237,13 @@ def test_frontier_messages_by_hand():
     # 0 -> 1 (w 1), 0 -> 2 (w 1), 3 -> 0 (w 1), 2 -> 4 (w 1); fan(0) = 2
     ei = torch.tensor([[0, 0, 3, 2], [1, 2, 0, 4]])
     adj_t = activation_adjacency(ei, None, 5)
-    from synapse_pt.nn.sparse import adjacency_edges, frontier_messages
+    from synapse_pt.nn.sparse import OutEdges, adjacency_edges, frontier_messages
 
     # column 0: node 0 active (a 1.0); column 1: nodes 2 (a 0.5) and 3 (a 2.0)
     nodes, cols, values = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1]), torch.tensor(
         [1.0, 0.5, 2.0])
-    packed, spread, a = frontier_messages(*adjacency_edges(adj_t), nodes, cols, values, 5, 2)
+    packed, spread, a = frontier_messages(OutEdges(*adjacency_edges(adj_t)), nodes, cols, values,
+                                          5, 2)
     # column 0's frontier: 0 and its out-neighbours 1, 2; column 1's: 2, 3 and 4 (from 2), 0
     # (from 3); padded to L = 4 with node -1
     assert packed.T.tolist() == [[0, 1, 2, -1], [0, 2, 3, 4]]
@@ -254,11 +255,11 @@ def test_sparse_refuses_where_not_exact():
     ei, w = _graph(5)
     a0 = _sparse_a0(5)
     with pytest.raises(ValueError, match="fire_zero"):
-        layer(fire_zero=True, frontier="sparse")(a0, ei, w, **VALUES)
+        layer(fire_zero=True, frontier="sparse")(a0, ei, w, hyper=Hyperparams(**VALUES))
     with pytest.raises(ValueError, match="beta < 0"):
-        layer(frontier="sparse")(a0, ei, w, **dict(VALUES, beta=-0.1))
+        layer(frontier="sparse")(a0, ei, w, hyper=Hyperparams(**dict(VALUES, beta=-0.1)))
     # auto runs densely there and still gives the literal result: every node fires
-    out = layer(fire_zero=True)(a0, ei, w, **VALUES)
+    out = layer(fire_zero=True)(a0, ei, w, hyper=Hyperparams(**VALUES))
     assert (out > 0).all()
     with pytest.raises(ValueError, match="frontier must be one of"):
         layer(frontier="fast")
@@ -309,16 +310,16 @@ def test_frontier_edges_from_the_pointer_equal_a_scan():
 def test_messages_normalise_their_own_edges_like_normalized_edge_weight(weighted):
     """Raw weights divided per step by the out-degrees counted among the step's edges give
     the floats of the graph-wide normalisation, bit for bit."""
-    from synapse_pt.nn.sparse import frontier_messages, normalized_edge_weight
+    from synapse_pt.nn.sparse import OutEdges, frontier_messages, normalized_edge_weight
 
     ei, w = _graph(10, degree=4)
     w = w.float() if weighted else None
     a0 = _sparse_a0(10, anchors=3).float()
     nodes, cols = a0.nonzero(as_tuple=True)
     values = a0[nodes, cols]
-    raw = frontier_messages(ei[0], ei[1], w, nodes, cols, values, N, B, fan=True)
-    normed = frontier_messages(ei[0], ei[1], normalized_edge_weight(ei, w, N), nodes, cols,
-                               values, N, B)
+    raw = frontier_messages(OutEdges(ei[0], ei[1], w, fan=True), nodes, cols, values, N, B)
+    normed = frontier_messages(OutEdges(ei[0], ei[1], normalized_edge_weight(ei, w, N)), nodes,
+                               cols, values, N, B)
     for x, y in zip(raw, normed, strict=True):
         assert torch.equal(x, y)
 
@@ -379,7 +380,7 @@ def test_dense_and_frontier_storages_agree_bit_for_bit_at_every_step(monkeypatch
             trace.clear()
             run = layer(M=5, T=T, frontier=frontier, frontier_density=density)
             _, potential = run(a0, adj_t, normalized=True, return_potential=True, **kwargs,
-                                 **params)
+                               hyper=Hyperparams(**params))
             runs[frontier] = ([packed for packed, _ in trace], [a for _, a in trace], potential)
         assert runs["dense"][0] == [False] * T
         assert runs["sparse"][0] == [True] * T

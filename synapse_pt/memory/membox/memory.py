@@ -50,7 +50,6 @@ import torch
 
 from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
-from synapse_pt.errors import ConfigError
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.long_text import whole_text_encoder
@@ -63,26 +62,22 @@ from synapse_pt.models.structured import (
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from ..base import MemorySystem, RetrievalResult, RetrievedItem, require_choice, require_int
+from ..base import MemorySystem, RetrievalResult, RetrievedItem
 from ..declare import CostModel, ModelDependentBuild, SearchSpace, SessionUnits
 from ..episodic import TurnRegistry
 from ..fused import inner_fused
 from ..gate import build_gate
 from .llm_build import (
-    BUDGET_PARAMS,
-    PARSES,
-    PROMPT_SOURCES,
-    VERIFY_PARSES,
     BoxReply,
     MemboxFailure,
     MemboxPrompts,
     chains_of_code,
     set_order,
 )
+from .settings import MODES, Build, Retrieval, split_settings
 
 log = logging.getLogger(__name__)
 
-MODES = ("compact", "trace")
 _CONTENT = Analyzer(stopwords=True)  # content words of a sentence
 
 
@@ -182,6 +177,16 @@ class MemboxMemory(MemorySystem):
     Args:
         encoder: the embedder of turns, boxes, events and questions.
         extractor: the LLM-free keyword extractor (keywords and topic of a box).
+        retrieval, build: the settings (:class:`~.settings.Retrieval`: ``mode``, ``k``;
+            :class:`~.settings.Build`: the others under Settings; the code's values by default).
+        fused_ranking: ``None`` (the code's cosine of the box embedding) or
+            :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
+            LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
+        tau_gate, gate, turn_template, device: as every memory.
+        **settings: the config's flat keys (``memory.k``, ``memory.boundary_threshold``), each a
+            field of one of the two groups.
+
+    Settings:
         mode: ``"compact"`` (boxes only) or ``"trace"`` (boxes + trace events; the code's default).
         k: boxes per question (code: 5).
         boundary_threshold: LLM-free Topic Loom cut (ours, no code value: the code asks an LLM).
@@ -201,10 +206,9 @@ class MemboxMemory(MemorySystem):
         verify_parse: a verification reply read ``"strict"`` (``json.loads`` of the whole
             reply, no repair round; unreadable joins all events: the code's
             ``_llm_event_filter``) or ``"fenced"`` (fenced JSON, one repair round; ours).
-        fused_ranking: ``None`` (the code's cosine of the box embedding) or
-            :class:`~synapse_pt.memory.fused.FusedMemory` arguments: a box scores as the fused
-            LLM-free retriever's best turn in it (issue 16: Membox on the strong stack).
-        tau_gate, gate, turn_template, device: as every memory.
+        box_parse, chain_parse, temperature, seed, budget_param: LLM build: the readings of a
+            box and a chain reply and the sampling of every request
+            (``configs/memory/membox.yaml``).
     """
 
     name = "membox"
@@ -218,55 +222,31 @@ class MemboxMemory(MemorySystem):
                                reference={"mode": "trace", "k": 5})
 
     def __init__(self, encoder: TextEncoder, extractor: ConceptExtractor, *,
-                 mode: str = "trace", k: int = 5, boundary_threshold: float = 0.4,
-                 trace_threshold: float = 0.5, min_keywords: int = 3, max_keywords: int = 8,
-                 min_event_words: int = 4, max_tokens: int | None = None,
-                 loom_max_tokens: int | None = None, prompts: str = "upstream",
-                 upstream_path: str | None = None, verify_parse: str = "strict",
-                 box_parse: str | None = None, chain_parse: str | None = None,
-                 temperature: float | None = 0.0, seed: int | None = None,
-                 budget_param: str | None = None,
+                 retrieval: Retrieval | None = None, build: Build | None = None,
                  fused_ranking: Mapping[str, Any] | None = None,
                  tau_gate: float | None = None, gate: Mapping[str, Any] | None = None,
-                 turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu") -> None:
+                 turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu",
+                 **settings: Any) -> None:
         self.llm = extractor_llm(extractor, "membox")
-        for key, value in (("k", k), ("min_event_words", min_event_words),
-                           ("max_tokens", max_tokens), ("loom_max_tokens", loom_max_tokens)):
-            if value is not None or key in ("k", "min_event_words"):
-                require_int(key, value, self.int_minimums[key])
-        require_choice("mode", mode, MODES)
-        for key, value, allowed in (("prompts", prompts, PROMPT_SOURCES),
-                                    ("verify_parse", verify_parse, VERIFY_PARSES),
-                                    ("box_parse", box_parse, (None, *PARSES)),
-                                    ("chain_parse", chain_parse, (None, *PARSES)),
-                                    ("budget_param", budget_param, BUDGET_PARAMS)):
-            require_choice(key, value, allowed)
-        if seed is not None:
-            require_int("seed", seed, 0)
-        if temperature is not None and (isinstance(temperature, bool)
-                                        or not isinstance(temperature, (int, float))):
-            raise ConfigError(f"memory.temperature must be a number or null, got "
-                              f"{temperature!r}")
+        retrieval, self.build = split_settings(retrieval, build, settings)
+        b = self.build
         # the LLM build's requests and readers (the upstream prompts read here: a run without
         # the files stops before its build); none for the LLM-free build
         self.prompts = None if self.llm is None else MemboxPrompts(
-            prompts, upstream_path=upstream_path, max_tokens=max_tokens,
-            loom_max_tokens=loom_max_tokens, verify_parse=verify_parse, box_parse=box_parse,
-            chain_parse=chain_parse, temperature=temperature, seed=seed,
-            budget_param=budget_param)
+            b.prompts, upstream_path=b.upstream_path, max_tokens=b.max_tokens,
+            loom_max_tokens=b.loom_max_tokens, verify_parse=b.verify_parse,
+            box_parse=b.box_parse, chain_parse=b.chain_parse, temperature=b.temperature,
+            seed=b.seed, budget_param=b.budget_param)
         self._raw_date: dict[tuple[str, str], str] = {}  # (sample, dia_id): session date string
-        if not 1 <= min_keywords <= max_keywords:
-            raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
-                             f"{min_keywords}, {max_keywords}")
         self.encoder, self.extractor = encoder, extractor
         # the box index texts reach the embedding whole, as the code's encoder
         # (text-embedding-3-small, 8,191-token window) sees them
         self.box_encoder = whole_text_encoder(encoder)
-        self.mode, self.k = mode, k
-        self.boundary_threshold, self.trace_threshold = float(boundary_threshold), float(
-            trace_threshold)
-        self.min_keywords, self.max_keywords = int(min_keywords), int(max_keywords)
-        self.min_event_words = int(min_event_words)
+        # mode and k change through configure_retrieval (retrieval_fields)
+        self.mode, self.k = retrieval.mode, retrieval.k
+        self.boundary_threshold, self.trace_threshold = b.boundary_threshold, b.trace_threshold
+        self.min_keywords, self.max_keywords = b.min_keywords, b.max_keywords
+        self.min_event_words = b.min_event_words
         self.failures: list[MemboxFailure] = []
         self.extraction_attempts = 0  # LLM requests of the build (loom, box, verify, chains)
         self.untraced_events = 0  # LLM build: unmatched events no chain reply put in a trace
