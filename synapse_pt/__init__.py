@@ -18,7 +18,8 @@ list and checks every import against it)::
     nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
                                 (data/benchmark.py: each declared beside its loader)
     errors.py progress.py       what every layer may use: ConfigError; a long step's progress;
-    resources.py                the configs and studies it ships, its checkout, its version
+    resources.py groups.py      the configs and studies it ships, its checkout, its version;
+                                frozen settings groups from a constructor's flat keys
 """
 
 __version__ = "0.1.0"

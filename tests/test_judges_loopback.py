@@ -259,23 +259,6 @@ def test_locomo_plus_judge_end_to_end(tmp_path: Path) -> None:
     overrides = ("eval=judge", "llm=openai", "memory=bm25", "memory.k=2", "embedder=hashing",
                  "device=cpu", "logger=none", "dataset=locomo_plus_packed",
                  "dataset.sample_ids=[conv-26]", "dataset.max_questions=3")
-    judged: dict[str, str] = {}
-
-    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
-        prompt = last_user(body)
-        if prompt.startswith("\nYou are a Memory Awareness Judge."):
-            evidence = prompt.split("Memory/Evidence:\n")[1].split("\n\nModel Prediction:")[0]
-            judged[evidence] = prompt
-            text = {0: '{"label": "correct", "reason": "linked"}',
-                    1: '```json\n{"label": "partial", "reason": "vague"}\n```'}.get(
-                len(judged) - 1, "I cannot tell")
-        else:
-            text = "a reply"
-        return 200, completion_body(text, {"prompt_tokens": 1, "completion_tokens": 1}), 0.0
-
-    with serve(behaviour) as server:
-        proc = run_qa(tmp_path, server.url, *overrides)
-        assert proc.returncode == 0, proc.stderr[-3000:]
     items = json.loads((PLUS / "locomo_plus.json").read_text())
     # conv-26 is item i mod 10 == 0: items 0, 10, 20 are its first three
     expected = []
@@ -283,7 +266,27 @@ def test_locomo_plus_judge_end_to_end(tmp_path: Path) -> None:
         a, b = items[i]["cue_dialogue"].replace("\\n", "\n").split("\n")
         expected.append(f"Caroline\uff1a{a.removeprefix('A:').strip()}\n"
                         f"Melanie\uff1a{b.removeprefix('B:').strip()}")
-    assert list(judged) == expected  # each item judged once, against its own cue
+    # each item's reply by its evidence (the judge's requests are sent concurrently: their order
+    # of arrival varies)
+    replies = dict(zip(expected, ('{"label": "correct", "reason": "linked"}',
+                                  '```json\n{"label": "partial", "reason": "vague"}\n```',
+                                  "I cannot tell"), strict=True))
+    judged: list[str] = []
+
+    def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
+        prompt = last_user(body)
+        if prompt.startswith("\nYou are a Memory Awareness Judge."):
+            evidence = prompt.split("Memory/Evidence:\n")[1].split("\n\nModel Prediction:")[0]
+            judged.append(evidence)
+            text = replies.get(evidence, "not one of the three items' cues")
+        else:
+            text = "a reply"
+        return 200, completion_body(text, {"prompt_tokens": 1, "completion_tokens": 1}), 0.0
+
+    with serve(behaviour) as server:
+        proc = run_qa(tmp_path, server.url, *overrides)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(judged) == sorted(expected)  # each item judged once, against its own cue
     preds = pd.read_parquet(tmp_path / "run" / "predictions.parquet").set_index("qa_index")
     assert preds.loc[[0, 10, 20], "judge"].tolist() == [1.0, 0.5, 0.0]
     assert preds.loc[[0, 10, 20], "n_judge_failures"].tolist() == [0, 0, 1]

@@ -21,6 +21,7 @@ LAYERS = {
     "errors": -1,  # ConfigError: every layer may raise it
     "progress": -1,  # the progress of a long step: every layer may report it
     "resources": -1,  # the shipped configs and studies, the checkout, the version
+    "groups": -1,  # frozen settings groups from a constructor's flat keys
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,

@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from .. import groups
 from ..data.records import Dialogue, Turn
 from ..data.render import TurnRenderer
 from ..models.base import TextEncoder
@@ -151,19 +152,11 @@ def _require(checks: list[tuple[bool, str]]) -> None:
 def split_settings(consolidation: Consolidation | None, maintenance: Maintenance | None,
                    flat: Mapping[str, Any]) -> tuple[Consolidation, Maintenance]:
     """The two groups from the flat config keys (``memory.graph.window=...``), over
-    ``consolidation`` / ``maintenance`` when given; a key of neither group is refused by name."""
-    names = {g: {f.name for f in fields(g)} for g in (Consolidation, Maintenance)}
-    unknown = sorted(set(flat) - names[Consolidation] - names[Maintenance])
-    if unknown:
-        raise TypeError(f"GraphBuilder: unknown settings {unknown} (known: "
-                        f"{sorted(names[Consolidation] | names[Maintenance])})")
-    given = {Consolidation: consolidation, Maintenance: maintenance}
-    out = []
-    for group in (Consolidation, Maintenance):
-        new = {k: v for k, v in flat.items() if k in names[group]}
-        base = given[group]
-        out.append(group(**new) if base is None else replace(base, **new))
-    return out[0], out[1]
+    ``consolidation`` / ``maintenance`` when given; a key of neither group is refused by name
+    (:func:`synapse_pt.groups.split_settings`)."""
+    first, second = groups.split_settings(
+        "GraphBuilder", ((Consolidation, consolidation), (Maintenance, maintenance)), flat)
+    return first, second
 
 
 class GraphBuilder:

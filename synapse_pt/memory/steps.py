@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -140,16 +140,23 @@ JSON_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
 
 
-def parse_coverage_score(text: str) -> float | None:
-    """The fraction in the last JSON object with a numeric ``score`` in [0, 1] (``None``: the
-    reply cannot be read, or its score lies outside [0, 1])."""
-    fenced = JSON_FENCE.findall(text)
-    for chunk in reversed(fenced + JSON_OBJECT.findall(text)):
+def json_dicts(chunks: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The ``chunks`` (code fences' bodies, brace-delimited spans of a reply) that parse as JSON
+    objects, in order, parsed; the others skipped."""
+    for chunk in chunks:
         try:
             obj = json.loads(chunk.strip())
         except json.JSONDecodeError:
             continue
-        if isinstance(obj, dict) and "score" in obj:
+        if isinstance(obj, dict):
+            yield obj
+
+
+def parse_coverage_score(text: str) -> float | None:
+    """The fraction in the last JSON object with a numeric ``score`` in [0, 1] (``None``: the
+    reply cannot be read, or its score lies outside [0, 1])."""
+    for obj in json_dicts(reversed(JSON_FENCE.findall(text) + JSON_OBJECT.findall(text))):
+        if "score" in obj:
             score = obj["score"]
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 return None

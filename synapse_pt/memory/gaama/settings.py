@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from synapse_pt import groups
 from synapse_pt.errors import ConfigError
 from synapse_pt.graph.ppr import HUB_DAMPENING
 
@@ -148,13 +149,8 @@ class Build:
 def split_settings(retrieval: Retrieval | None, build: Build | None,
                    flat: Mapping[str, Any]) -> tuple[Retrieval, Build]:
     """The two groups from the flat config keys (``memory.seeds=...``), over ``retrieval`` /
-    ``build`` when given; a key of neither group is refused by name."""
-    names = {g: {f.name for f in fields(g)} for g in (Retrieval, Build)}
-    unknown = sorted(set(flat) - names[Retrieval] - names[Build])
-    if unknown:
-        raise TypeError(f"GAAMAMemory: unknown settings {unknown}")
-    out = []
-    for group, given in ((Retrieval, retrieval), (Build, build)):
-        base = {} if given is None else {f: getattr(given, f) for f in names[group]}
-        out.append(group(**{**base, **{k: v for k, v in flat.items() if k in names[group]}}))
-    return out[0], out[1]
+    ``build`` when given; a key of neither group is refused by name
+    (:func:`synapse_pt.groups.split_settings`)."""
+    first, second = groups.split_settings(
+        "GAAMAMemory", ((Retrieval, retrieval), (Build, build)), flat)
+    return first, second

@@ -57,7 +57,6 @@ failure scored 0, as their code scores an unknown label.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -76,6 +75,7 @@ from synapse_pt.memory.steps import (
     Judge,
     JudgeCall,
     JudgeInputs,
+    json_dicts,
     parse_coverage_score,
     register,
 )
@@ -154,13 +154,8 @@ def parse_judge_label(text: str) -> Label | None:
        only (``INCORRECT`` does not count; both kinds present -> ``None``).
     """
     fenced = JSON_FENCE.search(text)
-    candidates = ([fenced.group(1)] if fenced else []) + JSON_OBJECT.findall(text)
-    for chunk in candidates:
-        try:
-            obj = json.loads(chunk.strip())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and "label" in obj:
+    for obj in json_dicts(([fenced.group(1)] if fenced else []) + JSON_OBJECT.findall(text)):
+        if "label" in obj:
             label = obj["label"]
             if isinstance(label, str) and label.strip().upper() in ("CORRECT", "WRONG"):
                 return label.strip().upper()  # type: ignore[return-value]
@@ -224,13 +219,8 @@ def parse_label_score(text: str) -> float | None:
     """The score of the ``label`` of the first JSON object (fenced or not) that has one:
     ``correct`` 1, ``partial`` 0.5, ``wrong`` 0, in any case; ``None`` for a reply without such
     an object or with another label."""
-    fenced = JSON_FENCE.findall(text)
-    for chunk in fenced + JSON_OBJECT.findall(text):
-        try:
-            obj = json.loads(chunk.strip())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict) and "label" in obj:
+    for obj in json_dicts(JSON_FENCE.findall(text) + JSON_OBJECT.findall(text)):
+        if "label" in obj:
             label = obj["label"]
             return LOCOMO_PLUS_LABELS.get(label.strip().lower()) if isinstance(label, str) \
                 else None
