@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from loopback import serve
+from test_checks_before_writes import refuse_encoder
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-import synapse_pt.build
 from synapse_pt.errors import ConfigError
 from synapse_pt.eval.qa.objective import check_objective
 from synapse_pt.eval.qa.pipeline import EvalSettings, metric_columns
@@ -31,14 +31,7 @@ NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "a
 @pytest.fixture
 def no_encoder(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Building the run's encoder (the first step of the slow part) fails the test."""
-    built: list[str] = []
-
-    def refuse(cfg):
-        built.append(str(cfg.get("_target_")))
-        raise AssertionError("the encoder was built: the check came after the slow part began")
-
-    monkeypatch.setattr(synapse_pt.build, "build_encoder", refuse)
-    return built
+    return refuse_encoder(monkeypatch)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
