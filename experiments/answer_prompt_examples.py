@@ -13,7 +13,7 @@ import sys
 
 from omegaconf import OmegaConf
 
-from synapse_pt.build import composed_config, ingested_memory
+from synapse_pt.commands.build import composed_config, ingested_memory
 from synapse_pt.eval.qa.pipeline import EvalSettings, answer_request, blind, for_memory
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import hydra
 
-from synapse_pt.build import build_extractor, build_llm, composed_config
+from synapse_pt.commands.build import build_extractor, build_llm, composed_config
 from synapse_pt.data.resolve import build_dataset
 from synapse_pt.graph.consolidation import windows_of
 from synapse_pt.graph.extraction import LLMConceptExtractor

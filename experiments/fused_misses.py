@@ -26,7 +26,7 @@ import argparse
 import pandas as pd
 import torch
 
-from synapse_pt.build import composed_memory
+from synapse_pt.commands.build import composed_memory
 from synapse_pt.data import category_names
 from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.eval.reports.tables import to_markdown

@@ -28,7 +28,7 @@ import sys
 import pandas as pd
 import torch
 
-from synapse_pt.build import composed_memory
+from synapse_pt.commands.build import composed_memory
 from synapse_pt.data.locomo_plus import CUE_SESSION
 from synapse_pt.eval.reports.tables import to_markdown
 from synapse_pt.graph.pagerank import rescale_pagerank

@@ -87,7 +87,7 @@ def random_row(variant: str) -> dict[str, float]:
     """What a uniformly random ranking of each memory's turns gives, per item, in expectation:
     any@10 :math:`= 1 - \binom{N-m}{10} / \binom{N}{10}` and the best cue turn's rank
     :math:`(N + 1) / (m + 1)` (``N`` turns in the item's memory, ``m`` cue turns)."""
-    from synapse_pt.build import composed_config
+    from synapse_pt.commands.build import composed_config
     from synapse_pt.data.resolve import build_dataset
 
     dataset = build_dataset(composed_config(["dataset=locomo_plus",

@@ -30,10 +30,10 @@ from torch import Tensor
 
 import synapse_pt.nn.activation as activation
 import synapse_pt.retrieval.dense as dense
-from synapse_pt.build import composed_memory
-from synapse_pt.eval.tuning.sweep import auto_chunk, draw_configs, sweep_table
+from synapse_pt.commands.build import composed_memory
+from synapse_pt.eval.tuning.grid import auto_chunk, draw_configs, sweep_table
 from synapse_pt.nn.sparse import row_blocks
-from synapse_pt.retrieval.synapse import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseParams
 
 
 def topk_before(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tensor]:

@@ -7,8 +7,8 @@ sources and targets, weights in [0, 1)), ``B`` query columns with energy on ``an
 nodes each, and times ``T = 3`` steps: warm-up runs, then the median of ``repeats`` runs
 (``torch.cuda.synchronize`` around each on CUDA); the minimum is printed too, as a figure
 less sensitive to other load on a shared machine. The layer is
-:func:`~synapse_pt.retrieval.synapse.activation_layer` of the config's values (``SynapseParams()``,
-the engine's default storage ``frontier=auto``). Two figures:
+:func:`~synapse_pt.retrieval.spreading.activation_layer` of the config's values
+(``SynapseParams()``, the engine's default storage ``frontier=auto``). Two figures:
 
 * ``functional``: the layer on the edge list per call (normalising the graph it reads);
 * ``cached``: the layer on a prebuilt fan-normalised adjacency (what retrieval calls).
@@ -35,7 +35,7 @@ import torch
 
 from synapse_pt.eval.reports.profile import op_breakdown
 from synapse_pt.nn import Hyperparams, activation_adjacency
-from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
+from synapse_pt.retrieval.spreading import STORAGE, SynapseParams, activation_layer
 
 
 def _sync(device: torch.device) -> None:

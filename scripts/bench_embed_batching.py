@@ -17,7 +17,7 @@ With the bundled all-MiniLM-L6-v2 on the CPU:
 ``padded`` is ``HFEmbedder._embed`` as it stood at 4dc6122 (longest first, ``64`` texts a pass,
 padded to the longest, PyTorch's intra-op threads); ``alone`` as it stood at 70f7a39 (each
 sequence on its own, unpadded, intra-op threads); ``fixed`` is ``HFEmbedder._embed`` itself, with
-``threads: auto`` (this process registered as a job, :mod:`synapse_pt.models.threads`); ``onnx``
+``threads: auto`` (this process registered as a job, :mod:`synapse_pt.common.threads`); ``onnx``
 the same calls on ONNX Runtime (``--methods padded,alone,fixed,onnx``). Start two
 copies of the script with one method each to measure jobs that share the machine. The last line
 is ``fixed/padded throughput: R`` with all three methods, else ``embed_throughput_<method>: N
@@ -34,8 +34,8 @@ import time
 
 import torch
 
+from synapse_pt.common import threads
 from synapse_pt.data.locomo import load_locomo
-from synapse_pt.models import threads
 from synapse_pt.models.embedder import HFEmbedder, mean_pool
 
 PADDED_BATCH = 64

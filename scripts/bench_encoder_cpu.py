@@ -33,10 +33,10 @@ from pathlib import Path
 
 import torch
 
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.beam import load_beam
 from synapse_pt.data.locomo import load_locomo
 from synapse_pt.data.source import default_locomo_path
-from synapse_pt.errors import ConfigError
 from synapse_pt.models.embedder import HFEmbedder
 
 D, FF, LAYERS = 384, 1536, 6

@@ -35,7 +35,7 @@ import torch
 
 
 def build(overrides: list[str], device: str = "cpu"):
-    from synapse_pt.build import composed_memory
+    from synapse_pt.commands.build import composed_memory
 
     memory, dataset = composed_memory(["experiment=paper_main", f"device={device}", *overrides],
                                       "the retrieval benchmark")

@@ -80,7 +80,7 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
     """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
     calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
     from synapse_pt.nn import Hyperparams
-    from synapse_pt.retrieval.synapse import STORAGE, SynapseParams, activation_layer
+    from synapse_pt.retrieval.spreading import STORAGE, SynapseParams, activation_layer
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
     g = torch.Generator().manual_seed(seed + 1)
@@ -147,7 +147,7 @@ def synthetic_dialogue(num_turns: int, seed: int = 0):
     """A two-speaker conversation of ``num_turns`` turns (sessions of 20 turns, a day apart)."""
     import random
 
-    from synapse_pt.data.records import Dialogue, Session, Turn
+    from synapse_pt.data.schema import Dialogue, Session, Turn
 
     rng = random.Random(seed)
     syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # 70 letter-only syllables

@@ -6,7 +6,7 @@ values for the continuous hyperparameters (S, delta, beta, gamma, theta, lambda1
 query columns of the activation matrix are the (configuration, question) pairs, so a chunk of
 configurations costs one call of ``SynapseMemory.sweep``. Recall is computed on index tensors.
 Configuration 0 is the paper's defaults; the others are drawn uniformly from the ranges of
-:mod:`synapse_pt.eval.tuning.sweep` (``RANGES``).
+:mod:`synapse_pt.eval.tuning.grid` (``RANGES``).
 Prints the best configurations by evidence recall@10 over categories 1-4 (by question); the last
 line is the sweep throughput in configurations per minute (each configuration = every question).
 
@@ -35,11 +35,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from synapse_pt.build import composed_memory
+from synapse_pt.commands.build import composed_memory
 from synapse_pt.eval.reports.profile import op_breakdown, primitive_seconds
-from synapse_pt.eval.tuning.sweep import auto_chunk, draw_configs, sweep_table
+from synapse_pt.eval.tuning.grid import auto_chunk, draw_configs, sweep_table
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.retrieval.synapse import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseParams
 
 
 def main() -> None:

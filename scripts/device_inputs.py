@@ -31,7 +31,7 @@ from pathlib import Path
 import hydra
 import torch
 
-from synapse_pt.build import composed_config, ingested_memory
+from synapse_pt.commands.build import composed_config, ingested_memory
 from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.models.cached_encoder import write_encoder_file
 from synapse_pt.models.embedder import HFEmbedder

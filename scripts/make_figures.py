@@ -52,7 +52,7 @@ SWEPT = ("S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3"
 
 def activation_figure(run_dir: Path, out: Path) -> list[Path]:
     """Rebuild the SYNAPSE memory of ``run_dir`` and draw its chosen question's subgraph."""
-    from synapse_pt.build import rebuild_memory
+    from synapse_pt.commands.build import rebuild_memory
     from synapse_pt.eval.reports.activation_view import pick_activation_example
     from synapse_pt.eval.reports.plots import activation_subgraph_plot
     from synapse_pt.memory.synapse import SynapseMemory
@@ -147,6 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from synapse_pt.cli import report_failures
+    from synapse_pt.commands.hydra_app import report_failures
 
     sys.exit(report_failures(main, kept=lambda: "the figures written before it are in --out"))

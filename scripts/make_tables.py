@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from synapse_pt.cli import report_failures
+    from synapse_pt.commands.hydra_app import report_failures
     from synapse_pt.eval.records.commit import FolderLocked
 
     sys.exit(report_failures(main, errors=(FolderLocked,),

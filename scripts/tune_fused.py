@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from synapse_pt.build import composed_config, ingested_memory, run_category_names
+from synapse_pt.commands.build import composed_config, ingested_memory, run_category_names
 from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.eval.records.outputs import git_commit
 from synapse_pt.eval.reports.tables import to_markdown
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from synapse_pt.cli import USER_FACING_ERRORS, report_failures
+    from synapse_pt.commands.hydra_app import USER_FACING_ERRORS, report_failures
 
     sys.exit(report_failures(main, errors=USER_FACING_ERRORS,
                              kept=lambda: "what finished before is kept; the caches keep what was "

@@ -3,23 +3,22 @@
 Layers, bottom up (each imports only those below it; ``tests/test_layering.py`` holds the same
 list and checks every import against it)::
 
-    study.py                    run every variant of a study file (studies/) through run()
-    run.py sweep.py estimate.py entry points: one run; the batched sweep; a run's cost beforehand
-    build.py cli.py             builders from the composed config; the Hydra callbacks
-    preflight.py                the checks a run makes before ingesting
-    study_key.py tracking.py    names of resumable studies; W&B or nothing
-    run_records.py              Hydra's records and the log, written once a run claims its folder
+    run.py sweep.py study.py    ``python -m synapse_pt.<command>``: each hands over to commands/
+    estimate.py
+    commands/                   the entry points (study; run, sweep, estimate) and their plumbing
+                                (build, hydra_app, preflight, study_key, tracking, run_log)
     eval/                       rooms by job, bottom up: qa/ (answering, scorers), reports/
                                 (tables, plots), records/ (run folders), tuning/ (held out, studies)
     memory/                     MemorySystem: synapse.py, gaama/, membox/ (none imports another)
                                 on the shared base, declare, episodic, gate; baselines, fused
-    retrieval/                  triggers (BM25, dense), scoring, gate
+    steps/                      the QA steps a memory's package registers and eval/ reads: answer
+                                steps, judges, scorers, published rows
+    retrieval/                  triggers (BM25, dense), spreading activation, scoring, gate; items
     graph/                      memory graph tensors, consolidation, extraction, PageRank
     nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
                                 (data/benchmark.py: each declared beside its loader)
-    errors.py progress.py       what every layer may use: ConfigError; a long step's progress;
-    resources.py groups.py      the configs and studies it ships, its checkout, its version;
-                                frozen settings groups from a constructor's flat keys
+    common/                     what every layer may use: ConfigError, a long step's progress, the
+                                shipped configs and studies, settings groups, CPU threads
 """
 
 __version__ = "0.1.0"

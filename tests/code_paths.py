@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from upstream_files import ROOT, membox_template
 
-from synapse_pt.data.records import Dialogue
+from synapse_pt.data.schema import Dialogue
 
 Reply = Callable[[str], str]
 

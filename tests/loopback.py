@@ -107,7 +107,7 @@ def run_sample_on_loopback(tmp_path: Any, monkeypatch: Any, behaviour: Behaviour
     server answering with ``behaviour``; returns (config, metrics, request bodies)."""
     from test_configs import make_cfg
 
-    from synapse_pt.run import run
+    from synapse_pt.commands.run import run
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("TQDM_DISABLE", "1")

@@ -18,10 +18,10 @@ import pytest
 from benchmark_fixtures import beam_fixture, realtalk_fixture
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data import DataFormatError
 from synapse_pt.data.resolve import build_dataset
 from synapse_pt.data.source import sample_path
-from synapse_pt.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "logger=none", "device=cpu", "memory=bm25")
@@ -166,7 +166,7 @@ def test_a_half_assembled_mpnet_folder_names_make_mpnet(tmp_path: Path) -> None:
 
 
 def test_run_study_takes_overrides_after_out(tmp_path: Path, monkeypatch) -> None:
-    import synapse_pt.study as study_module
+    import synapse_pt.commands.study as study_module
 
     seen = {}
 
@@ -183,7 +183,7 @@ def test_run_study_takes_overrides_after_out(tmp_path: Path, monkeypatch) -> Non
 
 def test_spend_json_is_written_without_an_llm(tmp_path: Path) -> None:
     """README: every run writes ``spend.json``; a retrieval run wrote none."""
-    from synapse_pt.run import run
+    from synapse_pt.commands.run import run
 
     run(make_cfg(*FAST, "smoke=true", f"paths.cache_dir={tmp_path / 'cache'}",
                  output_dir=str(tmp_path / "run")))

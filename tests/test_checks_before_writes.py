@@ -21,12 +21,12 @@ import pytest
 from loopback import completion_body, echo, serve
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-import synapse_pt.build
-from synapse_pt.errors import ConfigError
+import synapse_pt.commands.build
+from synapse_pt.commands.preflight import section_keys
+from synapse_pt.commands.run import run
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.eval.qa.objective import run_sections
 from synapse_pt.eval.qa.pipeline import EvalSettings
-from synapse_pt.preflight import section_keys
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 USAGE = {"prompt_tokens": 11, "completion_tokens": 3}
@@ -56,7 +56,7 @@ def refuse_encoder(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         built.append(str(cfg.get("_target_")))
         raise AssertionError("the encoder was built: the check came after the slow part began")
 
-    monkeypatch.setattr(synapse_pt.build, "build_encoder", refuse)
+    monkeypatch.setattr(synapse_pt.commands.build, "build_encoder", refuse)
     return built
 
 
@@ -141,13 +141,13 @@ def test_judges_a_mode_ignores_are_warned_before_the_slow_part(
     naming both, logged before the encoder is built (on main: nothing for ``eval.judges``; the
     ``judge_runs`` warning came after the whole retrieval)."""
     seen: list[list[str]] = []
-    real = synapse_pt.build.build_encoder
+    real = synapse_pt.commands.build.build_encoder
 
     def record(cfg):
         seen.append([r.getMessage() for r in caplog.records if r.levelno == logging.WARNING])
         return real(cfg)
 
-    monkeypatch.setattr(synapse_pt.build, "build_encoder", record)
+    monkeypatch.setattr(synapse_pt.commands.build, "build_encoder", record)
     with caplog.at_level(logging.WARNING):
         run(make_cfg(*FAST, "smoke=true", "reuse_ingested=false", "eval.judges=[mem0,gaama]",
                      "eval.judge_runs=2",
@@ -200,7 +200,7 @@ def test_path_forming_labels_stay_inside_their_root(tmp_path: Path, label: str,
         with pytest.raises(ConfigError, match=f"^{key}="):
             run(cfg)
     assert not (tmp_path / "run").exists()
-    from synapse_pt.preflight import check_path_label
+    from synapse_pt.commands.preflight import check_path_label
 
     assert check_path_label("task_name", "ablations/no_gate") == "ablations/no_gate"
 

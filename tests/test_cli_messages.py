@@ -110,5 +110,5 @@ def test_every_progress_bar_of_the_package_turns_off_off_a_terminal() -> None:
                         and isinstance(disable.values[-1], ast.Constant)
                         and disable.values[-1].value is None))
                 calls.append((f"{path.name}:{node.lineno}", ok))
-    assert len(calls) >= 2  # synapse_pt/progress.py (the package's bars) and the download
+    assert len(calls) >= 2  # synapse_pt/common/progress.py (the package's bars) and the download
     assert [c for c, ok in calls if not ok] == []

@@ -13,12 +13,13 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.commands.study_key import register_resolvers
 from synapse_pt.memory.fused import SignalSettings
 from synapse_pt.memory.gaama import settings as gaama
 from synapse_pt.memory.membox import settings as membox
-from synapse_pt.study_key import register_resolvers
 
-register_resolvers()  # ${study_key:} of configs/hparams_search (synapse_pt.run does this too)
+# ${study_key:} of configs/hparams_search (synapse_pt.commands.run does this too)
+register_resolvers()
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 # groups composed inside others, never chosen on the command line: fusion/ (the fused retriever's
@@ -104,7 +105,7 @@ def test_hydra_launchers_and_sweeper_compose():
     assert sweeper.storage.startswith("sqlite:///") and sweeper.storage.endswith("optuna.sqlite")
     assert sweeper.study_name.startswith("synapse_optuna_sample_recall@10.mean_q_1_4_")  # + key
     assert sweep.objective == "recall@10.mean_q_1_4"
-    # the one declared space (synapse_pt/retrieval/synapse_space.py): every reading and setting
+    # the one declared space (synapse_pt/retrieval/search_space.py): every reading and setting
     assert set(sweeper.params) == {f"memory.params.{k}" for k in (
         "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
         "fan", "T")} | {f"memory.readings.{k}" for k in (
@@ -200,7 +201,7 @@ def test_instantiate_embedders(option, tmp_path):
 def test_mpnet_embedder_loads_by_path_from_the_cache_or_names_the_setup(tmp_path):
     """embedder=mpnet: the assembled folder under paths.cache_dir/models, the model's name in the
     embedding cache key; absent, a clear error with the set-up command (nothing downloads)."""
-    from synapse_pt.build import build_encoder
+    from synapse_pt.commands.build import build_encoder
     from synapse_pt.models.assemble import ModelNotAssembled
 
     cfg = make_cfg("embedder=mpnet", f"paths.cache_dir={tmp_path}")
@@ -223,7 +224,7 @@ def test_mpnet_embedder_loads_by_path_from_the_cache_or_names_the_setup(tmp_path
 @pytest.mark.parametrize("option", ["none", "smollm2", "openai", "vllm"])
 def test_instantiate_llm_backends(option, tmp_path, monkeypatch):
     """Backends construct offline: weights load on first use, no request is sent."""
-    from synapse_pt.build import build_llm
+    from synapse_pt.commands.build import build_llm
     from synapse_pt.models.llm.base import LLM
     from synapse_pt.models.llm.none import NoLLM
 
@@ -239,8 +240,8 @@ def test_llm_hf_needs_a_model(tmp_path):
     """``llm=hf`` without a model is an error, not the backend's default model."""
     from omegaconf.errors import MissingMandatoryValue
 
-    from synapse_pt.build import build_llm
-    from synapse_pt.run import run
+    from synapse_pt.commands.build import build_llm
+    from synapse_pt.commands.run import run
 
     cfg = make_cfg("llm=hf")
     with pytest.raises(ValueError, match=r"llm=hf: no value for \['llm.backend.model'\]"):
@@ -254,7 +255,7 @@ def test_llm_hf_needs_a_model(tmp_path):
 
 @pytest.mark.parametrize("option", [o for g, o in OPTIONS if g == "memory"])
 def test_instantiate_memories(option):
-    from synapse_pt.build import build_extractor, build_memory
+    from synapse_pt.commands.build import build_extractor, build_memory
     from synapse_pt.memory.base import MemorySystem
 
     cfg = make_cfg(f"memory={option}", "embedder=hashing")
@@ -266,7 +267,7 @@ def test_instantiate_memories(option):
 
 
 def test_synapse_memory_gets_every_param():
-    from synapse_pt.build import build_extractor, build_memory
+    from synapse_pt.commands.build import build_extractor, build_memory
 
     cfg = make_cfg("embedder=hashing", "memory.params.beta=0.33", "memory.graph.window=7")
     encoder = instantiate(cfg.embedder, _convert_="all")
@@ -280,7 +281,7 @@ def test_synapse_memory_gets_every_param():
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_hyperparameters_pass_validation(experiment):
-    from synapse_pt.retrieval.synapse import SynapseParams
+    from synapse_pt.retrieval.spreading import SynapseParams
 
     cfg = make_cfg(f"experiment={experiment}")
     if cfg.memory._target_.endswith("SynapseMemory"):
@@ -308,7 +309,7 @@ GATES = sorted(f.stem for f in (CONFIG_DIR / "memory" / "gate").glob("*.yaml"))
 
 @pytest.mark.parametrize("gate", GATES)
 def test_every_gate_option_builds(gate):
-    from synapse_pt.build import build_memory
+    from synapse_pt.commands.build import build_memory
     from synapse_pt.memory.gate import GATE_SIGNALS
 
     cfg = make_cfg("memory=fused", f"memory/gate={gate}", "embedder=hashing")

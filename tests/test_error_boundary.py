@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.cli import USER_FACING_ERRORS
+from synapse_pt.commands.hydra_app import USER_FACING_ERRORS
+from synapse_pt.commands.run import run
 from synapse_pt.eval.records.run_folder import OutputDirNotWritable
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

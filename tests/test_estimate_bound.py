@@ -12,11 +12,16 @@ import pytest
 from loopback import completion_body, serve
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.commands.estimate import (
+    _eval_settings,
+    answer_prompt_bounds,
+    estimate,
+    format_estimate,
+)
+from synapse_pt.commands.run import run
 from synapse_pt.data.resolve import build_dataset
-from synapse_pt.estimate import _eval_settings, answer_prompt_bounds, estimate, format_estimate
 from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.models.llm.base import MESSAGE_OVERHEAD_TOKENS
-from synapse_pt.run import run
 
 COUNTER = HFTokenCounter()
 

@@ -13,11 +13,11 @@ from loopback import completion_body, run_sample_on_loopback
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from upstream_files import ROOT
 
-from synapse_pt.build import run_category_names
+from synapse_pt.commands.build import run_category_names
+from synapse_pt.commands.run import run
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.eval.records.record import extraction_summary
 from synapse_pt.eval.reports.console import render_summary
-from synapse_pt.run import run
 
 FIRST_TURN = next(load_locomo(sample_path()).conversations[0].turns()).content
 PROSE = "I am sorry but I cannot list anything for this excerpt."  # no list to parse

@@ -1,7 +1,7 @@
 """Failures a hostile new user met as tracebacks (issue 51, item 8): a conversation whose sessions
 are all empty, a memory parameter of the wrong type, an unknown ``dataset.sample_ids`` entry, a
-truncated embedding cache. Each is now an error of ``synapse_pt.run.USER_FACING_ERRORS`` (one
-line on the command line) naming the file, the conversation or the key."""
+truncated embedding cache. Each is now an error of ``synapse_pt.commands.run.USER_FACING_ERRORS``
+(one line on the command line) naming the file, the conversation or the key."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.commands.run import USER_FACING_ERRORS, run
 from synapse_pt.data import sample_path
-from synapse_pt.run import USER_FACING_ERRORS, run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

@@ -1,4 +1,4 @@
-"""synapse_pt.groups.split_settings: flat keys into frozen settings groups (issue 60)."""
+"""synapse_pt.common.groups.split_settings: flat keys into frozen settings groups (issue 60)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from synapse_pt.groups import split_settings
+from synapse_pt.common.groups import split_settings
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ LAZY = ("torch_geometric", "nltk", "sklearn", "transformers")
 
 
 def test_importing_the_run_entry_point_loads_none_of_the_lazy_libraries() -> None:
-    code = ("import sys, synapse_pt.run, synapse_pt.memory, synapse_pt.retrieval, "
+    code = ("import sys, synapse_pt.commands.run, synapse_pt.memory, synapse_pt.retrieval, "
             "synapse_pt.graph, synapse_pt.models.llm; "
             f"print(sorted(m for m in {LAZY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -75,7 +75,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_installed_wheel_runs_from_an_empty_folder(installed: Path, tmp_path: Path) -> None:
     where = tmp_path / "elsewhere"
     where.mkdir()
-    found = sh(installed, "-c", "import synapse_pt.retrieval.synapse as m, synapse_pt; "
+    found = sh(installed, "-c", "import synapse_pt.retrieval.spreading as m, synapse_pt; "
                "print(synapse_pt.__file__)", cwd=where).stdout.strip()
     assert Path(found).is_relative_to(installed.parents[1]), found  # the wheel, not the checkout
     sh(installed, "-m", "synapse_pt.run", "dataset=sample", "memory=bm25", cwd=where)

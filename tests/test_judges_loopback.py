@@ -40,7 +40,7 @@ def run_qa(tmp_path: Path, url: str, *overrides: str) -> subprocess.CompletedPro
 def estimate_of(*overrides: str):
     from test_configs import make_cfg
 
-    from synapse_pt.estimate import estimate
+    from synapse_pt.commands.estimate import estimate
 
     return estimate(make_cfg(*overrides))
 

@@ -24,11 +24,11 @@ from loopback import completion_body, echo, serve
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import make_cfg
 
+from synapse_pt.commands.run import run
 from synapse_pt.data.errors import DataFormatError
 from synapse_pt.data.text import require_text
 from synapse_pt.eval.records.record import run_label
 from synapse_pt.eval.reports.console import SAMPLE_WARNING, render_summary
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = REPO_ROOT / "synapse_pt" / "data" / "sample" / "sample_conversation.json"
@@ -54,7 +54,7 @@ def edited_sample(path: Path) -> Path:
 def gold_of(path: Path) -> str:
     """What a file's questions are scored against, worked from the raw JSON: sha256 (16 hex
     digits) of each question's [key, category, question, answer, adversarial answer, evidence]
-    as compact JSON, sorted, one a line (synapse_pt.data.records.gold_set_id's rule)."""
+    as compact JSON, sorted, one a line (synapse_pt.data.schema.gold_set_id's rule)."""
     lines = sorted(json.dumps([f"{s['sample_id']}/{i}", q["category"], q["question"],
                                None if q.get("answer") is None else str(q["answer"]),
                                q.get("adversarial_answer"), q["evidence"]],

@@ -18,18 +18,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
 #: each room (subpackage or top-level module) and its layer: a module may import its own room
 #: and rooms of strictly lower layers
 LAYERS = {
-    "errors": -1,  # ConfigError: every layer may raise it
-    "progress": -1,  # the progress of a long step: every layer may report it
-    "resources": -1,  # the shipped configs and studies, the checkout, the version
-    "groups": -1,  # frozen settings groups from a constructor's flat keys
+    "common": -1,  # what every layer may use: ConfigError, progress, resources, groups, threads
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,
-    "memory": 3,
-    "eval": 4,
-    "build": 5, "cli": 5, "preflight": 5, "run_records": 5, "study_key": 5, "tracking": 5,
-    "run": 6, "sweep": 6, "estimate": 6,
-    "study": 7,
+    "steps": 3,  # the QA steps a memory's package registers and eval/ reads
+    "memory": 4,
+    "eval": 5,
+    "commands": 6,  # the entry points and their plumbing
+    "run": 7, "sweep": 7, "study": 7, "estimate": 7,  # `python -m synapse_pt.<command>`
     "__init__": 8,
 }
 
@@ -116,6 +113,26 @@ def test_no_import_points_up_or_sideways() -> None:
                    and LAYERS[room(t)] >= LAYERS[room(m)])
     assert not wrong, "imports that do not point down: " + ", ".join(f"{m} -> {t}"
                                                                      for m, t in wrong)
+
+
+#: commands/' modules bottom up: the plumbing, the commands, the study over the run
+COMMAND_ROOMS = {"build": 0, "hydra_app": 0, "preflight": 0, "run_log": 0, "study_key": 0,
+                 "tracking": 0, "run": 1, "sweep": 1, "estimate": 1, "study": 2}
+
+
+def test_command_modules_import_down() -> None:
+    """Every module of commands/ has a place in :data:`COMMAND_ROOMS`, and imports only modules of
+    lower places there (the plumbing imports no command; a command imports no other command but
+    the study, which runs every variant through run())."""
+    graph = import_graph()
+    inside = {m.split(".")[2] for m in graph if room(m) == "commands" and m.count(".") == 2}
+    assert inside == set(COMMAND_ROOMS), sorted(inside ^ set(COMMAND_ROOMS))
+    wrong = sorted((m, t) for m, targets in graph.items() if room(m) == "commands"
+                   and m.count(".") == 2 for t in targets
+                   if room(t) == "commands" and t.count(".") == 2
+                   and COMMAND_ROOMS[t.split(".")[2]] >= COMMAND_ROOMS[m.split(".")[2]] and t != m)
+    assert not wrong, "commands imports that do not point down: " + ", ".join(
+        f"{m} -> {t}" for m, t in wrong)
 
 
 #: eval/'s rooms by job, bottom up: answering and scoring; tables, plots and reports; run records

@@ -18,7 +18,7 @@ from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from two_conversations import COPY_ID, write_two_conversations
 
 from synapse_pt.data.locomo import load_locomo
-from synapse_pt.data.records import Conversation, Question, Session, Turn
+from synapse_pt.data.schema import Conversation, Question, Session, Turn
 from synapse_pt.data.source import sample_path
 from synapse_pt.eval.qa.pipeline import EvalSettings, blind, evaluate
 from synapse_pt.eval.qa.tokens import HFTokenCounter
@@ -96,8 +96,8 @@ FAST = ("dataset=sample", "embedder=hashing", "device=cpu", "logger=none")
 
 
 def test_the_guide_yaml_runs_through_run_estimate_sweep_and_heldout(tmp_path, guide_config):
-    from synapse_pt.estimate import estimate
-    from synapse_pt.run import run
+    from synapse_pt.commands.estimate import estimate
+    from synapse_pt.commands.run import run
 
     def cfg(name: str, *overrides: str):
         return make_cfg(*FAST, "memory=recency_dense", guide_config,

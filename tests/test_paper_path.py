@@ -128,7 +128,7 @@ def test_budget_cap_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -
     cap; the same command in the same folder counts what it spent before (issue 58: the cap is
     the command's), so each rerun with a higher cap answers what is left from where it stopped,
     re-asking nothing, until the run completes."""
-    from synapse_pt.run import BUDGET_EXIT_CODE
+    from synapse_pt.commands.run import BUDGET_EXIT_CODE
 
     def behaviour(body: dict[str, Any], n: int) -> tuple[int, str, float]:
         return 200, completion_body("a pottery class",
@@ -172,8 +172,8 @@ def test_budget_cap_holds_against_the_usage_the_server_reports(tmp_path: Path) -
     at once (``max_concurrency`` = 2) cost more than the cap. The run stops with exit status 3 and
     one line; every answer received is cached, so a rerun with a higher cap re-asks nothing.
     (On 70f7a39 all 14 were sent, USD 1.26, and the run exited 0.)"""
+    from synapse_pt.commands.run import BUDGET_EXIT_CODE
     from synapse_pt.models.llm.cache import ResponseCache
-    from synapse_pt.run import BUDGET_EXIT_CODE
 
     per_answer = 0.2 * 0.15 + 0.1 * 0.60  # USD, gpt-4o-mini's list prices per 1M tokens
 
@@ -209,7 +209,7 @@ def test_budget_cap_holds_against_the_usage_the_server_reports(tmp_path: Path) -
 def estimate_of(*overrides: str):
     from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-    from synapse_pt.estimate import estimate
+    from synapse_pt.commands.estimate import estimate
 
     return estimate(make_cfg(*overrides))
 

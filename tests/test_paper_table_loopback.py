@@ -27,7 +27,7 @@ from upstream_files import ROOT, needs_upstream, template_head
 
 from synapse_pt.data.upstream import ENV_VAR
 from synapse_pt.eval.reports.paper_table import paper_table
-from synapse_pt.eval.tuning.study import load_study
+from synapse_pt.eval.tuning.variants import load_study
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,11 +17,11 @@ from loopback import serve
 from test_checks_before_writes import refuse_encoder
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.commands.run import run
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.eval.qa.objective import check_objective
 from synapse_pt.eval.qa.pipeline import EvalSettings, metric_columns
 from synapse_pt.models.llm.openai_compat import OpenAICompatibleLLM
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "logger=none", "device=cpu", "memory=bm25")

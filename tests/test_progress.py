@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from synapse_pt.progress import Progress, progress
+from synapse_pt.common.progress import Progress, progress
 
 LOGGER = logging.getLogger("synapse_pt.test_progress")
 

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import EXPERIMENTS, make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.commands.run import run
 from synapse_pt.eval.records.record import flatten_metrics, lookup_metric
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
@@ -238,7 +238,7 @@ def test_retrieval_only_change_reuses_the_ingested_memory(tmp_path):
 def test_request_logging_is_quiet_by_default() -> None:
     import logging
 
-    from synapse_pt.cli import quiet_third_party_logs
+    from synapse_pt.commands.hydra_app import quiet_third_party_logs
 
     for name in ("httpx", "httpx2"):  # httpx2: the openai SDK's HTTP client
         logging.getLogger(name).setLevel(logging.NOTSET)

@@ -11,9 +11,9 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.commands.run import run
 from synapse_pt.eval.records.outputs import result_neutral_changes, without_result_neutral
 from synapse_pt.eval.records.run_folder import OutputDirInUse, check_output_dir
-from synapse_pt.run import run
 
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
 
@@ -119,7 +119,7 @@ def test_an_unwritable_run_folder_is_one_line_naming_it(tmp_path: Path) -> None:
 def test_a_read_only_folder_is_named_with_the_cause(tmp_path: Path, monkeypatch) -> None:
     """The permission case, which root (these tests' user in CI containers) cannot reproduce with
     chmod: the probe write fails as it would on a read-only folder."""
-    from synapse_pt.cli import OutputDirNotWritable, ensure_writable
+    from synapse_pt.commands.hydra_app import OutputDirNotWritable, ensure_writable
 
     def refuse(self: Path, *args: object, **kwargs: object) -> int:
         raise PermissionError(13, "Permission denied", str(self))

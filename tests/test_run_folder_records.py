@@ -15,12 +15,12 @@ from omegaconf import OmegaConf
 from test_cli_messages import closed_port
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.cli import WritableRunDir
+from synapse_pt.commands.hydra_app import WritableRunDir
+from synapse_pt.commands.run import run
 from synapse_pt.data import sample_path
 from synapse_pt.eval.records.commit import STAGING
 from synapse_pt.eval.records.run_folder import OutputDirInUse
 from synapse_pt.models.llm.base import LLMError
-from synapse_pt.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")
@@ -142,7 +142,7 @@ import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from test_configs import make_cfg
-from synapse_pt.run import run
+from synapse_pt.commands.run import run
 
 folder = Path(sys.argv[1]).resolve()
 real, moves = os.replace, [0]

@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.run import run
+from synapse_pt.commands.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "device=cpu")

@@ -18,8 +18,8 @@ from loopback import completion_body, serve
 from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftest)
 from test_configs import make_cfg
 
-from synapse_pt.errors import ConfigError
-from synapse_pt.models.accounting import ModelPrice
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.models.llm.accounting import ModelPrice
 from synapse_pt.models.llm.ledger import LEDGER_FILE, SpendLedger
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -145,8 +145,8 @@ def test_a_stamped_run_stopped_at_its_cap_is_kept_and_resumes_with_its_spending(
 def test_money_settings_are_refused_in_one_line(override: str, key: str) -> None:
     """The issue's probes: ``llm.max_cost_usd=nan`` removed the cap, a negative price gave
     ``cost_usd_spent: -52.41`` and "at most $-0.0613", ``'$1'`` was a traceback."""
-    from synapse_pt.build import build_llm
-    from synapse_pt.estimate import estimate
+    from synapse_pt.commands.build import build_llm
+    from synapse_pt.commands.estimate import estimate
 
     cfg = make_cfg(*QA, "memory=bm25", override)
     with pytest.raises(ConfigError, match=rf"^{re.escape(key)}=") as err:

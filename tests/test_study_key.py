@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-import synapse_pt.run  # noqa: F401  (registers ${study_key:})
+import synapse_pt.commands.run  # noqa: F401  (registers ${study_key:})
+from synapse_pt.commands.study_key import study_content, study_key
 from synapse_pt.data import DatasetNotFoundError
 from synapse_pt.data.source import sample_path
-from synapse_pt.study_key import study_content, study_key
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 

@@ -20,7 +20,7 @@ FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "devi
 OBJECTIVE = "recall@10.mean_q_1_4"
 
 
-def cli(*args: str, timeout: int = 600, module: str = "synapse_pt.run"
+def cli(*args: str, timeout: int = 600, module: str = "synapse_pt.commands.run"
         ) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout)
@@ -41,7 +41,7 @@ def test_optuna_sweep_runs_and_resumes(tmp_path):
 
     results = yaml.safe_load((first / "optimization_results.yaml").read_text())
     assert results["name"] == "optuna"
-    # the one declared space (synapse_pt/retrieval/synapse_space.py): every reading and setting
+    # the one declared space (synapse_pt/retrieval/search_space.py): every reading and setting
     assert set(results["best_params"]) == {f"memory.params.{k}" for k in (
         "S", "delta", "beta", "gamma", "theta", "lambda1", "lambda2", "lambda3", "tau_gate",
         "fan", "T")} | {f"memory.readings.{k}" for k in (
@@ -58,7 +58,8 @@ def test_optuna_sweep_runs_and_resumes(tmp_path):
     assert results["best_value"] == pytest.approx(max(objectives))
 
     storage = f"sqlite:///{tmp_path / 'cache' / 'optuna.sqlite'}"
-    # one study, named by the content hash of what its trials compute (synapse_pt/study_key.py)
+    # one study, named by the content hash of what its trials compute
+    # (synapse_pt/commands/study_key.py)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     assert len(names) == 1 and names[0].startswith(f"synapse_optuna_sample_{OBJECTIVE}_"), names
     study_name = names[0]
@@ -89,7 +90,7 @@ def test_submitit_local_launcher(tmp_path):
 
 
 def sweep_cli(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args, module="synapse_pt.sweep")
+    return cli(*args, module="synapse_pt.commands.sweep")
 
 
 def test_sweep_split_into_submitit_jobs_merges_into_the_single_job_table(tmp_path):

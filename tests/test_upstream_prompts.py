@@ -29,16 +29,16 @@ from upstream_files import (
 )
 
 from synapse_pt.data import upstream
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.eval.qa.pipeline import EvalSettings, answer_request, for_memory
 from synapse_pt.eval.qa.prompts import answer_messages
 from synapse_pt.eval.qa.scorers.judge import JudgeInputs, judge_answers
-from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.gaama.judge import parse_gaama_reward
 from synapse_pt.memory.gaama.memory import GAAMAMemory
 from synapse_pt.memory.membox.memory import MemboxMemory
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.llm.base import ChatResponse
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = needs_upstream
@@ -365,7 +365,7 @@ def test_a_run_without_the_files_stops_before_its_build(tmp_path, monkeypatch) -
     naming the file and where to put it, before the memory is built (no output written)."""
     from test_configs import make_cfg
 
-    from synapse_pt.run import run
+    from synapse_pt.commands.run import run
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     cfg = make_cfg("dataset=sample", "embedder=hashing", "logger=none", "memory=gaama",

@@ -83,8 +83,8 @@ def wandb_env(tmp_path, monkeypatch):
 
 
 def test_offline_run_logs_config_metrics_tables(tmp_path, wandb_env):
+    from synapse_pt.commands.run import run
     from synapse_pt.eval.records.record import flatten_metrics
-    from synapse_pt.run import run
 
     out = tmp_path / "run"
     cfg = make_cfg(*FAST, "experiment=no_gate", f"paths.cache_dir={tmp_path / 'cache'}",
@@ -124,8 +124,8 @@ def test_offline_run_logs_config_metrics_tables(tmp_path, wandb_env):
 
 
 def test_crashing_run_still_finishes_wandb(tmp_path, wandb_env, monkeypatch):
-    import synapse_pt.run as run_module
-    from synapse_pt.tracking import WandbTracker
+    import synapse_pt.commands.run as run_module
+    from synapse_pt.commands.tracking import WandbTracker
 
     finished: list[int] = []
     original = WandbTracker.finish
@@ -151,7 +151,7 @@ def test_crashing_run_still_finishes_wandb(tmp_path, wandb_env, monkeypatch):
 
 
 def test_logger_modes(tmp_path, wandb_env):
-    from synapse_pt.tracking import Tracker, make_tracker
+    from synapse_pt.commands.tracking import Tracker, make_tracker
 
     assert type(make_tracker({"name": "none"}, config={}, output_dir=tmp_path, tags=[],
                              run_name="x")) is Tracker

@@ -1,11 +1,12 @@
 """Data layer: typed records, the benchmarks (each loader module declares its ``BENCHMARK``:
 :mod:`synapse_pt.data.benchmark`), pandas views, data sources."""
 
+from synapse_pt.data.schema import Conversation, Dataset, Dialogue, Question, Session, Turn
+
 from .categories import OFFICIAL, category_names
 from .errors import DataFormatError, DatasetNotFoundError
 from .frames import questions_frame, turns_frame
 from .locomo import load_locomo, parse_date_time
-from .records import Conversation, Dataset, Dialogue, Question, Session, Turn
 from .source import DatasetFile, ResolvedSource, resolve_dataset_path, sample_path
 
 __all__ = [

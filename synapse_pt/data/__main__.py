@@ -9,11 +9,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from synapse_pt.data.schema import Dataset
+
 from . import category_names, load_dataset
 from .beam import load_beam
 from .errors import DataFormatError, DatasetNotFoundError
 from .realtalk import load_realtalk
-from .records import Dataset
 from .source import default_locomo_path
 
 

@@ -39,11 +39,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Dataset, Question
 
 from .errors import DataFormatError
 from .evidence import parse_evidence
-from .records import Dataset, Question
 from .source import DatasetFile, resolve_dataset_path, sha256_file
 from .text import require_text
 

@@ -31,10 +31,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from synapse_pt.data.schema import Conversation, Dataset, Question, Session, Turn
+
 from .benchmark import Benchmark
 from .categories import BEAM as BEAM_ABILITIES
 from .errors import DataFormatError
-from .records import Conversation, Dataset, Question, Session, Turn
 from .text import require_text
 
 __all__ = ["BEAM_ABILITIES", "GOLD_FIELDS", "load_beam"]

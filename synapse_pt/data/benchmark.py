@@ -18,9 +18,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from synapse_pt.errors import ConfigError
-
-from .records import Dataset
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Dataset
 
 __all__ = ["Benchmark", "benchmark", "benchmarks"]
 

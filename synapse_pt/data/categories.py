@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
 
 OFFICIAL: dict[int, str] = {
     1: "multi-hop",

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from synapse_pt.data.schema import Dataset
+
 from .categories import OFFICIAL
 from .errors import DataFormatError
-from .records import Dataset
 
 
 def scorable_categories(dataset: Dataset) -> set[int]:
     """The categories the run's metrics and scorers handle: the dataset's answerable and
     unanswerable ones that the official token-F1 scorer can route (LoCoMo's 1-5, or the
-    benchmark's own :attr:`~synapse_pt.data.records.Dataset.f1_rules`)."""
+    benchmark's own :attr:`~synapse_pt.data.schema.Dataset.f1_rules`)."""
     known = set(dataset.answerable) | ({dataset.unanswerable} if dataset.unanswerable else set())
     routed = set(dataset.f1_rules) if dataset.f1_rules else set(OFFICIAL)
     return known & routed

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from synapse_pt.data.schema import Dataset
+
 from .categories import category_names
-from .records import Dataset
 
 
 def turns_frame(dataset: Dataset) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from .records import Dataset
+from synapse_pt.data.schema import Dataset
 
 __all__ = ["DataCheck", "check_upstream", "manifest_of", "upstream_manifest"]
 

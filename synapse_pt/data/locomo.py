@@ -18,13 +18,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from synapse_pt.data.schema import Conversation, Dataset, Question, Session, Turn
+
 from .audit import find_audit
 from .benchmark import Benchmark
 from .categories import OFFICIAL
 from .errors import DataFormatError
 from .evidence import parse_evidence
 from .integrity import upstream_manifest
-from .records import Conversation, Dataset, Question, Session, Turn
 from .source import LOCOMO_FILENAME, sample_path
 from .text import require_text
 

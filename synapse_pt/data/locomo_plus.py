@@ -71,13 +71,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Conversation, Dataset, Question, Session, Turn
 
 from .benchmark import Benchmark
 from .errors import DataFormatError, DatasetNotFoundError
 from .integrity import check_upstream, upstream_manifest
 from .locomo import content_sha256, load_locomo
-from .records import Conversation, Dataset, Question, Session, Turn
 from .source import (
     DEFAULT_CACHE_DIR,
     LOCOMO_FILENAME,

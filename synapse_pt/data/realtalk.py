@@ -26,11 +26,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from synapse_pt.data.schema import Conversation, Dataset, Question, Session, Turn
+
 from .benchmark import Benchmark
 from .categories import REALTALK as REALTALK_CATEGORIES
 from .errors import DataFormatError
 from .evidence import canonical_dia_id
-from .records import Conversation, Dataset, Question, Session, Turn
 from .text import require_text
 
 __all__ = ["REALTALK_CATEGORIES", "load_realtalk", "parse_realtalk_evidence"]

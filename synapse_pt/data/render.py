@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from .records import Turn
+from synapse_pt.data.schema import Turn
 
 __all__ = ["DEFAULT_TURN_TEMPLATE", "TURN_FIELDS", "TurnRenderer", "format_date"]
 

@@ -9,8 +9,8 @@ found, checked and loaded as the benchmark ``dataset.format`` names declares
 * :func:`build_audit`: the benchmark's corrected gold when ``dataset.gold`` asks for it;
 * :func:`dataset_categories`: the category names of a ``dataset`` config.
 
-Plain functions of the config mapping (no Hydra): ``synapse_pt.build`` and every entry point
-call them.
+Plain functions of the config mapping (no Hydra): ``synapse_pt.commands.build`` and every entry
+point call them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Dataset
 
 from .audit import GOLDS, GoldAudit
 from .benchmark import Benchmark, benchmark, benchmarks
@@ -31,7 +32,6 @@ from .categories import category_names
 from .category_check import check_categories
 from .errors import DataFormatError, DatasetNotFoundError
 from .integrity import check_upstream, upstream_manifest
-from .records import Dataset
 from .source import SAMPLE_FALLBACK_NOTE, DatasetFile, resolve_dataset_path, sha256_file
 
 log = logging.getLogger(__name__)

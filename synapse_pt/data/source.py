@@ -27,7 +27,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..resources import checkout_root
+from synapse_pt.common.resources import checkout_root
+
 from .errors import DatasetNotFoundError
 
 log = logging.getLogger(__name__)

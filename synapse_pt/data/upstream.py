@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..resources import checkout_root
+from synapse_pt.common.resources import checkout_root
+
 from .errors import DatasetNotFoundError
 from .source import DEFAULT_CACHE_DIR, download, sha256_file
 

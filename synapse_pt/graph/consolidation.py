@@ -19,11 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import groups
-from ..data.records import Dialogue, Turn
+from synapse_pt.common import groups
+from synapse_pt.common.progress import Progress
+from synapse_pt.data.schema import Dialogue, Turn
+
 from ..data.render import TurnRenderer
 from ..models.base import TextEncoder
-from ..progress import Progress
 from .extraction import ConceptExtractor, clean_concepts
 from .maintenance import cap_in_edges, collect_dormant, mark_activity, refresh_pagerank
 from .memory_graph import MemoryGraph
@@ -153,7 +154,7 @@ def split_settings(consolidation: Consolidation | None, maintenance: Maintenance
                    flat: Mapping[str, Any]) -> tuple[Consolidation, Maintenance]:
     """The two groups from the flat config keys (``memory.graph.window=...``), over
     ``consolidation`` / ``maintenance`` when given; a key of neither group is refused by name
-    (:func:`synapse_pt.groups.split_settings`)."""
+    (:func:`synapse_pt.common.groups.split_settings`)."""
     first, second = groups.split_settings(
         "GraphBuilder", ((Consolidation, consolidation), (Maintenance, maintenance)), flat)
     return first, second

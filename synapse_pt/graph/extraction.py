@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Turn
 
-from ..data.records import Turn
 from ..models.base import TextEncoder
 from ..models.llm.base import LLM, ChatRequest
 from ..models.structured import generate_structured, parse_string_list

@@ -24,7 +24,8 @@ import yake
 from keybert import KeyBERT
 from keybert.backend import BaseEmbedder
 
-from ..data.records import Turn
+from synapse_pt.data.schema import Turn
+
 from ..models.base import TextEncoder
 from .extraction import ConceptExtractor, clean_concepts, drop_speakers, window_speakers
 

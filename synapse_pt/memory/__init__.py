@@ -6,8 +6,10 @@ turn-level memories start without loading PyG.
 """
 
 # the related systems' packages register their answer steps, judges and scorers (steps.py)
+from synapse_pt.retrieval.items import EPISODIC, SEMANTIC, RetrievedItem
+
 from . import gaama, membox  # noqa: F401
-from .base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
+from .base import MemorySystem, RetrievalResult
 from .baselines import BM25Memory, FullContext, HybridRRF, VectorRAG
 
 __all__ = [

@@ -10,49 +10,16 @@ import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Conversation, Dialogue, Question
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Conversation, Dialogue, Question
+from synapse_pt.retrieval.items import RetrievedItem
 
 from .declare import CostModel, SearchSpace
 from .gate import RejectionGate
-
-EPISODIC = "episodic"
-SEMANTIC = "semantic"
-
-
-@dataclass(frozen=True)
-class RetrievedItem:
-    """One retrieved memory item, as it goes into the answer prompt.
-
-    ``node_id`` is the LoCoMo ``dia_id`` (``"D3:14"``) for an episodic node and a prefixed id that
-    cannot collide with a dia_id for any other node (``"S:17"`` for a semantic node). For a turn,
-    ``text`` is the memory's rendering of it (the shared turn template,
-    :class:`~synapse_pt.data.render.TurnRenderer`), exactly what was embedded and BM25-indexed;
-    ``dated`` says whether that rendering already carries the session date (the answer prompt then
-    adds none). ``turn_ids`` are the LoCoMo turns a multi-turn unit covers (a box, a fact derived
-    from turns), in order; an episodic item covers its own turn (:attr:`covers`).
-    """
-
-    node_id: str
-    text: str
-    kind: str  # EPISODIC, SEMANTIC, or a system-specific kind
-    score: float
-    timestamp: datetime | None = None
-    speaker: str | None = None
-    dated: bool = False
-    turn_ids: tuple[str, ...] = ()
-
-    @property
-    def covers(self) -> tuple[str, ...]:
-        """The LoCoMo turn ids whose content this item puts in the context."""
-        if self.turn_ids:
-            return self.turn_ids
-        return (self.node_id,) if self.kind == EPISODIC else ()
 
 
 @dataclass
@@ -204,7 +171,7 @@ class MemorySystem(ABC):
     def ingest(self, conversations: Sequence[Dialogue]) -> None:
         """Build the memory of each conversation (a later call adds more conversations).
 
-        Conversations are stripped to their :class:`~synapse_pt.data.records.Dialogue` (speakers
+        Conversations are stripped to their :class:`~synapse_pt.data.schema.Dialogue` (speakers
         and sessions) before the system sees them: no memory can read the questions, gold
         answers or evidence of what it ingests."""
         self.ingest_dialogues([as_dialogue(c, i) for i, c in enumerate(conversations)])

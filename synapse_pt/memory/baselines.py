@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask

@@ -12,7 +12,8 @@ A memory that declares neither gets an error naming it and what to declare
 (:meth:`~synapse_pt.memory.base.MemorySystem.declared_cost_model`,
 :meth:`~synapse_pt.memory.base.MemorySystem.declared_search_space`): no command falls back on
 another memory's rule. The declarations are data; the commands read them (the estimate's token
-counts live in :mod:`synapse_pt.estimate`, the search in :mod:`synapse_pt.eval.tuning.heldout`).
+counts live in :mod:`synapse_pt.commands.estimate`, the search in
+:mod:`synapse_pt.eval.tuning.heldout`).
 
 Config keys are dotted paths inside the memory's config (``k``, ``params.k``, ``weights.dense``):
 the same keys a run overrides as ``memory.<key>=...``.

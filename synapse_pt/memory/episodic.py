@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
-
-from .base import EPISODIC, RetrievedItem
+from synapse_pt.data.schema import Dialogue, Question, Turn
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 
 
 class TurnRegistry:

@@ -20,7 +20,7 @@ Signals, each ``[N, B]`` over all turns and questions at once (:meth:`FusedMemor
   its session, after the session date);
 * ``speaker``: 1 for turns spoken by the speaker the question names.
 
-The fused score is :func:`~synapse_pt.retrieval.fusion.fuse`: min-max normalised signals summed
+The fused score is :func:`~synapse_pt.retrieval.combine.fuse`: min-max normalised signals summed
 with ``weights``, then propagated to neighbouring turns with ``rho`` and to the session with
 ``sigma``. ``c_ret`` is the top fused
 score (the gate stays off unless ``tau_gate`` is set).
@@ -34,14 +34,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.render import format_date
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
+from synapse_pt.retrieval.combine import fuse, minmax_normalise, speaker_prior
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
-from synapse_pt.retrieval.fusion import fuse, minmax_normalise, speaker_prior
 from synapse_pt.retrieval.text import (
     Analyzer,
     named_speaker,

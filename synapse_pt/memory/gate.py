@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.render import TurnRenderer
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
 from synapse_pt.retrieval.gate_signals import (

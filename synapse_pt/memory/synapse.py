@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.graph.batch import GraphBatch
 from synapse_pt.graph.consolidation import GraphBuilder
 from synapse_pt.graph.extraction import ConceptExtractor, NoConceptExtractor
@@ -23,7 +23,9 @@ from synapse_pt.models.base import TextEncoder
 from synapse_pt.nn import FRONTIER_MODES, activation_adjacency
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
-from synapse_pt.retrieval.synapse import (
+from synapse_pt.retrieval.items import SEMANTIC, RetrievedItem
+from synapse_pt.retrieval.search_space import SPACE, choices, ranges
+from synapse_pt.retrieval.spreading import (
     PAPER_FIELDS,
     READING_FIELDS,
     STORAGE,
@@ -36,10 +38,9 @@ from synapse_pt.retrieval.synapse import (
     synapse_retrieve,
     synapse_signals,
 )
-from synapse_pt.retrieval.synapse_space import SPACE, choices, ranges
 from synapse_pt.retrieval.text import Analyzer, neutralise_speakers
 
-from .base import SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem, padded_rows
+from .base import MemorySystem, RetrievalResult, padded_rows
 from .declare import CostModel, SearchSpace, TurnContext, WindowExtraction
 from .episodic import TurnRegistry
 from .fused import inner_fused
@@ -155,10 +156,10 @@ class SynapseMemory(MemorySystem):
         encoder: the text encoder for turns, concepts and queries.
         extractor: the concept extractor used at consolidation.
         params: the paper's retrieval hyperparameters (SPEC §1.2;
-            :data:`~synapse_pt.retrieval.synapse.PAPER_FIELDS`), or a whole
-            :class:`~synapse_pt.retrieval.synapse.SynapseParams` (then ``readings`` is empty).
+            :data:`~synapse_pt.retrieval.spreading.PAPER_FIELDS`), or a whole
+            :class:`~synapse_pt.retrieval.spreading.SynapseParams` (then ``readings`` is empty).
         readings: the readings SPEC §1.5 leaves open and our defaults where the paper is silent
-            (:data:`~synapse_pt.retrieval.synapse.READING_FIELDS`).
+            (:data:`~synapse_pt.retrieval.spreading.READING_FIELDS`).
         engine: how the maths runs, never what it computes (:data:`ENGINE_DEFAULTS`):
             ``device`` (where the graph tensors and the retrieval maths run), ``group_by_graph``
             (the maths per conversation block, see :meth:`rank`; ``False``: one ``[N, B]``
@@ -366,7 +367,7 @@ class SynapseMemory(MemorySystem):
         columns are ``C`` copies of the ``B`` queries, configuration-major (column ``c * B + b``
         is query ``b``; ``params`` holds ``[C * B]`` tensors), each block's inputs repeated
         only within the block (a sweep). ``triggers``: a store for each block's
-        :class:`~synapse_pt.retrieval.synapse.Triggers`, kept by the caller for as long as the
+        :class:`~synapse_pt.retrieval.spreading.Triggers`, kept by the caller for as long as the
         queries are the same (a sweep's chunks); computed where missing.
         """
         g = self.batch
@@ -408,7 +409,7 @@ class SynapseMemory(MemorySystem):
                bm25: torch.Tensor, params: SynapseParams, similarity: torch.Tensor | None,
                pagerank: torch.Tensor, triggers: dict[tuple, Triggers] | None = None
                ) -> tuple[SynapseInputs, Triggers | None]:
-        """The :class:`~synapse_pt.retrieval.synapse.SynapseInputs` of the queries ``queries``
+        """The :class:`~synapse_pt.retrieval.spreading.SynapseInputs` of the queries ``queries``
         of conversation ``graph`` (its :meth:`~synapse_pt.graph.batch.GraphBatch.block`, node
         ids local to it), and the block's triggers: with a ``triggers`` store (see
         :meth:`rank`) they come from it, or are computed into it (its BM25 and similarity

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError
-from ..progress import Progress
-from . import threads
+from synapse_pt.common import threads
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.common.progress import Progress
+
 from .assemble import (
     ASSEMBLED_MODELS,
     ModelNotAssembled,
@@ -113,8 +114,8 @@ def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[
 def torch_dtype(dtype: str, device: str, key: str = "embedder.dtype") -> torch.dtype:
     """The torch dtype for a config string (the setting ``key``). float16 only on CUDA; bfloat16
     on CUDA and on CPUs with bfloat16 instructions (:data:`BF16_CPU_FLAGS`), where oneDNN runs its
-    products in bfloat16 with float32 sums; elsewhere a :class:`~synapse_pt.errors.ConfigError`
-    naming ``key`` (one line on the command line)."""
+    products in bfloat16 with float32 sums; elsewhere a
+    :class:`~synapse_pt.common.errors.ConfigError` naming ``key`` (one line on the command line)."""
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     out = _DTYPES[dtype]
@@ -199,7 +200,8 @@ class HFEmbedder:
         cache_every: texts embedded between two writes to the disk cache (and two progress
             updates).
         progress_from: an ``encode`` of at least this many new texts shows its progress
-            (:class:`~synapse_pt.progress.Progress`: a bar on a terminal, else run-log lines).
+            (:class:`~synapse_pt.common.progress.Progress`: a bar on a terminal, else run-log
+            lines).
     """
 
     cache_every: int = 1024
@@ -332,7 +334,7 @@ class HFEmbedder:
 
     def _token_sums(self, sequences: list[dict[str, list[int]]]) -> torch.Tensor:
         """``[len(sequences), d]`` token-state sums, through the fixed-shape calls of
-        :attr:`shapes`, run by :func:`~synapse_pt.models.threads.threads_now` worker threads
+        :attr:`shapes`, run by :func:`~synapse_pt.common.threads.threads_now` worker threads
         (one on CUDA), each call on one intra-op thread."""
         sums = torch.empty(len(sequences), self.dim, dtype=torch.float32)
         calls = self.shapes.plan([len(s["input_ids"]) for s in sequences])

@@ -186,7 +186,7 @@ class ActivationDynamics(nn.Module):
     The structure of the dynamics is the layer's; the continuous hyperparameters come with each
     call as one :class:`Hyperparams` (scalar, or ``[B]``: one value per column). No argument
     has a default: the values live in the config (``configs/memory/synapse.yaml``), and
-    :func:`~synapse_pt.retrieval.synapse.activation_layer` builds the layer from them.
+    :func:`~synapse_pt.retrieval.spreading.activation_layer` builds the layer from them.
 
     Args:
         M (int): inhibiting top nodes per column (clipped to :math:`N`; ``0``: no inhibition).

@@ -1,6 +1,6 @@
 """Retrieval: triggers (batched BM25, dense), initial energy, triple score, top-k and the gate.
 
-SYNAPSE's retrieval (``synapse_pt.retrieval.synapse``: ``synapse_retrieve``, ``SynapseParams``,
+SYNAPSE's retrieval (``synapse_pt.retrieval.spreading``: ``synapse_retrieve``, ``SynapseParams``,
 ``RankedBatch``) is imported from its module: it needs PyTorch Geometric, which the LLM-free
 retrievers never load.
 """

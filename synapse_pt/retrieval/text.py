@@ -7,7 +7,7 @@ r"""Query and text processing shared by the strong LLM-free retrieval stack (iss
 * :func:`neutralise_speakers`: a dense query with the conversation's speaker names removed. In a
   rendering ``"{speaker}: {text}"`` every turn of a speaker carries the name, so a query naming
   that speaker matches all of them and the content drowns; the speaker is used as a separate prior
-  instead (:func:`~synapse_pt.retrieval.fusion.speaker_prior`).
+  instead (:func:`~synapse_pt.retrieval.combine.speaker_prior`).
 * :func:`named_speaker`: which of the two speakers a question names (``-1``: neither or both).
 * :func:`resolve_pronouns`: a turn with first and second person replaced by the speakers' names.
 * :func:`person_references`: how often a turn refers to its speaker and to its listener (first-

@@ -1,5 +1,6 @@
 """docs/adding_a_benchmark.md: its example module and config, exactly as written, load the guide's
-file into the records worked out by hand and run through ``synapse_pt.run`` like any benchmark."""
+file into the records worked out by hand and run through ``synapse_pt.commands.run`` like any
+benchmark."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ def test_a_category_outside_the_declaration_is_named(minichat, tmp_path):
 
 
 def test_the_guide_config_runs(minichat, tmp_path):
-    from synapse_pt.estimate import estimate
-    from synapse_pt.run import run
+    from synapse_pt.commands.estimate import estimate
+    from synapse_pt.commands.run import run
 
     searchpath = f"hydra.searchpath=[file://{tmp_path / 'configs'}]"
     common = ("dataset=minichat", searchpath, f"dataset.path={minichat}", "memory=bm25",

@@ -136,10 +136,10 @@ def test_the_real_beam_files(scale, counts):
 
 def test_the_registry_reads_each_declaration():
     """Each benchmark is found by its ``dataset.format`` alone (synapse_pt/data/benchmark.py)."""
+    from synapse_pt.common.errors import ConfigError
     from synapse_pt.data.benchmark import benchmarks
     from synapse_pt.data.categories import BEAM, OFFICIAL, REALTALK
     from synapse_pt.data.resolve import build_audit, dataset_categories
-    from synapse_pt.errors import ConfigError
 
     found = benchmarks()
     assert sorted(found) == ["beam", "locomo", "locomo_plus", "realtalk"]

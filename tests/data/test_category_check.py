@@ -11,9 +11,9 @@ import pytest
 from benchmark_fixtures import beam_fixture, realtalk_fixture
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
+from synapse_pt.commands.run import run
 from synapse_pt.data import DataFormatError, sample_path
 from synapse_pt.data.resolve import build_dataset
-from synapse_pt.run import run
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from datetime import datetime
 
 import pytest
 
-from synapse_pt.data.records import Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
+from synapse_pt.data.schema import Turn
 
 TURN = Turn("conv-1", "D2:7", "Caroline", "Look at this!", 2, 6, datetime(2023, 5, 8, 13, 56),
             blip_caption="a photo of a dog")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from benchmark_fixtures import beam_fixture, realtalk_fixture
 
-from synapse_pt.build import build_dataset
+from synapse_pt.commands.build import build_dataset
 from synapse_pt.data import load_locomo, sample_path
 from synapse_pt.data.beam import load_beam
 from synapse_pt.data.realtalk import load_realtalk

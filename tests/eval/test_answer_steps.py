@@ -8,9 +8,9 @@ from datetime import datetime
 
 from synapse_pt.eval.qa.pipeline import EvalSettings, answer_limits
 from synapse_pt.eval.qa.prompts import answer_messages
-from synapse_pt.memory.base import EPISODIC, RetrievedItem
 from synapse_pt.memory.gaama.answer import gaama_sections
 from synapse_pt.memory.membox.answer import rank_order_context
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 
 MAY = datetime(2023, 5, 8)
 JUNE = datetime(2023, 6, 1)

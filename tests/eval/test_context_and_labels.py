@@ -16,14 +16,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from synapse_pt.build import composed_config
+from synapse_pt.commands.build import composed_config
 from synapse_pt.data.categories import BEAM, OFFICIAL, REALTALK
 from synapse_pt.eval.qa import aggregate
 from synapse_pt.eval.qa.aggregate import summarize
 from synapse_pt.eval.records.record import build_tables
 from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.eval.tuning import study
-from synapse_pt.eval.tuning.study import study_table
+from synapse_pt.eval.tuning.variants import study_table
 
 
 def _run(label: str, r10: float, r1000: float, tokens: float) -> dict:

@@ -12,10 +12,11 @@ import torch
 from upstream_files import ROOT, needs_upstream, template_entry
 
 from synapse_pt.data import load_locomo, sample_path, upstream
-from synapse_pt.data.records import Dataset, Dialogue, Question
+from synapse_pt.data.schema import Dataset, Dialogue, Question
 from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
-from synapse_pt.memory.base import EPISODIC, MemorySystem, RetrievalResult, RetrievedItem
+from synapse_pt.memory.base import MemorySystem, RetrievalResult
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 
 pytestmark = needs_upstream
 

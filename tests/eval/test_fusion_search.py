@@ -13,8 +13,8 @@ from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_at_k
 from synapse_pt.eval.tuning.fusion_search import fusion_candidates, fusion_sweep
 from synapse_pt.memory.fused import SIGNALS, FusedMemory
 from synapse_pt.models.hashing import HashingEncoder
+from synapse_pt.retrieval.combine import minmax_normalise
 from synapse_pt.retrieval.dense import own_graph_mask
-from synapse_pt.retrieval.fusion import minmax_normalise
 
 
 @pytest.mark.parametrize("sigma_max", [None, 0.5])

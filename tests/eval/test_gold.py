@@ -107,9 +107,9 @@ def test_a_gold_needs_its_audit(ds):
 @pytest.mark.slow
 @pytest.mark.locomo
 def test_a_run_on_locomo_scores_both_golds_and_prints_both(locomo_path, tmp_path):
-    from synapse_pt.build import composed_config, run_category_names
+    from synapse_pt.commands.build import composed_config, run_category_names
+    from synapse_pt.commands.run import run
     from synapse_pt.eval.reports.console import render_summary
-    from synapse_pt.run import run
 
     cfg = composed_config(["memory=bm25", "dataset.gold=both", f"dataset.path={locomo_path}",
                            f"paths.cache_dir={tmp_path / 'cache'}",

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.eval.tuning.heldout import (
     SweepMatrix,
     calibrate_tau,
@@ -17,7 +17,7 @@ from synapse_pt.eval.tuning.heldout import (
     make_folds,
     summary_table,
 )
-from synapse_pt.retrieval.synapse import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseParams
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 

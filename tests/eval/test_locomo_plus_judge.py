@@ -14,7 +14,7 @@ import pytest
 
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
 from synapse_pt.data.locomo_plus import judge_templates, prompts_path
-from synapse_pt.data.records import Turn
+from synapse_pt.data.schema import Turn
 from synapse_pt.eval.qa.scorers.judge import (
     JudgeCall,
     JudgeInputs,

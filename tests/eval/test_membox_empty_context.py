@@ -10,11 +10,12 @@ from datetime import datetime
 import pytest
 import torch
 
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.eval.qa.aggregate import summarize
 from synapse_pt.eval.qa.pipeline import EvalSettings, prediction_frame, retrieval_summary
-from synapse_pt.memory.base import RetrievalResult, RetrievedItem
+from synapse_pt.memory.base import RetrievalResult
 from synapse_pt.models.llm.base import ChatResponse
+from synapse_pt.retrieval.items import RetrievedItem
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DAY = datetime(2023, 5, 8)

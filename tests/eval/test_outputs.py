@@ -1,7 +1,7 @@
 """The run's outputs: predictions.parquet schema, metrics.json content, tables/ (markdown + LaTeX).
 
-Runs :func:`synapse_pt.run.run` on the real configs (composed with hydra's compose API, shrunk to
-the shipped sample and the hashing encoder) with a scripted answer model in qa mode.
+Runs :func:`synapse_pt.commands.run.run` on the real configs (composed with hydra's compose API,
+shrunk to the shipped sample and the hashing encoder) with a scripted answer model in qa mode.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-import synapse_pt.run as run_module
+import synapse_pt.commands.run as run_module
 from synapse_pt.eval.qa.prompts import NO_RECORD_REPLY
 from synapse_pt.eval.records.outputs import (
     PREDICTION_COLUMNS,

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-from synapse_pt.estimate import estimate
+from synapse_pt.commands.estimate import estimate
+from synapse_pt.commands.study import estimate_study
 from synapse_pt.eval.reports.paper_table import paper_table
-from synapse_pt.eval.tuning.study import load_study
-from synapse_pt.study import estimate_study
+from synapse_pt.eval.tuning.variants import load_study
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop",

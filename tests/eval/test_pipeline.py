@@ -17,18 +17,19 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.data.records import Dataset, Dialogue, Question
 from synapse_pt.data.render import TurnRenderer
+from synapse_pt.data.schema import Dataset, Dialogue, Question
 from synapse_pt.eval.qa.pipeline import EvalSettings, evaluate
 from synapse_pt.eval.qa.prompts import DATE_INSTRUCTION, NO_RECORD_REPLY, STRICT_EVIDENCE
 from synapse_pt.eval.qa.scorers.amem import score_amem
 from synapse_pt.eval.qa.scorers.judge import ACCURACY_PROMPT
 from synapse_pt.eval.qa.scorers.official import score_official
-from synapse_pt.memory.base import EPISODIC, SEMANTIC, MemorySystem, RetrievalResult, RetrievedItem
+from synapse_pt.memory.base import MemorySystem, RetrievalResult
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG
 from synapse_pt.memory.membox.score import f1_membox
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.retrieval.items import EPISODIC, SEMANTIC, RetrievedItem
 
 QUESTION_LINE = re.compile(r"^Question: (.*)$", re.MULTILINE)
 JUDGE_MARK = "Your task is to label an answer"

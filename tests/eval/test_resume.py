@@ -15,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-import synapse_pt.run as run_module
+import synapse_pt.commands.run as run_module
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse, OnResponse
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 

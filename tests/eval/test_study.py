@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_pt.build import composed_config
-from synapse_pt.eval.tuning.study import load_study, study_table
-from synapse_pt.resources import study_dir
-from synapse_pt.study import run_study
+from synapse_pt.commands.build import composed_config
+from synapse_pt.commands.study import run_study
+from synapse_pt.common.resources import study_dir
+from synapse_pt.eval.tuning.variants import load_study, study_table
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in study_dir().glob("*.yaml")))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import synapse_pt.eval.tuning.sweep as sweep
+import synapse_pt.eval.tuning.grid as sweep
 
 
 def _memory_and_questions():

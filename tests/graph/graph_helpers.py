@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import torch
 
-from synapse_pt.data.records import Conversation, Session, Turn
+from synapse_pt.data.schema import Conversation, Session, Turn
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.models.hashing import HashingEncoder
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.data.records import Conversation, Dataset, Question
-from synapse_pt.memory.base import EPISODIC, RetrievalResult, RetrievedItem
+from synapse_pt.data.schema import Conversation, Dataset, Question
+from synapse_pt.memory.base import RetrievalResult
 from synapse_pt.memory.baselines import (
     BM25Memory,
     FullContext,
@@ -23,6 +23,7 @@ from synapse_pt.memory.baselines import (
     descending_rank,
 )
 from synapse_pt.models.hashing import HashingEncoder
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 from synapse_pt.retrieval.tokenize import tokenize
 
 MARK = "zanzibar"

@@ -15,11 +15,11 @@ from scripts_loader import load_script  # tests/ is on sys.path (rootdir conftes
 from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 from two_conversations import COPY_ID, write_two_conversations
 
-from synapse_pt.estimate import estimate
+from synapse_pt.commands.estimate import estimate
+from synapse_pt.commands.run import run
 from synapse_pt.eval.tuning.heldout import candidates, expand, retrieval_settings_of
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import CostModel, SearchSpace, TurnContext
-from synapse_pt.run import run
 
 #: the memories of the comparison (configs/memory/), each with its own declarations
 MEMORIES = ("synapse", "fused", "gaama", "membox", "bm25", "vector_rag", "hybrid",

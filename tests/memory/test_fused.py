@@ -1,6 +1,6 @@
 """``memory=fused`` (synapse_pt/memory/fused.py): each signal against a plain computation, the
 single-signal rankings against the baselines they stand for, and the fused ranking against
-:func:`~synapse_pt.retrieval.fusion.fuse` of those signals."""
+:func:`~synapse_pt.retrieval.combine.fuse` of those signals."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from test_membox_prompts import BOX, CHAINS, EV, LOOM, MAY, VERIFY, dialogue, re
 from upstream_files import ROOT, needs_upstream, template_head, unformat
 
 from synapse_pt.data import upstream
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory.membox.llm_build import set_order
 from synapse_pt.memory.membox.memory import MemboxMemory

@@ -25,7 +25,7 @@ import pytest
 from upstream_files import ROOT, membox_template, needs_upstream, template_head
 
 from synapse_pt.data import upstream
-from synapse_pt.data.records import Dialogue, Session, Turn
+from synapse_pt.data.schema import Dialogue, Session, Turn
 from synapse_pt.graph.extraction import LLMConceptExtractor
 from synapse_pt.memory.membox.llm_build import (
     BoxReply,

@@ -138,7 +138,7 @@ def test_chunk_token_rule_counts_words_of_speaker_and_text(conv) -> None:
     [m1, m2], [m3]."""
     from datetime import datetime
 
-    from synapse_pt.data.records import Turn
+    from synapse_pt.data.schema import Turn
     from synapse_pt.memory.gaama.llm_build import chunk_turns
 
     turns = [Turn("s", f"D1:{i}", "Ann", text, 1, i, datetime(2023, 5, 8))

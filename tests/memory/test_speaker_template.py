@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from synapse_pt.data.records import Conversation, Question, Session, Turn
+from synapse_pt.data.schema import Conversation, Question, Session, Turn
 from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.graph.extraction import KeywordConceptExtractor
-from synapse_pt.memory.base import EPISODIC
 from synapse_pt.memory.baselines import BM25Memory, VectorRAG
 from synapse_pt.memory.synapse import SynapseMemory
+from synapse_pt.retrieval.items import EPISODIC
 
 PAIRS = [  # (Tomas says, Nora says, question about Nora)
     ("I work at the bakery downtown.", "I work at the library downtown.",

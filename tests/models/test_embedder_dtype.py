@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.models import embedder as embedder_module
 from synapse_pt.models.embedder import HFEmbedder, cpu_features
 
@@ -64,7 +64,7 @@ def test_bfloat16_vectors_are_batch_invariant_and_cached_apart(monkeypatch, tmp_
     of 7 texts and beside other texts on 1 or 2 worker threads (the fixed-shape calls, one
     intra-op thread each, as for float32), differs from float32's in the last bits only
     (cosine > 0.999), and neither is served for the other from one cache folder."""
-    from synapse_pt.models import threads
+    from synapse_pt.common import threads
 
     if not cpu_features()[1] & set(embedder_module.BF16_CPU_FLAGS):
         cpu_with(monkeypatch, "avx512_bf16")
@@ -100,7 +100,7 @@ def test_a_locomo_run_with_bfloat16(monkeypatch, tmp_path):
     import pandas as pd
     from test_configs import make_cfg  # tests/ is on sys.path (rootdir conftest)
 
-    from synapse_pt.run import run
+    from synapse_pt.commands.run import run
 
     if not cpu_features()[1] & set(embedder_module.BF16_CPU_FLAGS):
         cpu_with(monkeypatch, "avx512_bf16")

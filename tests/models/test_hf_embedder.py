@@ -222,7 +222,7 @@ def test_a_vector_is_the_same_at_any_position_in_calls_of_1_7_and_500_texts(
     """Issue 50: the fixed-shape calls batch many sequences, yet a probe text's vector is the same
     bits alone (a call of 1 text), third of 7 texts, at positions 0, 250 and 499 of 500 texts
     (other batch-mates each time), and with 1 or 2 worker threads."""
-    from synapse_pt.models import threads
+    from synapse_pt.common import threads
 
     onnx_dir = str(tmp_path_factory.mktemp("onnx"))
     encoder = HFEmbedder(runtime=runtime, onnx_dir=onnx_dir)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import completion_body
 
-from synapse_pt.errors import ConfigError
-from synapse_pt.models.accounting import ModelPrice, usd_setting
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.models.llm.accounting import ModelPrice, usd_setting
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse, LLMError
 from synapse_pt.models.llm.budget import BudgetedLLM, BudgetExceeded, prompt_tokens_bound
 from synapse_pt.models.llm.cache import CachedLLM
@@ -280,7 +280,7 @@ def _dead_pid() -> int:
 
 
 def test_prices_that_are_not_finite_numbers_at_least_zero_are_refused() -> None:
-    from synapse_pt.models.accounting import price_table
+    from synapse_pt.models.llm.accounting import price_table
 
     for bad in ({"prompt": -5, "completion": 0.6}, {"prompt": math.nan, "completion": 0.6},
                 {"prompt": "$1", "completion": 0.6}):

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from synapse_pt.models import threads
+from synapse_pt.common import threads
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synapse_pt.models.accounting import DEFAULT_PRICES, price_table, summarize_usage
+from synapse_pt.models.llm.accounting import DEFAULT_PRICES, price_table, summarize_usage
 from synapse_pt.models.llm.base import ChatResponse
 
 

@@ -1,11 +1,11 @@
-"""Fusion and priors (synapse_pt/retrieval/fusion.py): hand-worked values and a plain loop."""
+"""Fusion and priors (synapse_pt/retrieval/combine.py): hand-worked values and a plain loop."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from synapse_pt.retrieval.fusion import (
+from synapse_pt.retrieval.combine import (
     fuse,
     fuse_many,
     minmax_normalise,

@@ -9,13 +9,13 @@ import torch
 from reference import reference_retrieve
 
 from synapse_pt.data import load_locomo, sample_path
-from synapse_pt.data.records import Conversation
+from synapse_pt.data.schema import Conversation
 from synapse_pt.graph.extraction import KeywordConceptExtractor
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.anchors import initial_energy
 from synapse_pt.retrieval.scoring import gate, retrieval_confidence, triple_score
-from synapse_pt.retrieval.synapse import SynapseInputs, SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.spreading import SynapseInputs, SynapseParams, synapse_retrieve
 
 
 def test_initial_energy_dense_and_bm25_only_anchors():
@@ -228,7 +228,7 @@ def test_sweep_table_keeps_the_memory_settings_and_equals_runs_alone(two_convers
     values gives, scored with the id-based recall."""
     from synapse_pt.eval.qa.pipeline import blind
     from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_at_k
-    from synapse_pt.eval.tuning.sweep import draw_configs, sweep_table
+    from synapse_pt.eval.tuning.grid import draw_configs, sweep_table
 
     questions = list(two_conversations[0].questions)  # the full conversation: every evidence
     mem = _memory(k=12, T=2, M=4, k_anchor=3, inhibition="last_step")

@@ -1,4 +1,4 @@
-"""SYNAPSE's search space, declared once (synapse_pt/retrieval/synapse_space.py, issue 60): the
+"""SYNAPSE's search space, declared once (synapse_pt/retrieval/search_space.py, issue 60): the
 batched sweep, the held-out search and Optuna search it, and a wrong entry is one line naming its
 key.
 
@@ -14,12 +14,12 @@ import pytest
 import torch
 import yaml
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.eval.tuning.grid import RANGES, draw_configs
 from synapse_pt.eval.tuning.heldout import candidates, expand
-from synapse_pt.eval.tuning.sweep import RANGES, draw_configs
 from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import PAPER_REFERENCE, SynapseMemory
-from synapse_pt.retrieval.synapse_space import SPACE, Choice, Range, declare
+from synapse_pt.retrieval.search_space import SPACE, Choice, Range, declare
 
 OPTUNA_YAML = (Path(__file__).resolve().parents[2] / "configs" / "hparams_search"
                / "synapse_optuna.yaml")

@@ -10,7 +10,8 @@ name: ``<metric>.<category or summary>`` under ``metrics`` (``recall@10.mean_q_1
 questions asked (``dataset.question_categories``, the subset sizes). :func:`check_objective`
 checks both before anything is embedded, so a typo or an objective the selected questions cannot
 produce stops the run in seconds, not after it. A section's keys (``retrieval.<key>``,
-``judge.judge_mem0_runs``) are given by :func:`synapse_pt.preflight.section_keys`: the ones the
+``judge.judge_mem0_runs``) are given by :func:`synapse_pt.commands.preflight.section_keys`: the
+ones the
 functions that write the section give for a stand-in of one question of each category asked, so
 the check and the run cannot disagree;
 the nested sections (``peer_rules``, ``metrics_audited``, ``peer_rules_audited``) take
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.eval.qa.aggregate import OVERALL, answerable_span, summary_names
 from synapse_pt.eval.qa.pipeline import EvalSettings, metric_columns
 from synapse_pt.eval.qa.scorers.peer_rules import PEER_RULES
@@ -59,7 +60,7 @@ def check_objective_name(name: str, settings: EvalSettings, sections: Sequence[s
     """The first part of the objective ``name`` (before its first dot) is a metric of a run under
     ``settings`` or one of its ``sections`` (:func:`run_sections`) that holds measures (not
     ``identity``): what can be checked before the data is read; a
-    :class:`~synapse_pt.errors.ConfigError` naming ``objective=name`` otherwise."""
+    :class:`~synapse_pt.common.errors.ConfigError` naming ``objective=name`` otherwise."""
     metric = name.partition(".")[0]
     metrics = metric_columns(settings)
     shown = ", ".join(s for s in sections if s != IDENTITY)
@@ -77,7 +78,7 @@ def check_objective(name: str, settings: EvalSettings, *, categories: Collection
                     names: Mapping[int, str], answerable: Sequence[int],
                     sections: Sequence[str],
                     section_keys: Mapping[str, Sequence[str]] | None = None) -> None:
-    """Raise :class:`~synapse_pt.errors.ConfigError` (one line naming ``objective=``) unless
+    """Raise :class:`~synapse_pt.common.errors.ConfigError` (one line naming ``objective=``) unless
     ``name`` is a metric of this run over categories the questions asked cover, a key of one of
     its flat sections (``section_keys``), or a metric of a nested one (:data:`NESTED_SECTIONS`)
     over such categories.
@@ -90,8 +91,8 @@ def check_objective(name: str, settings: EvalSettings, *, categories: Collection
         answerable: the categories the summaries cover (the dataset's).
         sections: :func:`run_sections`.
         section_keys: ``{section: keys}`` of the flat sections the run writes
-            (:func:`synapse_pt.preflight.section_keys`); a flat section without its keys here
-            is checked by its name only.
+            (:func:`synapse_pt.commands.preflight.section_keys`); a flat section without its keys
+            here is checked by its name only.
     """
     metric, _, key = name.partition(".")
     metrics = metric_columns(settings)
@@ -120,7 +121,8 @@ def check_objective(name: str, settings: EvalSettings, *, categories: Collection
 def _check_key(name: str, metric: str, key: str, *, categories: Collection[int],
                names: Mapping[int, str], answerable: Sequence[int]) -> None:
     """``key`` of a metric (a category's name or a summary) has a value over the questions of
-    ``categories``: else a :class:`~synapse_pt.errors.ConfigError` naming ``objective=name``."""
+    ``categories``: else a :class:`~synapse_pt.common.errors.ConfigError` naming
+    ``objective=name``."""
     macro, micro = summary_names(answerable)
     by_name = {v: k for k, v in names.items()}
     keys = [names[c] for c in sorted(names)] + [macro, micro, OVERALL]

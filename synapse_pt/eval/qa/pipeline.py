@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from synapse_pt import steps
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.common.progress import Progress
 from synapse_pt.data.audit import GOLDS, UNANSWERABLE, GoldAudit
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
-from synapse_pt.data.records import Dataset, Question
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dataset, Question
 from synapse_pt.eval.qa.prompts import (
     NO_RECORD_REPLY,
     answer_messages,
@@ -53,10 +55,9 @@ from synapse_pt.eval.qa.settings import (
     upstream_files,
 )
 from synapse_pt.eval.qa.tokens import TokenCounter
-from synapse_pt.memory import steps
-from synapse_pt.memory.base import MemorySystem, RetrievalResult, RetrievedItem
+from synapse_pt.memory.base import MemorySystem, RetrievalResult
 from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
-from synapse_pt.progress import Progress
+from synapse_pt.retrieval.items import RetrievedItem
 
 #: re-exported: the settings live in :mod:`synapse_pt.eval.qa.settings`
 __all__ = ["SYSTEM", "EvalSettings", "answer_limits", "for_memory", "is_strict", "judge_column",

@@ -12,7 +12,7 @@ question's category or gold data, SPEC §3):
   letter is mapped back to the option's text as that code's ``get_cat_5_answer`` does.
 
 The shared answer step is registered here; a related system's own step lives in its package
-(:mod:`synapse_pt.memory.steps`): under ``eval.prompts=upstream`` its code's prompt read from its
+(:mod:`synapse_pt.steps`): under ``eval.prompts=upstream`` its code's prompt read from its
 source file (one user message, no system message, the code's budget, no strict-evidence line), the
 two protocol exceptions, when on, appended to the question; ``eval.prompts=ours`` our wording.
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from synapse_pt.errors import ConfigError
-from synapse_pt.memory.base import RetrievedItem
-from synapse_pt.memory.steps import (
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.retrieval.items import RetrievedItem
+from synapse_pt.steps import (
     AnswerPrompt,
     AnswerStep,
     answer_step,
@@ -111,7 +111,7 @@ def answer_messages(question: str, items: Sequence[RetrievedItem], speakers: str
                     options: tuple[str, str] | None = None, prompts: str = "upstream",
                     upstream_path: str | None = None) -> list[dict[str, str]]:
     """Chat messages of the answer prompt for one question, in the answer step ``style``
-    (:func:`~synapse_pt.memory.steps.answer_step`; under ``prompts="upstream"`` a related
+    (:func:`~synapse_pt.steps.answer_step`; under ``prompts="upstream"`` a related
     system's step sends its code's own prompt, read from its file).
 
     Reads no category and no gold: whether the date instruction or the category-5 options are

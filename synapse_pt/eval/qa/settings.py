@@ -1,6 +1,6 @@
 """The ``eval`` settings of a run (:class:`EvalSettings`) and what they choose: the memory's own
 answer step and judge (:func:`for_memory`), the judges and their columns, the answer step's
-budget, empty-pack rule and upstream files (:mod:`synapse_pt.memory.steps`)."""
+budget, empty-pack rule and upstream files (:mod:`synapse_pt.steps`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
-from synapse_pt.data.records import Dataset
-from synapse_pt.errors import ConfigError
+from synapse_pt import steps
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Dataset
 from synapse_pt.eval.qa.prompts import PROMPT_SOURCES
 from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
-from synapse_pt.memory import steps
 from synapse_pt.memory.base import MemorySystem
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class EvalSettings:
         strict_evidence: add the strict-evidence instruction to the answer prompt (SPEC §1.2.7).
         answer_style: the answer step: ``"system"`` (the default: the memory's own,
             ``MemorySystem.own_steps``), ``"shared"`` (every system on equal terms) or any
-            registered step by name (:mod:`synapse_pt.memory.steps`: a related system's, its
+            registered step by name (:mod:`synapse_pt.steps`: a related system's, its
             code's prompt read from the upstream files; under ``prompts=ours`` our wording).
         prompts: where the related systems' prompts come from (:data:`~synapse_pt.eval.
             prompts.PROMPT_SOURCES`): ``"upstream"`` (their code's files, sha256-checked,
@@ -48,9 +48,9 @@ class EvalSettings:
             distractor, so off in the strict setting.
         max_answer_tokens: generation budget of an answer.
         answer_budget: ``"style"``: an answer step with a budget of its own
-            (:attr:`~synapse_pt.memory.steps.AnswerStep.budget`) uses it; ``"config"``: always
+            (:attr:`~synapse_pt.steps.AnswerStep.budget`) uses it; ``"config"``: always
             ``max_answer_tokens`` / ``answer_stop``. An empty pack under a step whose code asks
-            no model about one (:attr:`~synapse_pt.memory.steps.AnswerStep.empty_pack`) gets the
+            no model about one (:attr:`~synapse_pt.steps.AnswerStep.empty_pack`) gets the
             answer that code records.
         answer_stop: stop sequences of an answer (answers are short phrases; small models keep
             writing new "Question:" lines otherwise).
@@ -62,7 +62,7 @@ class EvalSettings:
         judge_protocol: ``"system"`` (the default: the memory's own judge,
             ``MemorySystem.own_steps``), ``"mem0"`` (CORRECT/WRONG), ``"realtalk"`` (REALTALK's
             correctness score in [0, 1]), ``"beam_rubric"`` (BEAM: the share of the question's
-            rubric items satisfied) or a related system's own (:mod:`synapse_pt.memory.steps`).
+            rubric items satisfied) or a related system's own (:mod:`synapse_pt.steps`).
             An unreadable reply is counted; it scores 0 where the protocol's code does so.
         judges: several judges over the same answers (judge sensitivity): each protocol of
             :data:`~synapse_pt.eval.qa.scorers.judge.JUDGE_PROTOCOLS` listed scores every answer
@@ -77,7 +77,7 @@ class EvalSettings:
     recall_ks: tuple[int, ...] = (5, 10, 30)
     recall_budgets: tuple[int, ...] = (500, 1000, 2000)
     strict_evidence: bool = True
-    answer_style: str = "system"  # system | shared | a registered step (memory/steps.py)
+    answer_style: str = "system"  # system | shared | a registered step (synapse_pt/steps/)
     prompts: str = "upstream"  # upstream (the related systems' files) | ours
     upstream_path: str | None = None
     category_date_instruction: bool = False  # a label-reading exception; off when strict
@@ -175,7 +175,7 @@ def for_memory(settings: EvalSettings, memory: MemorySystem | type[MemorySystem]
     """``settings`` with ``"system"`` answer style and judge protocol replaced by the ones the
     memory declares as its own code's (:attr:`~synapse_pt.memory.base.MemorySystem.own_steps`;
     ``memory`` an instance or its class); a ``"system"`` judge is the benchmark's own where
-    ``dataset`` declares one (:attr:`~synapse_pt.data.records.Dataset.judge`: LoCoMo-Plus's
+    ``dataset`` declares one (:attr:`~synapse_pt.data.schema.Dataset.judge`: LoCoMo-Plus's
     authors', the judge of items without a reference answer); others unchanged."""
     style, protocol = memory.own_steps
     if dataset is not None and dataset.judge:
@@ -222,7 +222,7 @@ def require_upstream(settings: EvalSettings) -> None:
 
 def template_files(settings: EvalSettings) -> dict[str, str]:
     """``{file: sha256}`` of the data files the run's judges read their templates from
-    (:meth:`~synapse_pt.memory.steps.Judge.template_files`; found and checked here), in qa mode."""
+    (:meth:`~synapse_pt.steps.Judge.template_files`; found and checked here), in qa mode."""
     if settings.mode != "qa":
         return {}
     out: dict[str, str] = {}
@@ -234,7 +234,7 @@ def template_files(settings: EvalSettings) -> dict[str, str]:
 
 def skips_empty_pack(settings: EvalSettings) -> bool:
     """Whether a question with an empty retrieved pack gets no answer request: the answer step's
-    code sends none (:attr:`~synapse_pt.memory.steps.AnswerStep.empty_pack`; only its code's
+    code sends none (:attr:`~synapse_pt.steps.AnswerStep.empty_pack`; only its code's
     step, ``prompts=upstream``)."""
     step = _step(settings)
     return step.upstream(settings.prompts) and step.empty_pack is not None
@@ -258,7 +258,7 @@ def answer_limits(settings: EvalSettings) -> tuple[int, tuple[str, ...]]:
     """``(max tokens, stop sequences)`` of an answer request under ``settings``: the answer
     step's own budget where it has one and ``answer_budget`` is ``"style"`` (under
     ``prompts=upstream`` a related system's step brings its code's budget, else our wording's:
-    :meth:`~synapse_pt.memory.steps.AnswerStep.own_budget`), else the configured
+    :meth:`~synapse_pt.steps.AnswerStep.own_budget`), else the configured
     ``max_answer_tokens`` / ``answer_stop``."""
     own = _step(settings).own_budget(settings.prompts)
     if own is not None and settings.answer_budget == "style":

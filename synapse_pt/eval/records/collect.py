@@ -1,6 +1,7 @@
 """Collect run folders into result tables (used by ``scripts/make_tables.py`` and notebooks).
 
-Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.run`). :func:`find_runs` finds them below
+Each run folder holds a ``metrics.json`` (:mod:`synapse_pt.commands.run`). :func:`find_runs` finds
+them below
 any folder (a Hydra multirun folder, ``outputs/``), :func:`load_runs` labels them by experiment
 name, :func:`build_tables` assembles the main, ablation, delta, rejection, judge-sensitivity
 (:mod:`~synapse_pt.eval.reports.judge_sensitivity`), paper-ablation and provenance tables, and
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from synapse_pt.data.records import gold_set_id, question_set_id
+from synapse_pt.data.schema import gold_set_id, question_set_id
 from synapse_pt.eval.qa.scorers import answer_scorers, scorer_protocol
 from synapse_pt.eval.records.commit import JOURNAL, REPLACED, STAGING, committing, holding
 from synapse_pt.eval.records.outputs import PATH_KEYS, RESULT_NEUTRAL_KEYS, naming
@@ -151,7 +152,7 @@ def load_runs(folders: Sequence[Path], baseline: str | None = None
 
 def question_set(metrics: Mapping[str, Any], folder: Path) -> tuple[int | None, str | None]:
     """``(number, id)`` of the questions a run was scored on: ``identity.dataset.question_set``
-    (:func:`~synapse_pt.data.records.question_set_id`), or for a run recorded before it, the id of
+    (:func:`~synapse_pt.data.schema.question_set_id`), or for a run recorded before it, the id of
     the ``(sample_id, qa_index)`` pairs of its ``predictions.parquet``; ``None`` where neither
     is there."""
     dataset = metrics["identity"].get("dataset") or {}
@@ -166,14 +167,14 @@ def question_set(metrics: Mapping[str, Any], folder: Path) -> tuple[int | None, 
 
 
 #: the columns of ``predictions.parquet`` a question's gold is read from (in
-#: :meth:`~synapse_pt.data.records.Question.gold`'s order, after the key's two)
+#: :meth:`~synapse_pt.data.schema.Question.gold`'s order, after the key's two)
 GOLD_COLUMNS = ("sample_id", "qa_index", "category", "question", "gold", "adversarial_answer",
                 "evidence")
 
 
 def gold_set(metrics: Mapping[str, Any], folder: Path) -> str | None:
     """What a run's questions were scored against: ``identity.dataset.gold_set``
-    (:func:`~synapse_pt.data.records.gold_set_id`), or for a run recorded before it and scored
+    (:func:`~synapse_pt.data.schema.gold_set_id`), or for a run recorded before it and scored
     against its file's own gold (``dataset.gold`` official or both), the same id of its
     ``predictions.parquet``; ``None`` where neither is there."""
     ident = (metrics["identity"].get("dataset") or {}).get("gold_set")
@@ -284,7 +285,7 @@ def paper_ablation_table() -> pd.DataFrame:
 #: scored, and what they were scored against (identity fields of metrics.json, dotted for nested
 #: ones; ``prompts`` holds the prompt texts' hashes, ``dataset.gold`` the gold and
 #: ``dataset.audit.sha256`` the audit file that corrected it).
-#: the scorers' own protocol fields (:attr:`~synapse_pt.memory.steps.Scorer.protocol`: how a
+#: the scorers' own protocol fields (:attr:`~synapse_pt.steps.Scorer.protocol`: how a
 #: scorer treats a question), compared like the rest; none in a retrieval run
 SCORER_FIELDS = tuple(scorer_protocol(True))
 PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category5_options",
@@ -295,7 +296,7 @@ PROTOCOL_FIELDS = ("eval_mode", "strict", "category_date_instruction", "category
 # between the memories by design under answer_style=system; the runs table lists it
 #: the value of a protocol field a run recorded before the field existed, where it is known: a run
 #: from before ``dataset.gold`` scored the release's gold; a scorer's field, what the scorer did
-#: before it (:attr:`~synapse_pt.memory.steps.Scorer.protocol_before`)
+#: before it (:attr:`~synapse_pt.steps.Scorer.protocol_before`)
 PROTOCOL_DEFAULTS = {"dataset.gold": "official",
                      **{k: v for s in answer_scorers() for k, v in s.protocol_before.items()}}
 

@@ -22,10 +22,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from synapse_pt.common.resources import checkout_root, version
 from synapse_pt.eval.qa.scorers import table_columns
 from synapse_pt.eval.qa.scorers.judge import JUDGE_PROTOCOLS
 from synapse_pt.eval.qa.scorers.peer_rules import PEER_RULES
-from synapse_pt.resources import checkout_root, version
 
 #: every file a run writes into its folder, and its folder of tables
 RUN_FILES = ("config.yaml", "metrics.json", "predictions.parquet", "timing.json", "spend.json")
@@ -110,8 +110,8 @@ _PROMPT_SUFFIXES = ("PROMPT", "TEMPLATE", "INSTRUCTION", "STYLES", "EVIDENCE", "
 
 def prompt_modules() -> list[str]:
     """:data:`PROMPT_MODULES` and the modules of every registered answer step and judge
-    (:mod:`synapse_pt.memory.steps`)."""
-    from synapse_pt.memory import steps
+    (:mod:`synapse_pt.steps`)."""
+    from synapse_pt import steps
 
     found = [fn.__module__ for s in steps.ANSWER_STEPS.values()
              for fn in (s.messages, s.upstream_messages) if fn is not None]

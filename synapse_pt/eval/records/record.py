@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from synapse_pt.data.audit import GoldAudit
-from synapse_pt.data.records import Dataset
+from synapse_pt.data.schema import Dataset
 from synapse_pt.eval.qa.aggregate import answerable_span, summarize, summary_names
 from synapse_pt.eval.qa.pipeline import (
     AUDITED_PREFIX,
@@ -35,7 +35,7 @@ from synapse_pt.eval.records.outputs import (
     run_config,
 )
 from synapse_pt.eval.reports.report import GOLD_SUFFIX, name_gold, run_gold, run_tables
-from synapse_pt.models.accounting import summarize_usage
+from synapse_pt.models.llm.accounting import summarize_usage
 from synapse_pt.models.llm.base import LLM, ChatResponse
 
 METRIC_PREFIXES = ("recall@", "f1_", "bleu", "judge")
@@ -75,8 +75,8 @@ def run_identity(resolved: Mapping[str, Any], *, dataset: Dataset, audit: GoldAu
     the paths, so a moved folder or another cache is the same run), its task and experiment, the
     data it read (file, hashes, upstream check, subset size, notes, gold, audit), its memory's
     ``describe()``, its embedder's and LLM's names. ``dataset.question_set`` names the questions
-    scored (:func:`~synapse_pt.data.records.question_set_id`), ``dataset.gold_set`` what they were
-    scored against (:func:`~synapse_pt.data.records.gold_set_id`): tables set side by side only
+    scored (:func:`~synapse_pt.data.schema.question_set_id`), ``dataset.gold_set`` what they were
+    scored against (:func:`~synapse_pt.data.schema.gold_set_id`): tables set side by side only
     runs over the same ones, scored against the same gold."""
     return {
         **code_identity(),

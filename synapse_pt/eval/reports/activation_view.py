@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.graph.types import EDGE_TYPE_NAMES, NODE_TYPE_NAMES
 
 __all__ = ["ActivationExample", "descending_rank", "pick_activation_example"]

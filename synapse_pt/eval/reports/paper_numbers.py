@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from synapse_pt.memory.steps import PUBLISHED
+from synapse_pt.steps import PUBLISHED
 
 __all__ = [
     "ABLATIONS",

@@ -4,7 +4,7 @@
 Every signal of :class:`~synapse_pt.memory.fused.FusedMemory` is computed once for all questions
 and min-max normalised (``[S, N, B]``); a candidate is a weight vector over the signals, a
 neighbour-propagation ``rho`` and a BM25 variant (``k1``, ``b``); candidates are scored in chunks
-with :func:`~synapse_pt.retrieval.fusion.fuse_many` (``[C, N, B]``), ranked with ``topk`` and
+with :func:`~synapse_pt.retrieval.combine.fuse_many` (``[C, N, B]``), ranked with ``topk`` and
 turned into recall matrices on tensors. :func:`~synapse_pt.eval.tuning.heldout.heldout` then
 chooses per
 fold on the other conversations.
@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from synapse_pt.common.progress import progress
 from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index
 from synapse_pt.eval.tuning.heldout import KS, SweepMatrix
-from synapse_pt.progress import progress
-from synapse_pt.retrieval.fusion import fuse_many
+from synapse_pt.retrieval.combine import fuse_many
 
 
 def fusion_candidates(signals: Sequence[str], variants: Sequence[str], n: int, seed: int,

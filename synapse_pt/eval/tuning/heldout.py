@@ -33,14 +33,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from synapse_pt.common.progress import progress
 from synapse_pt.data.categories import ADVERSARIAL, ANSWERABLE
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index, roc_auc, unit_recall
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.progress import progress
-from synapse_pt.retrieval.synapse import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseParams
 
 KS = (5, 10, 30)
 

@@ -1,5 +1,5 @@
 """GAAMA (swarna-kpaul/gaama; SPEC §2) in the harness: its graph build, retrieval and LLM build,
-its answer step and its judge (registered in :mod:`synapse_pt.memory.steps`)."""
+its answer step and its judge (registered in :mod:`synapse_pt.steps`)."""
 
 from . import answer, judge, published
 from .memory import GAAMAMemory

@@ -13,9 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from synapse_pt.data.upstream import gaama_prompt
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
+from synapse_pt.steps import (
+    AnswerPrompt,
+    AnswerStep,
+    format_item,
+    format_timestamp,
+    register,
+    time_ordered,
+)
 
-from ..base import EPISODIC, RetrievedItem
-from ..steps import AnswerPrompt, AnswerStep, format_item, format_timestamp, register, time_ordered
 from .judge import GAAMA_JUDGE_FILE
 
 #: the one-line style instruction of our wording

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Turn
+from synapse_pt.data.schema import Dialogue, Turn
 from synapse_pt.data.upstream import gaama_prompt
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.llm.base import LLM, ChatRequest

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Turn
+from synapse_pt.data.schema import Dialogue, Turn
 from synapse_pt.graph.extraction import ConceptExtractor, drop_speakers
 from synapse_pt.retrieval.text import resolve_pronouns, split_sentences
 

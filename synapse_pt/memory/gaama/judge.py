@@ -9,7 +9,7 @@ up to three attempts (a reply that does not parse is answered by the retry promp
 error and the reply's first 500 characters), a reward outside [0, 1] clipped and rounded to two
 decimals, an empty answer or reference scored 0 without a call (:func:`parse_gaama_reward`,
 :func:`gaama_judge`). Under ``eval.prompts=ours``: the judge lists the key facts, then a JSON score
-(:data:`COVERAGE_PROMPT`, :func:`~synapse_pt.memory.steps.parse_coverage_score`), one try, out of
+(:data:`COVERAGE_PROMPT`, :func:`~synapse_pt.steps.parse_coverage_score`), one try, out of
 range unreadable. An unreadable reply (after the retries) scores **0**, as GAAMA's code does (it
 returns ``reward 0.0``, which enters the mean), and is counted as a failure.
 """
@@ -22,8 +22,7 @@ from dataclasses import replace
 
 from synapse_pt.data.upstream import fstring
 from synapse_pt.models.llm.base import LLM, ChatRequest
-
-from ..steps import Judge, JudgeCall, JudgeInputs, parse_coverage_score, register
+from synapse_pt.steps import Judge, JudgeCall, JudgeInputs, parse_coverage_score, register
 
 #: GAAMA's LoCoMo judge: the file, function and variables its prompts are read from, and the
 #: code's call (``llm.complete(prompt, max_tokens=400, ...)``, ``_MAX_RETRIES = 3``)

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from synapse_pt.data.records import Turn
 from synapse_pt.data.render import format_date
+from synapse_pt.data.schema import Turn
 from synapse_pt.models.llm.base import ChatRequest
 from synapse_pt.models.structured import StructuredOutputError, parse_json_reply
 from synapse_pt.retrieval.dense import cosine_scores

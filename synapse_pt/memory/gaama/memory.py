@@ -17,14 +17,15 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
+from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.graph.ppr import HUB_DAMPENING
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.items import RetrievedItem
 
-from ..base import MemorySystem, RetrievalResult, RetrievedItem
+from ..base import MemorySystem, RetrievalResult
 from ..declare import CostModel, ModelDependentBuild, SearchSpace, WordBudget
 from ..episodic import TurnRegistry
 from ..fused import inner_fused

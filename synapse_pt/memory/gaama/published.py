@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..steps import Published, register
+from synapse_pt.steps import Published, register
 
 # LLM-judge mean reward, %, LoCoMo-10 categories 1-4, 1,540 questions, mean over questions;
 # gpt-4o-mini answers and judge; memory trimmed to 1,000 words (its "Commonsense" row, 96

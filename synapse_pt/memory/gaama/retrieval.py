@@ -33,8 +33,8 @@ import torch
 
 from synapse_pt.graph.ppr import neighbourhood, personalised_pagerank
 from synapse_pt.retrieval.dense import cosine_scores
+from synapse_pt.retrieval.items import EPISODIC, RetrievedItem
 
-from ..base import EPISODIC, RetrievedItem
 from .graph import CONCEPT, EDGE_TYPES, EPISODE, FACT, REFLECTION, Block
 from .settings import Retrieval
 

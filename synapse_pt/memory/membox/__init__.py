@@ -1,5 +1,5 @@
 """Membox (SPEC §2) in the harness: its boxes, traces, retrieval and LLM build (Topic Loom), its
-answer step and its F1 (registered in :mod:`synapse_pt.memory.steps`)."""
+answer step and its F1 (registered in :mod:`synapse_pt.steps`)."""
 
 from . import answer, published, score
 from .memory import MemboxMemory

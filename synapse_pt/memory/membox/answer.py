@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from synapse_pt.data.upstream import membox_constant
-
-from ..base import RetrievedItem
-from ..steps import AnswerPrompt, AnswerStep, format_item, register
+from synapse_pt.retrieval.items import RetrievedItem
+from synapse_pt.steps import AnswerPrompt, AnswerStep, format_item, register
 
 #: the one-line style instruction of our wording
 MEMBOX_INSTRUCTION = "Keep the answer under 5-6 words."

@@ -40,9 +40,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from synapse_pt.data.records import Turn
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.data.schema import Turn
 from synapse_pt.data.upstream import Template, membox_constant
-from synapse_pt.errors import ConfigError
 from synapse_pt.models.llm.base import ChatRequest
 from synapse_pt.models.structured import StructuredOutputError, parse_json_reply
 

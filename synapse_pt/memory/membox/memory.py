@@ -48,8 +48,8 @@ from typing import Any
 
 import torch
 
-from synapse_pt.data.records import Dialogue, Question, Turn
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
+from synapse_pt.data.schema import Dialogue, Question, Turn
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
 from synapse_pt.models.base import TextEncoder
 from synapse_pt.models.long_text import whole_text_encoder
@@ -60,9 +60,10 @@ from synapse_pt.models.structured import (
     recheck,
 )
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask
+from synapse_pt.retrieval.items import RetrievedItem
 from synapse_pt.retrieval.text import Analyzer, resolve_pronouns, split_sentences
 
-from ..base import MemorySystem, RetrievalResult, RetrievedItem
+from ..base import MemorySystem, RetrievalResult
 from ..declare import CostModel, ModelDependentBuild, SearchSpace, SessionUnits
 from ..episodic import TurnRegistry
 from ..fused import inner_fused

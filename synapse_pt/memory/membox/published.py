@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..steps import Published, register
+from synapse_pt.steps import Published, register
 
 # Membox (gpt-4o-mini) F1 per category: the table of its README and paper, Membox's own F1
 # (lowercase, split on non-alphanumerics, no stemming, category 5 skipped). The paper reports

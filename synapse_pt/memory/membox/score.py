@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ..base import RetrievedItem
-from ..steps import Scorer, register
+from synapse_pt.retrieval.items import RetrievedItem
+from synapse_pt.steps import Scorer, register
 
 __all__ = ["f1_membox", "membox_tokenize", "score_membox"]
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synapse_pt import groups
-from synapse_pt.errors import ConfigError
+from synapse_pt.common import groups
+from synapse_pt.common.errors import ConfigError
 
 from ..base import require_choice, require_int
 from .llm_build import BUDGET_PARAMS, PARSES, PROMPT_SOURCES, VERIFY_PARSES
@@ -84,7 +84,7 @@ def split_settings(retrieval: Retrieval | None, build: Build | None,
                    flat: Mapping[str, Any]) -> tuple[Retrieval, Build]:
     """The two groups from the flat config keys (``memory.k=...``), over ``retrieval`` /
     ``build`` when given; a key of neither group is refused by name
-    (:func:`synapse_pt.groups.split_settings`)."""
+    (:func:`synapse_pt.common.groups.split_settings`)."""
     first, second = groups.split_settings(
         "MemboxMemory", ((Retrieval, retrieval), (Build, build)), flat)
     return first, second

@@ -127,7 +127,7 @@ class LLM(ABC):
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         """Check what can be checked of this backend's config (``llm.backend``) without building
         it, loading weights or opening a connection (a run does it before anything is embedded);
-        raise :class:`~synapse_pt.errors.ConfigError` naming the setting. Nothing to check by
+        raise :class:`~synapse_pt.common.errors.ConfigError` naming the setting. Nothing to check by
         default."""
         return None
 

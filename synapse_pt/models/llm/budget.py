@@ -33,7 +33,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..accounting import ModelPrice, usd_setting
+from synapse_pt.models.llm.accounting import ModelPrice, usd_setting
+
 from .base import LLM, MESSAGE_OVERHEAD_TOKENS, ChatRequest, ChatResponse, LLMError, OnResponse
 from .ledger import (
     ACCEPTED,

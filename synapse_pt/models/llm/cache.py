@@ -139,7 +139,7 @@ class CachedLLM(LLM):
         misses: distinct requests sent to the inner backend.
         served: every response this wrapper returned, in order, ``cached=True`` for those that
             cost no call (a cache hit, or a duplicate of another request of the same batch): what
-            :func:`~synapse_pt.models.accounting.summarize_usage` turns into this run's spend.
+            :func:`~synapse_pt.models.llm.accounting.summarize_usage` turns into this run's spend.
     """
 
     def __init__(self, llm: LLM, cache: ResponseCache | str | Path) -> None:

@@ -19,7 +19,7 @@ Two tables:
   billed, and nothing is sent after.
 
 Money read from a config is a finite number >= 0 or refused in one line
-(:func:`~synapse_pt.models.accounting.usd_setting`); token counts a server reports are integers
+(:func:`~synapse_pt.models.llm.accounting.usd_setting`); token counts a server reports are integers
 >= 0 or refused (:func:`token_count`).
 """
 

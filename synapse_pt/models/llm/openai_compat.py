@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
 
 from .base import (
     LLM,

@@ -1,6 +1,6 @@
 """Answer and retrieval scorers: official LoCoMo, A-Mem, retrieval-level metrics, LLM judge.
 
-The per-question answer scorers are registered once (:class:`~synapse_pt.memory.steps.Scorer`: a
+The per-question answer scorers are registered once (:class:`~synapse_pt.steps.Scorer`: a
 name, the columns it writes, the function); the QA pipeline writes, and the tables read, the
 columns of :func:`answer_scorers`. A related system's own scorer lives in its package (Membox's
 F1, :mod:`synapse_pt.memory.membox.score`).
@@ -29,8 +29,8 @@ from synapse_pt.eval.qa.scorers.retrieval import (
     rejection_metrics,
     roc_auc,
 )
-from synapse_pt.memory.base import RetrievedItem
-from synapse_pt.memory.steps import Scorer, register, scorer_columns, scorers
+from synapse_pt.retrieval.items import RetrievedItem
+from synapse_pt.steps import Scorer, register, scorer_columns, scorers
 
 __all__ = ["ACCURACY_PROMPT", "JudgeResult", "amem_tokenize", "answer_scorers", "bleu1",
            "evidence_recall_at_k", "f1_multi", "f1_set", "f1_tokens", "is_rejection",

@@ -15,12 +15,12 @@ Here:
   else exactly one bare upper-case ``CORRECT`` / ``WRONG`` word;
 * an unparseable reply is a **failure**, counted in ``n_failures`` under every protocol; it is
   NaN in that run (left out, never silently WRONG) unless the protocol's code scores it 0
-  (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`: GAAMA's);
+  (:attr:`~synapse_pt.steps.Judge.unreadable_zero`: GAAMA's);
 * category 5 is skipped by default (NaN, not a failure), as in mem0: it is scored by the official
   phrase rule instead.
 
 A related system's own judge lives in its package and is found by name in the registry
-(:mod:`synapse_pt.memory.steps`): GAAMA's (``protocol="gaama"``, :mod:`synapse_pt.memory.gaama.
+(:mod:`synapse_pt.steps`): GAAMA's (``protocol="gaama"``, :mod:`synapse_pt.memory.gaama.
 judge`) scores the fraction of the reference's key facts covered, retries as its code does, and
 scores an unreadable reply 0.
 
@@ -65,10 +65,13 @@ from typing import Literal
 
 import numpy as np
 
+from synapse_pt.common.progress import Progress
 from synapse_pt.data.locomo_plus import judge_templates
-from synapse_pt.data.records import Dataset, Question, Turn
+from synapse_pt.data.schema import Dataset, Question, Turn
 from synapse_pt.data.source import sha256_file
-from synapse_pt.memory.steps import (
+from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
+from synapse_pt.models.llm.recording import RecordingLLM
+from synapse_pt.steps import (
     JSON_FENCE,
     JSON_OBJECT,
     JUDGES,
@@ -79,9 +82,6 @@ from synapse_pt.memory.steps import (
     parse_coverage_score,
     register,
 )
-from synapse_pt.models.llm.base import LLM, ChatRequest, ChatResponse
-from synapse_pt.models.llm.recording import RecordingLLM
-from synapse_pt.progress import Progress
 
 __all__ = ["ACCURACY_PROMPT", "JUDGE_PROTOCOLS", "LOCOMO_PLUS_LABELS", "RUBRIC_PROMPT",
            "SCORE_PROMPT", "JudgeCall", "JudgeInputs", "JudgeResult", "build_judge_requests",
@@ -266,9 +266,9 @@ register(PromptJudge("mem0", ACCURACY_PROMPT, _label_verdict, rank=0))
 register(PromptJudge("realtalk", SCORE_PROMPT, parse_coverage_score, rank=2))
 register(PromptJudge("beam_rubric", RUBRIC_PROMPT, parse_rubric_verdict, rank=3, rubric=True))
 register(LocomoPlusJudge())
-#: every judge protocol, in rank order (the registry, :mod:`synapse_pt.memory.steps`)
+#: every judge protocol, in rank order (the registry, :mod:`synapse_pt.steps`)
 JUDGE_PROTOCOLS = tuple(JUDGES)
-#: the request settings where none are given (:class:`~synapse_pt.memory.steps.JudgeCall`'s
+#: the request settings where none are given (:class:`~synapse_pt.steps.JudgeCall`'s
 #: defaults)
 DEFAULT_CALL = JudgeCall()
 
@@ -276,7 +276,7 @@ DEFAULT_CALL = JudgeCall()
 def build_judge_requests(inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL, *,
                          protocol: str = "mem0") -> list[ChatRequest]:
     """The first requests of one run of ``protocol``'s judge under ``call`` (:meth:`~synapse_pt.
-    memory.steps.Judge.requests`): one per question of ``inputs`` (:data:`ACCURACY_PROMPT` for
+    steps.Judge.requests`): one per question of ``inputs`` (:data:`ACCURACY_PROMPT` for
     ``"mem0"``, :data:`SCORE_PROMPT` for ``"realtalk"``, the LoCoMo-Plus authors' template of the
     question's category for ``"locomo_plus"`` (``evidence`` and ``category_names`` needed), a
     related system's own judge as its package writes it), or for ``"beam_rubric"`` one per rubric
@@ -289,7 +289,7 @@ def judge_inputs(dataset: Dataset, questions: Sequence[Question],
                  ) -> tuple[list[tuple[Turn, ...]], list[str]]:
     """What a judge may read of each question besides its text and gold: its evidence turns (the
     dataset's records of the ids it cites, in that order) and its category as the judge's
-    templates name it (the dataset's :attr:`~synapse_pt.data.records.Dataset.judge_categories`,
+    templates name it (the dataset's :attr:`~synapse_pt.data.schema.Dataset.judge_categories`,
     else ``names``, the run's category names, else the number)."""
     wanted = {(q.sample_id, e) for q in questions for e in q.evidence}
     turns = {(t.sample_id, t.dia_id): t for t in dataset.turns()
@@ -364,22 +364,22 @@ def judge_answers(llm: LLM, inputs: JudgeInputs, call: JudgeCall = DEFAULT_CALL,
             else its judge reads: ``rubrics`` (``"beam_rubric"`` only); ``evidence`` and
             ``category_names`` (:func:`judge_inputs`), read by a judge that judges against the
             evidence (``"locomo_plus"``), which needs no gold.
-        call: how the requests are sent (:class:`~synapse_pt.memory.steps.JudgeCall`): its
+        call: how the requests are sent (:class:`~synapse_pt.steps.JudgeCall`): its
             ``prompts`` ``"upstream"``: a judge with its code's prompts sends them, read from the
-            files in ``upstream_path`` (:meth:`~synapse_pt.memory.steps.Judge.ask`); ``"ours"``:
+            files in ``upstream_path`` (:meth:`~synapse_pt.steps.Judge.ask`); ``"ours"``:
             our wording. mem0's, REALTALK's and BEAM's judges are the same under both.
         categories: raw category numbers; questions in ``skip_categories`` are not sent (needed
             when ``skip_categories`` is non-empty).
         n_runs: judge runs (1, as GAAMA's and mem0's code ask; a retry after an unreadable
             reply is not a run); over several, the spread is the judge's own noise.
-        protocol: a registered judge (:func:`~synapse_pt.memory.steps.judge`): ``"mem0"``
+        protocol: a registered judge (:func:`~synapse_pt.steps.judge`): ``"mem0"``
             (CORRECT/WRONG, 1/0), ``"realtalk"`` (a correctness score in [0, 1]),
             ``"beam_rubric"`` (share of the rubric's items satisfied) or a related system's own.
             An unreadable reply is counted in ``n_failures``; it scores 0 where the protocol's
-            code does so (:attr:`~synapse_pt.memory.steps.Judge.unreadable_zero`; under a rubric
+            code does so (:attr:`~synapse_pt.steps.Judge.unreadable_zero`; under a rubric
             an unreadable item then counts as not satisfied), else it is left out.
         batch_size: judge requests per ``llm.generate`` call (the progress a log shows,
-            :mod:`synapse_pt.progress`, advances between calls; GAAMA's code judges a run's
+            :mod:`synapse_pt.common.progress`, advances between calls; GAAMA's code judges a run's
             questions in one call).
 
     Raises:
@@ -475,7 +475,7 @@ def _send(llm: LLM, requests: list[ChatRequest], batch_size: int, bar: Progress,
 @dataclass
 class _Tally:
     """The runs' verdicts so far, ``[R, B]``: labels (NaN until scored), failures and replies;
-    ``zero``: an unreadable verdict scores 0 (:attr:`~synapse_pt.memory.steps.Judge.
+    ``zero``: an unreadable verdict scores 0 (:attr:`~synapse_pt.steps.Judge.
     unreadable_zero`) rather than leaving the label out."""
 
     labels: np.ndarray

@@ -3,7 +3,7 @@
 Each entry is a memory-config key (``params.S``, ``readings.k_anchor``: the keys a run overrides
 as ``memory.<key>=...``), its range or choices and its one-line meaning. Every search reads it:
 
-* the batched sweep (``python -m synapse_pt.sweep``, :mod:`synapse_pt.eval.tuning.sweep`) draws
+* the batched sweep (``python -m synapse_pt.sweep``, :mod:`synapse_pt.eval.tuning.grid`) draws
   the :class:`Range` entries, uniformly, in the order written here (:func:`ranges`);
 * the held-out search (``scripts/tune_heldout.py``, ``SynapseMemory.search_space``) combines the
   :class:`Choice` entries and draws the ranges, all but ``params.tau_gate``, which it calibrates
@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from synapse_pt.errors import ConfigError
-
-from .synapse import PAPER_FIELDS, READING_FIELDS
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.retrieval.spreading import PAPER_FIELDS, READING_FIELDS
 
 __all__ = ["SPACE", "Choice", "Range", "choices", "declare", "ranges"]
 
@@ -51,9 +50,9 @@ NODES = {"params": PAPER_FIELDS, "readings": READING_FIELDS}
 
 def declare(space: Mapping[str, Range | Choice]) -> dict[str, Range | Choice]:
     """``space`` as a dict, checked: every key is ``params.<field>`` or ``readings.<field>`` of
-    :class:`~synapse_pt.retrieval.synapse.SynapseParams`, every range has ``low <= high``,
+    :class:`~synapse_pt.retrieval.spreading.SynapseParams`, every range has ``low <= high``,
     every choice at least one value and every entry a meaning. A wrong entry is a
-    :class:`~synapse_pt.errors.ConfigError` of one line naming its key."""
+    :class:`~synapse_pt.common.errors.ConfigError` of one line naming its key."""
     for key, entry in space.items():
         node, _, name = key.partition(".")
         if name not in NODES.get(node, ()):

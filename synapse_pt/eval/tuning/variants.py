@@ -4,7 +4,7 @@ A study file (``studies/<name>.yaml``) holds ``base`` (Hydra overrides every var
 ``variants`` (``{label: [overrides]}``) and optionally ``published`` (``{label: published row}``,
 the number each variant sits beside: :mod:`synapse_pt.eval.reports.paper_table`); :func:`load_study`
 reads and checks it, and
-:func:`synapse_pt.study.run_study` runs its variants. :func:`study_table` gives one row per
+:func:`synapse_pt.commands.study.run_study` runs its variants. :func:`study_table` gives one row per
 variant: context tokens a question, evidence recall@5/10/30 and within each context budget per
 category and over the questions of the answerable categories, and the gate figures;
 :func:`best_lines` names the best variant at an equal context budget.
@@ -22,9 +22,9 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
+from synapse_pt.common.resources import study_dir
 from synapse_pt.eval.qa.aggregate import answerable_span, run_summary_names
 from synapse_pt.eval.reports.paper_numbers import PUBLISHED_ROWS
-from synapse_pt.resources import study_dir
 
 _LABEL = re.compile(r"[A-Za-z0-9_.+-]+")
 

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 import yaml
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.common.resources import config_file
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
 from synapse_pt.nn import (
     INHIBITION_SCHEDULES,
@@ -23,11 +24,9 @@ from synapse_pt.nn import (
     Hyperparams,
     activation_adjacency,
 )
-from synapse_pt.resources import config_file
-
-from .anchors import initial_energy
-from .dense import cosine_scores, own_graph_mask
-from .scoring import gate, rank, retrieval_confidence, triple_score
+from synapse_pt.retrieval.anchors import initial_energy
+from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
+from synapse_pt.retrieval.scoring import gate, rank, retrieval_confidence, triple_score
 
 Scalar = float | torch.Tensor
 

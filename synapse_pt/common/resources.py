@@ -4,8 +4,8 @@ The configs (``configs/``) and the study files (``studies/``) are the repository
 copy anyone edits. The package reaches them as its own ``synapse_pt/configs`` and
 ``synapse_pt/studies`` (links to those folders in a checkout; in a wheel, the files copied there
 when it is built: ``pyproject.toml``'s package data), so the commands find them wherever they run
-from, installed or not: the entry points' ``@hydra.main(config_path="configs")`` is the folder
-beside them. A user's own config folder is added with ``hydra.searchpath``.
+from, installed or not: the entry points' ``@hydra.main`` is given :func:`config_dir`.
+A user's own config folder is added with ``hydra.searchpath``.
 
 Nothing here reads a file at import.
 """

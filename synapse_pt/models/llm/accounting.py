@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synapse_pt.errors import ConfigError
-
-from .llm.base import ChatResponse
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.models.llm.base import ChatResponse
 
 log = logging.getLogger(__name__)
 

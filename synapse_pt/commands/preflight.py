@@ -3,15 +3,16 @@ ingesting, and the settings that name folders, before any folder is made.
 
 A setting that cannot work must stop a command before its first write (a folder made, a run's
 old outputs replaced) and before its slow part (embedding every text, building the memory), in
-one line naming the setting (:class:`~synapse_pt.errors.ConfigError`, printed by the CLI as one
-line). Three moments:
+one line naming the setting (:class:`~synapse_pt.common.errors.ConfigError`, printed by the CLI as
+one line). Three moments:
 
 * :class:`Preflight`, the first Hydra callback (``configs/hydra/default.yaml``), before Hydra or
-  :class:`~synapse_pt.cli.WritableRunDir` makes the run's (the multirun's) folder:
+  :class:`~synapse_pt.commands.hydra_app.WritableRunDir` makes the run's (the multirun's) folder:
   :func:`check_settings` (the estimate and the sweep, which send no answer request, get its
   first part, :func:`check_names`), and for an Optuna sweep its search space
   (:func:`check_search_space`);
-* :func:`check_settings` again at the start of :func:`synapse_pt.run.run` (studies and tests
+* :func:`check_settings` again at the start of :func:`synapse_pt.commands.run.run` (studies and
+tests
   call it directly), before it makes or writes its folder;
 * :func:`check_run`, once the dataset is loaded and before the run writes its folder: what needs
   the questions asked.
@@ -56,10 +57,10 @@ from hydra.experimental.callback import Callback
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.audit import GoldAudit
-from synapse_pt.data.records import Dataset, Question
 from synapse_pt.data.resolve import dataset_categories
-from synapse_pt.errors import ConfigError
+from synapse_pt.data.schema import Dataset, Question
 from synapse_pt.eval.qa.objective import check_objective, check_objective_name, run_sections
 from synapse_pt.eval.qa.pipeline import (
     EvalSettings,
@@ -77,7 +78,7 @@ from synapse_pt.memory.base import memory_class
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.none import NoLLM
 
-log = logging.getLogger("synapse_pt.run")
+log = logging.getLogger("synapse_pt.commands.run")
 
 #: the keys :func:`~synapse_pt.eval.qa.pipeline.evaluate` adds to the summary besides the
 #: scorers' (its timing keys go to ``timing.json``, :func:`~synapse_pt.eval.records.record.
@@ -191,7 +192,7 @@ def section_keys(settings: EvalSettings, sections: Sequence[str], *,
     writes them: each computed by the function that writes the section, on a stand-in of one
     question of each category asked (the keys depend on the categories asked, not on the
     values; one exception: a judge's per-category accuracy is left out where every reply of the
-    category was unreadable, which :func:`synapse_pt.run.objective_value` finds before the
+    category was unreadable, which :func:`synapse_pt.commands.run.objective_value` finds before the
     outputs are committed)."""
     asked = sorted({int(c) for c in categories})
     probe = pd.DataFrame({"gated": [False] * len(asked), "category": asked,

@@ -4,7 +4,7 @@ A configuration is a set of values for the continuous hyperparameters (S, delta,
 theta, lambda1-3, tau_gate); the query columns of one batched call are the (configuration,
 question) pairs (:meth:`~synapse_pt.memory.synapse.SynapseMemory.sweep`). Configuration 0 is the
 paper's defaults, the others are drawn uniformly from :data:`RANGES` (the continuous entries of
-SYNAPSE's declared search space, :mod:`synapse_pt.retrieval.synapse_space`) with a seed, so any
+SYNAPSE's declared search space, :mod:`synapse_pt.retrieval.search_space`) with a seed, so any
 configuration of a sweep is known by ``(seed, index)`` alone: a sweep split into chunks that run
 as separate jobs (``python -m synapse_pt.sweep -m sweep.chunk=0,1,2,3 sweep.chunks=4``) draws the
 same grid in every job, evaluates its own slice, and :func:`merge_tables` joins the slices.
@@ -22,18 +22,18 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from synapse_pt.data.records import Question
+from synapse_pt.data.schema import Question
 from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.retrieval.synapse import SynapseParams
-from synapse_pt.retrieval.synapse_space import SPACE, ranges
+from synapse_pt.retrieval.search_space import SPACE, ranges
+from synapse_pt.retrieval.spreading import SynapseParams
 
 __all__ = ["BUFFERS", "CPU_BLOCK_CELLS", "DEPTH", "RANGES", "auto_chunk", "available_bytes",
            "chunk_bounds", "draw_configs", "merge_tables", "sweep_table"]
 
 #: the continuous hyperparameters of SYNAPSE's one declared search space
-#: (:data:`synapse_pt.retrieval.synapse_space.SPACE`), by field name, in declared order (the
+#: (:data:`synapse_pt.retrieval.search_space.SPACE`), by field name, in declared order (the
 #: order of the draws)
 RANGES = {key.split(".", 1)[1]: bounds for key, bounds in ranges(SPACE).items()}
 BUFFERS = 16  # float32 [N_g, C x B_g] tensors live at once in one batched call (upper estimate)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from synapse_pt.errors import ConfigError
+from synapse_pt.common.errors import ConfigError
 
 
 def question_set_id(keys: Iterable[str]) -> str:
@@ -239,7 +239,8 @@ class Dataset:
         """A smaller dataset (for smoke runs and focused studies): chosen conversations, only the
         questions of ``question_categories`` (raw LoCoMo numbers), and/or the first questions.
         The memory still ingests whole conversations; only what is asked shrinks. A size that is
-        not a positive integer is a :class:`~synapse_pt.errors.ConfigError` naming its key."""
+        not a positive integer is a :class:`~synapse_pt.common.errors.ConfigError` naming its
+        key."""
         for key, size in (("max_conversations", max_conversations),
                           ("max_questions", max_questions)):
             if size is not None and (isinstance(size, bool) or not isinstance(size, int)

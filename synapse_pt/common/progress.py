@@ -3,7 +3,7 @@ shows.
 
 On a terminal a step draws tqdm's bar. Off a terminal (a log file, a batch job, a pipe) tqdm
 draws nothing, so :class:`Progress` writes lines to the run log instead (python ``logging``, the
-``synapse_pt.progress`` logger unless the caller names another)::
+``synapse_pt.common.progress`` logger unless the caller names another)::
 
     embed texts: 0/19999 texts (0%)
     embed texts: 2000/19999 texts (10%), 95.2 texts/s, ~03:09 left
@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 T = TypeVar("T")
 
-LOG = logging.getLogger("synapse_pt.progress")
+LOG = logging.getLogger("synapse_pt.common.progress")
 #: seconds between two log lines at most (while updates come)
 INTERVAL_S = 30.0
 #: a log line each time another this many tenths of the total are done
@@ -59,7 +59,7 @@ class Progress:
         total: items the step does (``None``: unknown; lines then give no share or time left).
         desc: what the step is (``"embed texts"``), the start of each line.
         unit: what an item is (``"texts"``, ``"windows"``, ``"questions"``).
-        logger: where the lines go (default ``synapse_pt.progress``); logged at INFO.
+        logger: where the lines go (default ``synapse_pt.common.progress``); logged at INFO.
         stream: the stream whose being a terminal decides bar or lines, and where the bar is
             drawn (default ``sys.stderr``).
         clock: seconds, monotonic (default :func:`time.monotonic`; tests inject a fake one).

@@ -7,5 +7,5 @@ from __future__ import annotations
 class ConfigError(ValueError):
     """A configuration value is invalid. The message names the config key (``memory.k``,
     ``eval.recall_ks``, ``dataset.max_conversations``), the value and what is allowed; the CLI
-    prints it as one line (``synapse_pt.run.USER_FACING_ERRORS``). A ``ValueError``, so callers
-    that catch those keep working."""
+    prints it as one line (``synapse_pt.commands.run.USER_FACING_ERRORS``). A ``ValueError``, so
+    callers that catch those keep working."""

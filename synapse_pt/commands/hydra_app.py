@@ -34,8 +34,9 @@ import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from synapse_pt.common import threads
+from synapse_pt.common.errors import ConfigError
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
-from synapse_pt.errors import ConfigError
 from synapse_pt.eval.records.commit import (
     JOURNAL,
     MANIFEST,
@@ -49,14 +50,13 @@ from synapse_pt.eval.records.run_folder import (
     claim_new_folder,
     holds_outputs,
 )
-from synapse_pt.models import threads
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.ledger import holds_spending
 from synapse_pt.models.sqlite_store import CorruptCacheError
 
 T = TypeVar("T")
-log = logging.getLogger("synapse_pt.run")
+log = logging.getLogger("synapse_pt.commands.run")
 
 #: errors whose message says all a user needs (what failed, which file, record, key or server, and
 #: what to do): an entry point prints them as one line instead of a traceback (an LLM server's
@@ -196,13 +196,13 @@ def seed_everything(seed: int) -> None:
 
 
 def configure_threads(cfg: DictConfig) -> int:
-    """Apply the config's ``threads`` (:mod:`synapse_pt.models.threads`): ``auto`` registers this
+    """Apply the config's ``threads`` (:mod:`synapse_pt.common.threads`): ``auto`` registers this
     job among the machine's live ones; a bad value is one line naming the key."""
     try:
         n = threads.configure(cfg.get("threads", threads.AUTO))
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    logging.getLogger("synapse_pt.run").info("threads: %s (%d now)",
+    logging.getLogger("synapse_pt.commands.run").info("threads: %s (%d now)",
                                              cfg.get("threads", threads.AUTO), n)
     return n
 

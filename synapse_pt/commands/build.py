@@ -1,6 +1,7 @@
 """Builders: the objects a run is made of, from the composed Hydra config.
 
-Every entry point (``synapse_pt.run``, ``synapse_pt.sweep``, ``synapse_pt.study``, the estimate)
+Every entry point (``synapse_pt.commands.run``, ``synapse_pt.commands.sweep``,
+``synapse_pt.commands.study``, the estimate)
 and every script builds its dataset, models and memory here, so that a benchmark, a figure or a
 held-out study measures exactly the memory a run evaluates:
 
@@ -30,15 +31,16 @@ from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.common.errors import ConfigError
+from synapse_pt.common.resources import config_dir
 from synapse_pt.data import Conversation, Dataset
 from synapse_pt.data.resolve import build_dataset, dataset_categories
-from synapse_pt.errors import ConfigError
 from synapse_pt.eval.records.outputs import config_hash
 from synapse_pt.graph.extraction import ConceptExtractor
 from synapse_pt.memory.base import MemorySystem
-from synapse_pt.models.accounting import price_for, price_table, usd_setting
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.base import TextEncoder
+from synapse_pt.models.llm.accounting import price_for, price_table, usd_setting
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.budget import BudgetedLLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
@@ -46,9 +48,8 @@ from synapse_pt.models.llm.ledger import SpendLedger
 from synapse_pt.models.llm.none import NoLLM
 from synapse_pt.models.sqlite_store import CorruptCacheError
 from synapse_pt.models.text_cache import TextValueCache
-from synapse_pt.resources import config_dir
 
-log = logging.getLogger("synapse_pt.build")
+log = logging.getLogger("synapse_pt.commands.build")
 
 
 
