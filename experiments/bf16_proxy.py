@@ -160,8 +160,8 @@ def main() -> None:
     if "embedder.dtype=bfloat16" not in args.overrides:
         parser.error("run: pass embedder.dtype=bfloat16 (and a paths.cache_dir of its own)")
     install()
-    sys.argv = ["synapse_pt.commands.run", *args.overrides]
-    runpy.run_module("synapse_pt.commands.run", run_name="__main__", alter_sys=True)
+    sys.argv = ["synapse_pt.run", *args.overrides]
+    runpy.run_module("synapse_pt.run", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def sequence_flops(n: int) -> int:
 
 
 def child(out: Path, overrides: list[str]) -> None:
-    """Run ``synapse_pt.commands.run`` here with the encoder's calls counted into ``out``."""
+    """Run ``python -m synapse_pt.run`` here with the encoder's calls counted into ``out``."""
     from synapse_pt.models.embedder import HFEmbedder
 
     counts = {"sequences": 0, "tokens": 0, "positions": 0, "useful_flops": 0,
@@ -62,8 +62,8 @@ def child(out: Path, overrides: list[str]) -> None:
 
     HFEmbedder._token_sums = counted
     atexit.register(lambda: out.write_text(json.dumps(counts) + "\n"))
-    sys.argv = ["synapse_pt.commands.run", *overrides]
-    runpy.run_module("synapse_pt.commands.run", run_name="__main__", alter_sys=True)
+    sys.argv = ["synapse_pt.run", *overrides]
+    runpy.run_module("synapse_pt.run", run_name="__main__", alter_sys=True)
 
 
 def main() -> None:

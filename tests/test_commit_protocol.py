@@ -178,7 +178,7 @@ def test_a_staging_folder_without_a_journal_is_a_killed_runs_and_is_removed(tmp_
     (folder / STAGING).mkdir(parents=True)
     (folder / STAGING / "metrics.json").write_text("{partial")
     (folder / "metrics.json").write_text("{}")
-    with caplog.at_level("WARNING", logger="synapse_pt.commands.run"), holding(folder):
+    with caplog.at_level("WARNING", logger="synapse_pt.run"), holding(folder):
         pass
     assert snapshot(folder) == {"metrics.json": "{}"}
     assert "removed the partial outputs (.staging/) of a process stopped before" in caplog.text

@@ -20,7 +20,7 @@ FAST = ("dataset=sample", "embedder=hashing", "smoke=true", "logger=none", "devi
 OBJECTIVE = "recall@10.mean_q_1_4"
 
 
-def cli(*args: str, timeout: int = 600, module: str = "synapse_pt.commands.run"
+def cli(*args: str, timeout: int = 600, module: str = "synapse_pt.run"
         ) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout)
@@ -90,7 +90,7 @@ def test_submitit_local_launcher(tmp_path):
 
 
 def sweep_cli(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args, module="synapse_pt.commands.sweep")
+    return cli(*args, module="synapse_pt.sweep")
 
 
 def test_sweep_split_into_submitit_jobs_merges_into_the_single_job_table(tmp_path):

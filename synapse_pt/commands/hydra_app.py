@@ -56,7 +56,7 @@ from synapse_pt.models.llm.ledger import holds_spending
 from synapse_pt.models.sqlite_store import CorruptCacheError
 
 T = TypeVar("T")
-log = logging.getLogger("synapse_pt.commands.run")
+log = logging.getLogger("synapse_pt.run")
 
 #: errors whose message says all a user needs (what failed, which file, record, key or server, and
 #: what to do): an entry point prints them as one line instead of a traceback (an LLM server's
@@ -202,7 +202,7 @@ def configure_threads(cfg: DictConfig) -> int:
         n = threads.configure(cfg.get("threads", threads.AUTO))
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    logging.getLogger("synapse_pt.commands.run").info("threads: %s (%d now)",
+    logging.getLogger("synapse_pt.run").info("threads: %s (%d now)",
                                              cfg.get("threads", threads.AUTO), n)
     return n
 

@@ -78,7 +78,7 @@ from synapse_pt.memory.base import memory_class
 from synapse_pt.models.llm.base import LLM
 from synapse_pt.models.llm.none import NoLLM
 
-log = logging.getLogger("synapse_pt.commands.run")
+log = logging.getLogger("synapse_pt.run")
 
 #: the keys :func:`~synapse_pt.eval.qa.pipeline.evaluate` adds to the summary besides the
 #: scorers' (its timing keys go to ``timing.json``, :func:`~synapse_pt.eval.records.record.

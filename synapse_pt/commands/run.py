@@ -71,7 +71,7 @@ from synapse_pt.eval.reports.console import render_summary
 from synapse_pt.models.llm.budget import BudgetExceeded, ledger_spend
 from synapse_pt.models.llm.ledger import LEDGER_FILE, holds_spending
 
-log = logging.getLogger("synapse_pt.commands.run")
+log = logging.getLogger("synapse_pt.run")
 register_resolvers()  # ${study_key:} in configs/hparams_search/
 
 BUDGET_EXIT_CODE = 3  # the exit status of a run stopped by llm.max_cost_usd

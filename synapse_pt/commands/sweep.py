@@ -48,7 +48,7 @@ from synapse_pt.eval.tuning.grid import (
     sweep_table,
 )
 
-log = logging.getLogger("synapse_pt.commands.sweep")
+log = logging.getLogger("synapse_pt.sweep")
 
 TABLE = "sweep.parquet"
 

@@ -36,7 +36,7 @@ def config_file(rel: str) -> Path:
 def checkout_root() -> Path | None:
     """The source checkout the package runs from (the folder holding ``synapse_pt/`` beside a
     ``pyproject.toml`` that names it), or ``None`` for an installed package."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     project = root / "pyproject.toml"
     if project.is_file() and 'name = "synapse_pt"' in project.read_text(encoding="utf-8"):
         return root

@@ -22,7 +22,7 @@ from synapse_pt.eval.qa import aggregate
 from synapse_pt.eval.qa.aggregate import summarize
 from synapse_pt.eval.records.record import build_tables
 from synapse_pt.eval.reports.console import render_summary
-from synapse_pt.eval.tuning import study
+from synapse_pt.eval.tuning import variants
 from synapse_pt.eval.tuning.variants import study_table
 
 
@@ -51,7 +51,7 @@ def test_a_study_names_its_best_at_an_equal_context_budget():
     table = study_table({"membox_trace": MEMBOX, "fused": FUSED})
     assert list(table.columns[:1]) == ["context tokens"]  # first: what recall was measured at
     assert table.loc["membox_trace", "context tokens"] == 14_900.0
-    lines = study.best_lines(table)
+    lines = variants.best_lines(table)
     assert lines[0].startswith("study_best_at_1000_tokens: 0.8000 (fused;")
     assert "700 context tokens a question" in lines[0]
     assert lines[1] == ("highest R@10 (1-4), at any context size: 0.9200 (membox_trace, 14,900 "
@@ -62,7 +62,7 @@ def test_a_study_names_its_best_at_an_equal_context_budget():
 def test_a_study_without_a_budget_names_no_best():
     run = _run("x", 0.5, 0.4, 100.0)
     del run["metrics"]["recall@1000tok"]
-    lines = study.best_lines(study_table({"x": run}))
+    lines = variants.best_lines(study_table({"x": run}))
     assert lines[0].startswith("study_best_at_1000_tokens: none named")
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-log = logging.getLogger("synapse_pt.commands.run")
+log = logging.getLogger("synapse_pt.run")
 
 #: the lock file of a folder being written (removed when its holder is done; a killed holder's
 #: stays behind, unlocked: the OS released its lock)

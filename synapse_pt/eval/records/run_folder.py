@@ -35,7 +35,7 @@ from synapse_pt.eval.records.outputs import (
     run_config,
 )
 
-log = logging.getLogger("synapse_pt.commands.run")
+log = logging.getLogger("synapse_pt.run")
 
 #: the files whose presence makes a folder hold a configuration's outputs (a run that failed
 #: before writing any of them left only its ``config.yaml``)
