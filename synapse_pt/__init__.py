@@ -15,8 +15,10 @@ list and checks every import against it)::
                                 on the shared base, declare, episodic, gate; baselines, fused
     retrieval/                  triggers (BM25, dense), scoring, gate
     graph/                      memory graph tensors, consolidation, extraction, PageRank
-    nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
+    nn/  models/  data/         activation layers; embedder, LLM backends; benchmarks
                                 (data/benchmark.py: each declared beside its loader)
+    cache/                      the on-disk caches: one SQLite key-value store, its codecs for
+                                vectors and texts (LLM responses: models/llm/cache.py)
     errors.py progress.py       what every layer may use: ConfigError; a long step's progress;
     resources.py groups.py      the configs and studies it ships, its checkout, its version;
                                 frozen settings groups from a constructor's flat keys

@@ -22,6 +22,7 @@ LAYERS = {
     "progress": -1,  # the progress of a long step: every layer may report it
     "resources": -1,  # the shipped configs and studies, the checkout, the version
     "groups": -1,  # frozen settings groups from a constructor's flat keys
+    "cache": -1,  # the on-disk caches (one SQLite key-value store): models/ and above use them
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,
