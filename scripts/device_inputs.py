@@ -10,7 +10,7 @@ every text it serves. Writes
 into ``--out``:
 
 * ``cache/embeddings/``: those rows only (``embeddings.sqlite``) and ``encoder.json``, the
-  input of ``embedder=cached`` (:class:`~synapse_pt.models.cached_encoder.CacheOnlyEncoder`);
+  input of ``embedder=cached`` (:class:`~synapse_pt.cache.exported.CacheOnlyEncoder`);
 * ``locomo10.json``: a copy of the dataset file the configurations read (checked by sha256);
 * ``site/``: copies of the installed pure-Python packages the device image lacks (hydra,
   omegaconf, antlr4, and rank_bm25 for the CUDA-parametrised tests), put on ``PYTHONPATH`` there.
@@ -31,11 +31,11 @@ from pathlib import Path
 import hydra
 import torch
 
+from synapse_pt.cache.exported import write_encoder_file
+from synapse_pt.cache.vectors import CACHE_FILE
 from synapse_pt.commands.build import composed_config, ingested_memory
 from synapse_pt.eval.qa.pipeline import blind
-from synapse_pt.models.cached_encoder import write_encoder_file
 from synapse_pt.models.embedder import HFEmbedder
-from synapse_pt.models.embedding_cache import CACHE_FILE
 
 # pure Python; the device image has the rest (rank_bm25: for the CUDA-parametrised tests)
 PACKAGES = ("hydra", "omegaconf", "antlr4", "rank_bm25")

@@ -15,8 +15,10 @@ list and checks every import against it)::
                                 steps, judges, scorers, published rows
     retrieval/                  triggers (BM25, dense), spreading activation, scoring, gate; items
     graph/                      memory graph tensors, consolidation, extraction, PageRank
-    nn/  models/  data/         activation layers; embedder, LLM backends, caches; benchmarks
+    nn/  models/  data/         activation layers; embedder, LLM backends; benchmarks
                                 (data/benchmark.py: each declared beside its loader)
+    cache/                      the on-disk caches: one SQLite key-value store, its codecs for
+                                vectors and texts (LLM responses: models/llm/cache.py)
     common/                     what every layer may use: ConfigError, a long step's progress, the
                                 shipped configs and studies, settings groups, CPU threads
 """

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synapse_pt"
 #: and rooms of strictly lower layers
 LAYERS = {
     "common": -1,  # what every layer may use: ConfigError, progress, resources, groups, threads
+    "cache": -1,  # the on-disk caches (one SQLite key-value store): models/ and above use them
     "data": 0, "models": 0, "nn": 0,
     "graph": 1,
     "retrieval": 2,

@@ -31,6 +31,8 @@ from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from synapse_pt.cache.sqlite import CorruptCacheError
+from synapse_pt.cache.texts import TextValueCache
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.common.resources import config_dir
 from synapse_pt.data import Conversation, Dataset
@@ -46,8 +48,6 @@ from synapse_pt.models.llm.budget import BudgetedLLM
 from synapse_pt.models.llm.cache import CachedLLM, ResponseCache
 from synapse_pt.models.llm.ledger import SpendLedger
 from synapse_pt.models.llm.none import NoLLM
-from synapse_pt.models.sqlite_store import CorruptCacheError
-from synapse_pt.models.text_cache import TextValueCache
 
 log = logging.getLogger("synapse_pt.commands.build")
 

@@ -34,6 +34,7 @@ import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from synapse_pt.cache.sqlite import CorruptCacheError
 from synapse_pt.common import threads
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.data import DataFormatError, DatasetNotFoundError
@@ -53,7 +54,6 @@ from synapse_pt.eval.records.run_folder import (
 from synapse_pt.models.assemble import ModelNotAssembled
 from synapse_pt.models.llm.base import LLMError
 from synapse_pt.models.llm.ledger import holds_spending
-from synapse_pt.models.sqlite_store import CorruptCacheError
 
 T = TypeVar("T")
 log = logging.getLogger("synapse_pt.run")

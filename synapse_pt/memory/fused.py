@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 
 import torch
 
+from synapse_pt.cache.texts import TextValueCache
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.data.render import format_date
 from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.models.base import TextEncoder
-from synapse_pt.models.text_cache import TextValueCache
 from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.combine import fuse, minmax_normalise, speaker_prior
 from synapse_pt.retrieval.dense import cosine_scores, masked_topk, own_graph_mask

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from synapse_pt.cache.store import content_key
+from synapse_pt.cache.vectors import CACHE_FILE, EmbeddingCache, stack_rows
 from synapse_pt.common import threads
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.common.progress import Progress
@@ -30,7 +32,6 @@ from .assemble import (
     has_weights,
     not_assembled_message,
 )
-from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
 from .fingerprint import folder_fingerprint
 from .fixed_shapes import FixedShapes, default_lengths, pack
 from .locate import bundled_minilm_path
@@ -401,7 +402,7 @@ class HFEmbedder:
                 raise TypeError(f"HFEmbedder.encode: texts[{i}] is {type(text).__name__}, not str")
         if not texts:
             return torch.empty(0, self.dim, dtype=torch.float32)
-        keys = [embedding_key(self.identity, t) for t in texts]
+        keys = [content_key(self.identity, t) for t in texts]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:

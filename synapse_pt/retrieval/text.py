@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
+from synapse_pt.cache.texts import TextValueCache, cached_map, library_versions
 
 from .tokenize import tokenize
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
+from synapse_pt.cache.texts import TextValueCache
 from synapse_pt.eval.qa.tokens import HFTokenCounter
 from synapse_pt.models.locate import bundled_minilm_path
-from synapse_pt.models.text_cache import TextValueCache
 
 TEXTS = ["Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "",
          "Nora: I adopted a dog.", "Tomas: pottery class on Tuesday!", "x"]

@@ -65,7 +65,7 @@ def test_resolve_pronouns_by_hand() -> None:
 
 
 def test_cached_analyses_and_sentence_splits_equal_the_plain_functions(tmp_path) -> None:
-    from synapse_pt.models.text_cache import TextValueCache
+    from synapse_pt.cache.texts import TextValueCache
     from synapse_pt.retrieval.text import split_sentences_many
 
     texts = ["Caroline went running with her friends. It rained!", "", "Dr. Lee's kids ran."]

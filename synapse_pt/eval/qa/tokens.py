@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from synapse_pt.cache.texts import TextValueCache, cached_map, library_versions
 from synapse_pt.models.fingerprint import folder_fingerprint
 from synapse_pt.models.llm.base import LLM
-from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
 
 
 class TokenCounter(Protocol):

@@ -1,4 +1,5 @@
-"""A persistent LLM response cache (SQLite, WAL) and the :class:`CachedLLM` wrapper that uses it.
+"""The LLM response cache (a codec of :class:`ChatResponse` over the shared
+:class:`~synapse_pt.cache.store.KeyValueStore`) and the :class:`CachedLLM` wrapper that uses it.
 
 Key = sha256 of the canonical JSON of (backend, model, messages, parameters: the budget, sampling
 settings, stops and extras of the request); ``model`` is the
@@ -6,6 +7,8 @@ backend's :attr:`~synapse_pt.models.llm.base.LLM.cache_identity` (its model name
 weights, a content fingerprint). Each answer is stored
 the moment it arrives, so a crashed or interrupted run resumes without asking again; several
 processes may read and write one file at once (WAL, busy timeout, one statement per write).
+It lives here, not in synapse_pt/cache/, because its codec builds :class:`ChatResponse`: the
+cache room sits below models/ and knows none of its types.
 """
 
 from __future__ import annotations
@@ -13,19 +16,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from ..sqlite_store import open_wal
+from synapse_pt.cache.store import KeyValueStore, Table
+
 from .base import LLM, ChatRequest, ChatResponse, LLMError, OnResponse
 
-_SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
-    key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"""
-_CHUNK = 500
+RESPONSES = Table("responses", """CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)""",
+                  written=("request", "response", "created"), read=("response",),
+                  keep_first=True)
 #: what a rebuilt response cache loses (named when the file is corrupt)
 RESPONSES_LOST = ("it holds money, not only time: every answer in it was paid for, and each is "
                   "asked and paid for again; keep the corrupt file until the run is done")
@@ -52,77 +55,37 @@ def canonical_request(backend: str, model: str, request: ChatRequest) -> str:
         raise TypeError(f"ChatRequest.extra must hold JSON values to be cached: {err}") from err
 
 
-def _dump_response(response: ChatResponse) -> str:
-    doc = dataclasses.asdict(response)
-    doc.pop("cached")
-    return json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _load_response(raw: str, where: str) -> ChatResponse:
-    try:
-        doc = json.loads(raw)
-        return ChatResponse(cached=True, **doc)
-    except (json.JSONDecodeError, TypeError) as err:
-        raise ValueError(f"{where}: unreadable cached response ({err})") from err
-
-
-class ResponseCache:
-    """LLM responses on disk, shared by threads and processes.
+class ResponseCache(KeyValueStore[ChatResponse]):
+    """LLM responses on disk, shared by threads and processes: a row is ``(key, request,
+    response, created)``, the canonical request, the response as JSON (without ``cached``) and
+    the time it was stored; an existing key keeps its first answer. A response is stored with
+    its request (:meth:`put`), so :meth:`put_many` is not offered.
 
     Args:
         path: the SQLite file (its folder is created).
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._conn: sqlite3.Connection | None = None
-        self._connect()
+    table = RESPONSES
+    lost = RESPONSES_LOST
 
-    def _connect(self) -> sqlite3.Connection:
-        # A connection must not cross a fork: reconnect in a child process.
-        if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = open_wal(self.path, _SCHEMA, lost=RESPONSES_LOST), os.getpid()
-        return self._conn
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, ChatResponse]:
-        """Cached responses among ``keys`` (``cached=True``); absent keys are left out."""
-        wanted = list(dict.fromkeys(keys))
-        found: dict[str, ChatResponse] = {}
-        with self._lock:
-            conn = self._connect()
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start:start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk)
-                for key, raw in rows:
-                    found[key] = _load_response(raw, f"{self.path} key {key}")
-        return found
+    def decode(self, key: str, row: tuple[Any, ...]) -> ChatResponse:
+        """The stored response (``cached=True``); an unreadable one is an error naming the file
+        and key."""
+        try:
+            return ChatResponse(cached=True, **json.loads(row[0]))
+        except (json.JSONDecodeError, TypeError) as err:
+            raise ValueError(f"{self.path} key {key}: unreadable cached response ({err})") from err
 
     def get(self, key: str) -> ChatResponse | None:
         return self.get_many([key]).get(key)
 
     def put(self, key: str, request_json: str, response: ChatResponse) -> None:
         """Store one response (committed at once; an existing key keeps its first answer)."""
-        with self._lock:
-            conn = self._connect()
-            conn.execute("INSERT OR IGNORE INTO responses (key, request, response, created) "
-                         "VALUES (?, ?, ?, ?)",
-                         (key, request_json, _dump_response(response), time.time()))
-            conn.commit()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        doc = dataclasses.asdict(response)
+        doc.pop("cached")
+        row = (key, request_json, json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str),
+               time.time())
+        self.put_rows([row])
 
 
 class CachedLLM(LLM):

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..sqlite_store import open_wal
+from synapse_pt.cache.sqlite import open_wal
 
 #: the ledger's file name in the folder of the command it belongs to
 LEDGER_FILE = "spend_ledger.sqlite"
 
-#: what is lost with a corrupt ledger (:class:`~synapse_pt.models.sqlite_store.CorruptCacheError`)
+#: what is lost with a corrupt ledger (:class:`~synapse_pt.cache.sqlite.CorruptCacheError`)
 LEDGER_LOST = ("the record of what this command spent: a cap counts from $0 again for it, while "
                "the money is gone; keep the file to read what is left of it")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from synapse_pt.models.embedding_cache import EmbeddingCache
+from synapse_pt.cache.sqlite import CorruptCacheError
+from synapse_pt.cache.texts import TextValueCache
+from synapse_pt.cache.vectors import EmbeddingCache
 from synapse_pt.models.llm.base import ChatResponse
 from synapse_pt.models.llm.cache import ResponseCache
-from synapse_pt.models.sqlite_store import CorruptCacheError
-from synapse_pt.models.text_cache import TextValueCache
 
 N = 400  # rows: enough pages that a cut file loses table pages, not only its tail
 KEYS = [f"key-{i:04d}" for i in range(N)]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from synapse_pt.models.cached_encoder import CacheOnlyEncoder, write_encoder_file
-from synapse_pt.models.embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key
+from synapse_pt.cache.exported import CacheOnlyEncoder, write_encoder_file
+from synapse_pt.cache.store import content_key
+from synapse_pt.cache.vectors import CACHE_FILE, EmbeddingCache
 from synapse_pt.models.hashing import HashingEncoder
 
 TEXTS = ["Caroline went to a support group.", "Melanie paints sunrises.", "", "ok"]
@@ -19,7 +20,7 @@ def _source(tmp_path):
     encoder = HashingEncoder(dim=16)
     cache = EmbeddingCache(tmp_path / "source" / CACHE_FILE)
     vectors = encoder.encode(TEXTS)
-    cache.put_many((embedding_key("hash16|v1", t), v) for t, v in zip(TEXTS, vectors,
+    cache.put_many((content_key("hash16|v1", t), v) for t, v in zip(TEXTS, vectors,
                                                                       strict=True))
     return cache, vectors
 
@@ -27,7 +28,7 @@ def _source(tmp_path):
 def test_export_copies_only_the_recorded_rows_and_the_encoder_serves_them(tmp_path) -> None:
     cache, vectors = _source(tmp_path)
     cache.seen = set()
-    cache.get_many([embedding_key("hash16|v1", t) for t in TEXTS[:2]])  # what a run looked up
+    cache.get_many([content_key("hash16|v1", t) for t in TEXTS[:2]])  # what a run looked up
     assert len(cache.seen) == 2
     folder = tmp_path / "export"
     folder.mkdir()
@@ -48,10 +49,10 @@ def test_export_copies_only_the_recorded_rows_and_the_encoder_serves_them(tmp_pa
 def test_export_refuses_unknown_keys_and_an_existing_file(tmp_path) -> None:
     cache, _ = _source(tmp_path)
     with pytest.raises(KeyError, match="1 of 2 keys to export are not cached"):
-        cache.export([embedding_key("hash16|v1", TEXTS[0]), "0" * 64], tmp_path / "a.sqlite")
-    cache.export([embedding_key("hash16|v1", TEXTS[0])], tmp_path / "b.sqlite")
+        cache.export([content_key("hash16|v1", TEXTS[0]), "0" * 64], tmp_path / "a.sqlite")
+    cache.export([content_key("hash16|v1", TEXTS[0])], tmp_path / "b.sqlite")
     with pytest.raises(FileExistsError, match="b.sqlite: exists"):
-        cache.export([embedding_key("hash16|v1", TEXTS[0])], tmp_path / "b.sqlite")
+        cache.export([content_key("hash16|v1", TEXTS[0])], tmp_path / "b.sqlite")
 
 
 def test_a_folder_without_its_encoder_file_or_vectors_is_named(tmp_path) -> None:
@@ -71,7 +72,7 @@ class _Recording:
 
     def encode(self, texts):
         out = self.inner.encode(texts)
-        self.cache.put_many((embedding_key("hash32|v1", t), v)
+        self.cache.put_many((content_key("hash32|v1", t), v)
                             for t, v in zip(texts, out, strict=True))
         return out
 

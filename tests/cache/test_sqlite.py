@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from synapse_pt.models.sqlite_store import open_wal
+from synapse_pt.cache.sqlite import open_wal
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT)"
 

@@ -1,4 +1,4 @@
-"""A text encoder with no model: the vectors another encoder left in an embedding cache.
+"""An exported embedding cache, and the text encoder with no model that serves it.
 
 For a machine that has the cache but not the weights (a GPU node without the model files or a
 network, a reviewer rerunning a study from its exported cache). ``scripts/device_inputs.py``
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .embedding_cache import CACHE_FILE, EmbeddingCache, embedding_key, stack_rows
+from .store import content_key
+from .vectors import CACHE_FILE, EmbeddingCache, stack_rows
 
 __all__ = ["ENCODER_FILE", "CacheOnlyEncoder", "write_encoder_file"]
 
@@ -61,7 +62,7 @@ class CacheOnlyEncoder:
         texts = list(texts)
         if not texts:
             return torch.empty(0, self.dim, dtype=torch.float32)
-        keys = [embedding_key(self.identity, t) for t in texts]
+        keys = [content_key(self.identity, t) for t in texts]
         found = self.cache.get_many(keys)
         absent = [t for t, k in zip(texts, keys, strict=True) if k not in found]
         if absent:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from synapse_pt.models.text_cache import TextValueCache, cached_map, library_versions
+from synapse_pt.cache.texts import TextValueCache, cached_map, library_versions
 
 
 def test_misses_computed_once_in_one_call_and_values_in_order(tmp_path) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from synapse_pt.cache.store import content_key
+from synapse_pt.cache.vectors import EmbeddingCache
 from synapse_pt.models.embedder import mean_pool
-from synapse_pt.models.embedding_cache import EmbeddingCache, embedding_key
 
 
 def test_put_get_counts_and_reopen(tmp_path):
     cache = EmbeddingCache(tmp_path / "e.sqlite")
-    k1, k2, k3 = (embedding_key("m", t) for t in ("a", "b", "c"))
+    k1, k2, k3 = (content_key("m", t) for t in ("a", "b", "c"))
     cache.put_many([(k1, torch.tensor([1.0, 2.0])), (k2, torch.tensor([3.0, 4.0]))])
     found = cache.get_many([k1, k3, k2, k1])
     assert set(found) == {k1, k2}
@@ -23,19 +24,21 @@ def test_put_get_counts_and_reopen(tmp_path):
 
 
 def test_key_depends_on_model_and_text():
-    assert embedding_key("m", "ab") != embedding_key("m2", "ab")
-    assert embedding_key("ma", "b") != embedding_key("m", "ab")
-    assert embedding_key("m", "ab") == embedding_key("m", "ab")
+    assert content_key("m", "ab") != content_key("m2", "ab")
+    assert content_key("ma", "b") != content_key("m", "ab")
+    assert content_key("m", "ab") == content_key("m", "ab")
 
 
-def test_put_rejects_matrices(tmp_path):
-    with pytest.raises(ValueError, match="expected 1-D"):
-        EmbeddingCache(tmp_path / "e.sqlite").put_many([("k", torch.zeros(2, 2))])
+def test_put_rejects_matrices_and_writes_nothing_of_the_batch(tmp_path):
+    cache = EmbeddingCache(tmp_path / "e.sqlite")
+    with pytest.raises(ValueError, match="vector for k has shape \\(2, 2\\), expected 1-D"):
+        cache.put_many([("j", torch.zeros(2)), ("k", torch.zeros(2, 2))])
+    assert len(cache) == 0
 
 
 def test_many_keys_cross_the_chunk_size(tmp_path):
     cache = EmbeddingCache(tmp_path / "e.sqlite")
-    items = [(embedding_key("m", str(i)), torch.full((3,), float(i))) for i in range(1200)]
+    items = [(content_key("m", str(i)), torch.full((3,), float(i))) for i in range(1200)]
     cache.put_many(items)
     found = cache.get_many([k for k, _ in items])
     assert len(found) == 1200 and found[items[1100][0]][0].item() == 1100.0
@@ -52,12 +55,12 @@ def test_mean_pool_ignores_padding():
 def test_a_vector_that_is_not_finite_is_refused_naming_the_cache_and_key(tmp_path, bad):
     """Issue 58: a NaN (or infinite) value read back is a corrupt cache, one line naming the file
     and the key; on main it was served, and every similarity with it was NaN (recall 0)."""
-    from synapse_pt.models.embedding_cache import CorruptVectorError
-    from synapse_pt.models.sqlite_store import CorruptCacheError
+    from synapse_pt.cache.sqlite import CorruptCacheError
+    from synapse_pt.cache.vectors import CorruptVectorError
 
     path = tmp_path / "e.sqlite"
     cache = EmbeddingCache(path)
-    good, broken = embedding_key("m", "a"), embedding_key("m", "b")
+    good, broken = content_key("m", "a"), content_key("m", "b")
     cache.put_many([(good, torch.tensor([1.0, 2.0, 3.0])), (broken, torch.tensor([1.0, bad, 0.0]))])
     assert torch.equal(cache.get_many([good])[good], torch.tensor([1.0, 2.0, 3.0]))
     with pytest.raises(CorruptVectorError) as err:
@@ -72,11 +75,11 @@ def test_a_vector_that_is_not_finite_is_refused_naming_the_cache_and_key(tmp_pat
 def test_a_vector_of_another_length_than_its_row_is_refused(tmp_path):
     import sqlite3
 
-    from synapse_pt.models.embedding_cache import CorruptVectorError
+    from synapse_pt.cache.vectors import CorruptVectorError
 
     path = tmp_path / "e.sqlite"
     cache = EmbeddingCache(path)
-    key = embedding_key("m", "a")
+    key = content_key("m", "a")
     cache.put_many([(key, torch.tensor([1.0, 2.0]))])
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE embeddings SET dim = 3")
