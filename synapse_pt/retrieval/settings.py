@@ -137,18 +137,23 @@ def check(declared: Setting, value: Any) -> None:
 
 def _check_number(key: str, lo: float | None, hi: float | None, value: Any) -> None:
     """A finite number, or a non-empty tensor of them, within ``[lo, hi]``."""
-    if isinstance(value, str) or value is None:
+    t = None if isinstance(value, str) or value is None else _float64(value)
+    if t is None:
         raise ConfigError(f"{key} must be a number, got {value!r}")
-    try:
-        t = torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise ConfigError(f"{key} must be a number, got {value!r}") from None
     if t.numel() == 0 or not torch.isfinite(t).all():
         raise ConfigError(f"{key} must be finite, got {value!r}")
     if (lo is not None and float(t.min()) < lo) or (hi is not None and float(t.max()) > hi):
         shown = value if t.numel() == 1 else (f"values in [{float(t.min()):g}, "
                                               f"{float(t.max()):g}]")
         raise ConfigError(f"{key} must be {_bounds(lo, hi)}, got {shown}")
+
+
+def _float64(value: Any) -> torch.Tensor | None:
+    """``value`` as a float64 tensor, or ``None`` where it is not numbers (a list of words)."""
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 #: the rules between settings, checked after each setting's own (their words: docs/settings.md)
