@@ -149,10 +149,10 @@ class SynapseMemory(MemorySystem):
         encoder: the text encoder for turns, concepts and queries.
         extractor: the concept extractor used at consolidation.
         params: the paper's retrieval hyperparameters (SPEC §1.2;
-            :data:`~synapse_pt.retrieval.spreading.PAPER_FIELDS`), or a whole
-            :class:`~synapse_pt.retrieval.spreading.SynapseParams` (then ``readings`` is empty).
+            :data:`~synapse_pt.retrieval.settings.PAPER_FIELDS`), or a whole
+            :class:`~synapse_pt.retrieval.settings.SynapseParams` (then ``readings`` is empty).
         readings: the readings SPEC §1.5 leaves open and our defaults where the paper is silent
-            (:data:`~synapse_pt.retrieval.spreading.READING_FIELDS`).
+            (:data:`~synapse_pt.retrieval.settings.READING_FIELDS`).
         engine: how the maths runs, never what it computes (:data:`ENGINE_DEFAULTS`):
             ``device`` (where the graph tensors and the retrieval maths run), ``group_by_graph``
             (the maths per conversation block, see :meth:`rank`; ``False``: one ``[N, B]``
