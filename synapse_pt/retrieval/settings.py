@@ -323,19 +323,17 @@ class SynapseParams:
 
 def _declared() -> dict[str, Setting]:
     """Each field's :class:`Setting`, completed from the field (name, kind, default) and checked:
-    a choice has its choices, and the default and every searched value are allowed."""
+    an annotation of :data:`KINDS`, choices exactly for a ``str``, an allowed default (the search
+    entries are checked by :func:`synapse_pt.retrieval.search_space.declare`)."""
     out = {}
     for f in fields(SynapseParams):
-        declared = replace(f.metadata["setting"], name=f.name, kind=KINDS[str(f.type)],
+        declared = replace(f.metadata["setting"], name=f.name, kind=KINDS.get(str(f.type), ""),
                            default=f.default)
-        if declared.node not in (_P, _R) or (declared.kind == "choice") != bool(declared.choices):
-            raise TypeError(f"SynapseParams.{f.name}: a setting of params or readings, with "
-                            f"choices exactly when it is a str")
-        search = declared.search
-        values = ((search.low, search.high) if isinstance(search, Range)
-                  else search.values if isinstance(search, Choice) else ())
-        for value in (declared.default, *values):
-            check(declared, value)
+        if (declared.node not in (_P, _R) or not declared.kind
+                or (declared.kind == "choice") != bool(declared.choices)):
+            raise TypeError(f"SynapseParams.{f.name}: a setting of params or readings, annotated "
+                            f"one of {list(KINDS)}, with choices exactly when it is a str")
+        check(declared, declared.default)
         out[f.name] = declared
     return out
 
