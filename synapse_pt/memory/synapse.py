@@ -25,10 +25,8 @@ from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.items import SEMANTIC, RetrievedItem
 from synapse_pt.retrieval.search_space import SPACE, choices, ranges
+from synapse_pt.retrieval.settings import PAPER_FIELDS, READING_FIELDS, STORAGE
 from synapse_pt.retrieval.spreading import (
-    PAPER_FIELDS,
-    READING_FIELDS,
-    STORAGE,
     RankedBatch,
     SynapseInputs,
     SynapseParams,
@@ -140,13 +138,8 @@ def _scalar(value: object) -> object:
 
 
 #: the paper's values of the settings a held-out search varies (its candidate 0)
-PAPER_REFERENCE = {f"{node}.{name}": getattr(SynapseParams(), name)
-                   for node, names in (("readings", ("rank_episodic_only", "energy", "inhibition",
-                                                    "inhibition_scope", "pagerank_scale",
-                                                    "fire_zero", "k_anchor")),
-                                       ("params", ("fan", "T", "S", "delta", "beta", "gamma",
-                                                   "theta", "lambda1", "lambda2", "lambda3")))
-                   for name in names}
+PAPER_REFERENCE = {key: getattr(SynapseParams(), key.split(".", 1)[1])
+                   for key in SPACE if key != "params.tau_gate"}
 
 
 class SynapseMemory(MemorySystem):
@@ -156,10 +149,10 @@ class SynapseMemory(MemorySystem):
         encoder: the text encoder for turns, concepts and queries.
         extractor: the concept extractor used at consolidation.
         params: the paper's retrieval hyperparameters (SPEC §1.2;
-            :data:`~synapse_pt.retrieval.spreading.PAPER_FIELDS`), or a whole
-            :class:`~synapse_pt.retrieval.spreading.SynapseParams` (then ``readings`` is empty).
+            :data:`~synapse_pt.retrieval.settings.PAPER_FIELDS`), or a whole
+            :class:`~synapse_pt.retrieval.settings.SynapseParams` (then ``readings`` is empty).
         readings: the readings SPEC §1.5 leaves open and our defaults where the paper is silent
-            (:data:`~synapse_pt.retrieval.spreading.READING_FIELDS`).
+            (:data:`~synapse_pt.retrieval.settings.READING_FIELDS`).
         engine: how the maths runs, never what it computes (:data:`ENGINE_DEFAULTS`):
             ``device`` (where the graph tensors and the retrieval maths run), ``group_by_graph``
             (the maths per conversation block, see :meth:`rank`; ``False``: one ``[N, B]``
@@ -193,7 +186,7 @@ class SynapseMemory(MemorySystem):
                            extraction=WindowExtraction("graph.window"))
     # held-out search (SPEC §1.5): combinations of the discrete readings and settings, each with
     # draws of the continuous hyperparameters, evaluated as activation columns (``sweep``); the
-    # one declared space (retrieval/synapse_space.py), all but tau_gate, which the search
+    # one declared space (retrieval/search_space.py), all but tau_gate, which the search
     # calibrates per fold for a target false rejection instead of drawing it
     search_space = SearchSpace(
         discrete=choices(SPACE),

@@ -21,6 +21,9 @@ import torch
 
 from .dense import masked_topk
 
+#: the readings of the anchors' initial energy (SPEC §1.5; :func:`initial_energy`'s ``energy``)
+ENERGY_READINGS = ("cosine", "max", "constant")
+
 
 def anchor_mask(scores: torch.Tensor, mask: torch.Tensor | None, k: int,
                 positive_only: bool = False) -> torch.Tensor:
@@ -70,5 +73,6 @@ def initial_energy(cos: torch.Tensor, bm25: torch.Tensor, mask: torch.Tensor | N
     elif energy == "constant":
         a0 = anchors.to(cos.dtype)
     elif energy != "cosine":
-        raise ValueError(f"initial energy reading must be cosine, max or constant, got {energy!r}")
+        raise ValueError(f"initial energy reading must be one of {list(ENERGY_READINGS)}, got "
+                         f"{energy!r}")
     return a0, anchors

@@ -17,6 +17,9 @@ from synapse_pt.nn.sparse import row_blocks
 
 from .dense import masked_topk
 
+#: the readings of C_ret (SPEC §1.5; :func:`retrieval_confidence`'s ``source``)
+C_RET_READINGS = ("activation", "max_activation", "potential", "score", "similarity")
+
 
 def triple_score(cos: torch.Tensor, activation: torch.Tensor, pagerank_unit: torch.Tensor,
                  lambda1: float | torch.Tensor = 0.5, lambda2: float | torch.Tensor = 0.3,

@@ -8,190 +8,19 @@ Queries only ever see nodes of their own conversation (``node_graph == query_gra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
-import yaml
 
-from synapse_pt.common.errors import ConfigError
-from synapse_pt.common.resources import config_file
-from synapse_pt.graph.pagerank import PAGERANK_SCALES
-from synapse_pt.nn import (
-    INHIBITION_SCHEDULES,
-    ActivationDynamics,
-    Hyperparams,
-    activation_adjacency,
-)
+from synapse_pt.nn import ActivationDynamics, Hyperparams, activation_adjacency
 from synapse_pt.retrieval.anchors import initial_energy
 from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.scoring import gate, rank, retrieval_confidence, triple_score
+from synapse_pt.retrieval.settings import STORAGE, SynapseParams
 
-Scalar = float | torch.Tensor
-
-
-#: the paper's hyperparameters (SPEC §1.2; config node ``memory.params``)
-PAPER_FIELDS = ("S", "delta", "beta", "M", "gamma", "theta", "T", "fan", "lambda1", "lambda2",
-                "lambda3", "tau_gate", "k", "bm25_trigger")
-#: the readings SPEC §1.5 leaves open and our defaults where the paper is silent (config node
-#: ``memory.readings``)
-READING_FIELDS = ("k_anchor", "fire_zero", "energy", "c_ret_source", "inhibition",
-                  "inhibition_scope", "pagerank_scale", "rank_episodic_only", "k_concepts")
-
-ENERGY_READINGS = ("cosine", "max", "constant")
-C_RET_READINGS = ("activation", "max_activation", "potential", "score", "similarity")
-INHIBITION_SCOPES = ("all", "neighbourhood")
-
-#: the config that runs SYNAPSE; its nodes ``params`` and ``readings`` are the one place each
-#: default of :class:`SynapseParams` is written (the dataclass reads them, the layers take none)
-CONFIG_FILE = config_file("memory/synapse.yaml")
-_CONFIG = yaml.safe_load(CONFIG_FILE.read_text())
-DEFAULTS: dict[str, Any] = {**_CONFIG["params"], **_CONFIG["readings"]}
-#: how the activation layer stores its activations unless told (the same config's ``engine``)
-STORAGE: dict[str, Any] = {k: _CONFIG["engine"][k] for k in ("frontier", "frontier_density")}
-if (tuple(_CONFIG["params"]), tuple(_CONFIG["readings"])) != (PAPER_FIELDS, READING_FIELDS):
-    raise ConfigError(f"{CONFIG_FILE}: memory.params and memory.readings must hold "
-                      f"{list(PAPER_FIELDS)} and {list(READING_FIELDS)}, in this order")
-
-
-@dataclass
-class SynapseParams:
-    """Retrieval hyperparameters, named as in SPEC §1.2, and the readings of SPEC §1.5: one value
-    object for the retrieval maths, composed from the config's two nodes ``memory.params``
-    (:data:`PAPER_FIELDS`) and ``memory.readings`` (:data:`READING_FIELDS`) by
-    :meth:`from_config`. Its defaults are the config's values (:data:`CONFIG_FILE`: the paper's,
-    and the literal readings), read from there.
-
-    The continuous ones may be ``[B]`` tensors (one value per query column), which is how a batched
-    sweep evaluates many configurations in one pass. The string-valued fields are the readings
-    SPEC §1.5 leaves open; each default is the literal reading:
-
-    * ``energy``: initial energy of anchors: ``"cosine"`` (dense anchors their cosine, BM25-only
-      anchors their normalised BM25 score), ``"max"`` (every anchor max(cosine, normalised BM25)),
-      ``"constant"`` (1 on every anchor);
-    * ``c_ret_source``: ``C_ret`` is the activation of the top-ranked node (``"activation"``), the
-      largest activation anywhere (``"max_activation"``), the top node's pre-sigmoid potential
-      (``"potential"``), the top score S(v) (``"score"``), or the top node's cosine
-      (``"similarity"``, the ``no_activation`` ablation);
-    * ``inhibition``: after every step (``"every_step"``) or once after the last (``"last_step"``);
-    * ``inhibition_scope``: top-M inhibitors among all of the graph's nodes (``"all"``) or only
-      among the anchors and their out-neighbours (``"neighbourhood"``);
-    * ``pagerank_scale``: ``"minmax"`` to [0, 1], ``"max"`` (divide by the maximum), ``"none"``
-      (raw scores), per conversation;
-    * ``rank_episodic_only`` / ``k_concepts``: the top-k may hold both node types (the paper) or
-      turns only, concepts still spreading activation; with turns only, ``k_concepts`` concepts
-      are listed after the k turns (for the answer model; recall counts turns only).
-    """
-
-    S: Scalar = DEFAULTS["S"]
-    delta: Scalar = DEFAULTS["delta"]
-    beta: Scalar = DEFAULTS["beta"]
-    M: int = DEFAULTS["M"]
-    gamma: Scalar = DEFAULTS["gamma"]
-    theta: Scalar = DEFAULTS["theta"]
-    T: int = DEFAULTS["T"]
-    fan: bool = DEFAULTS["fan"]
-    fire_zero: bool = DEFAULTS["fire_zero"]
-    lambda1: Scalar = DEFAULTS["lambda1"]
-    lambda2: Scalar = DEFAULTS["lambda2"]
-    lambda3: Scalar = DEFAULTS["lambda3"]
-    tau_gate: Scalar = DEFAULTS["tau_gate"]
-    k: int = DEFAULTS["k"]
-    k_anchor: int = DEFAULTS["k_anchor"]
-    bm25_trigger: bool = DEFAULTS["bm25_trigger"]
-    energy: str = DEFAULTS["energy"]
-    c_ret_source: str = DEFAULTS["c_ret_source"]
-    inhibition: str = DEFAULTS["inhibition"]
-    inhibition_scope: str = DEFAULTS["inhibition_scope"]
-    pagerank_scale: str = DEFAULTS["pagerank_scale"]
-    rank_episodic_only: bool = DEFAULTS["rank_episodic_only"]
-    k_concepts: int = DEFAULTS["k_concepts"]
-
-    @classmethod
-    def from_config(cls, params: Mapping[str, Any] | None,
-                    readings: Mapping[str, Any] | None = None) -> SynapseParams:
-        """The value object of the config nodes ``memory.params`` (the paper's
-        hyperparameters) and ``memory.readings``; a key in the wrong node is an error naming
-        the right one."""
-        params, readings = dict(params or {}), dict(readings or {})
-        for node, values, allowed, other in (("params", params, PAPER_FIELDS, "readings"),
-                                             ("readings", readings, READING_FIELDS, "params")):
-            for key in values:
-                if key not in allowed:
-                    where = (f"it belongs in memory.{other}.{key}"
-                             if key in PAPER_FIELDS + READING_FIELDS
-                             else f"known: {list(allowed)}")
-                    raise ConfigError(f"memory.{node}.{key}: not a setting of memory.{node}; "
-                                      f"{where}")
-        return cls(**params, **readings)
-
-    def __post_init__(self) -> None:
-        choices = {"energy": ENERGY_READINGS, "c_ret_source": C_RET_READINGS,
-                   "inhibition": INHIBITION_SCHEDULES, "inhibition_scope": INHIBITION_SCOPES,
-                   "pagerank_scale": PAGERANK_SCALES}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{_node(name)}.{name} must be one of {list(allowed)}, "
-                                  f"got {getattr(self, name)!r}")
-        for name, lo in (("k", 1), ("k_anchor", 1), ("M", 0), ("T", 0), ("k_concepts", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ConfigError(f"{_node(name)}.{name} must be an integer >= {lo}, "
-                                  f"got {value!r}")
-        ranges = {"S": (0.0, None), "delta": (0.0, 1.0), "beta": (0.0, None),
-                  "gamma": (0.0, None), "theta": (0.0, 1.0), "lambda1": (0.0, None),
-                  "lambda2": (0.0, None), "lambda3": (0.0, None),
-                  # C_ret readings in [0, 1] except the pre-sigmoid potential
-                  "tau_gate": (0.0, None if self.c_ret_source == "potential" else 1.0)}
-        for name, (lo, hi) in ranges.items():
-            value = getattr(self, name)
-            if isinstance(value, str) or value is None:
-                raise ConfigError(f"{_node(name)}.{name} must be a number, got {value!r}")
-            t = torch.as_tensor(value, dtype=torch.float64)
-            if t.numel() == 0 or not torch.isfinite(t).all():
-                raise ConfigError(f"{_node(name)}.{name} must be finite, got {value!r}")
-            if float(t.min()) < lo or (hi is not None and float(t.max()) > hi):
-                allowed = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
-                shown = value if t.numel() == 1 else f"values in [{float(t.min()):g}, " \
-                                                     f"{float(t.max()):g}]"
-                raise ConfigError(f"{_node(name)}.{name} must be {allowed}, got {shown}")
-        if self.k_concepts and not self.rank_episodic_only:
-            raise ConfigError("memory.readings.k_concepts lists concepts apart from the k turns "
-                              "and needs memory.readings.rank_episodic_only=true")
-
-    def repeat_columns(self, per_config: int) -> SynapseParams:
-        """``[C]`` tensors -> ``[C * per_config]`` (each configuration's value repeated for its
-        block of columns); scalars stay scalars."""
-        values = {}
-        for name in self.__dataclass_fields__:
-            v = getattr(self, name)
-            if isinstance(v, torch.Tensor) and v.dim() == 1:
-                v = v.repeat_interleave(per_config)
-            values[name] = v
-        return SynapseParams(**values)
-
-    def to(self, device: torch.device | str) -> SynapseParams:
-        """The same parameters with every tensor on ``device`` (scalars stay scalars)."""
-        return SynapseParams(**{name: v.to(device) if isinstance(v, torch.Tensor) else v
-                                for name in self.__dataclass_fields__
-                                for v in (getattr(self, name),)})
-
-    def select(self, columns: torch.Tensor) -> SynapseParams:
-        """The parameters of a subset of query columns (per-column ``[B]`` tensors are sliced)."""
-        values = {}
-        for name in self.__dataclass_fields__:
-            v = getattr(self, name)
-            if isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() > 1:
-                v = v[columns.to(v.device)]
-            values[name] = v
-        return SynapseParams(**values)
-
-
-def _node(name: str) -> str:
-    """The config node that holds a field of :class:`SynapseParams`."""
-    return "memory.readings" if name in READING_FIELDS else "memory.params"
-
+__all__ = ["STORAGE", "RankedBatch", "SynapseInputs", "SynapseParams", "SynapseSignals",
+           "Triggers", "activation_layer", "query_triggers", "synapse_retrieve",
+           "synapse_signals"]
 
 def activation_layer(params: SynapseParams, frontier: str, frontier_density: float
                      ) -> ActivationDynamics:
