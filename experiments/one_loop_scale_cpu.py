@@ -22,7 +22,8 @@ else:
     torch.save((ei, w), cache)
 from bench_scaling import ANCHORS  # noqa: E402 (after the scripts path)
 
-from synapse_pt.retrieval.spreading import STORAGE, SynapseParams, activation_layer  # noqa: E402
+from synapse_pt.retrieval.settings import STORAGE, SynapseParams  # noqa: E402
+from synapse_pt.retrieval.spreading import activation_layer  # noqa: E402
 
 g = torch.Generator().manual_seed(1)
 a0 = torch.zeros(n, b)

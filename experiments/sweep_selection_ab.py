@@ -33,7 +33,7 @@ import synapse_pt.retrieval.dense as dense
 from synapse_pt.commands.build import composed_memory
 from synapse_pt.eval.tuning.grid import auto_chunk, draw_configs, sweep_table
 from synapse_pt.nn.sparse import row_blocks
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 
 def topk_before(x: Tensor, k: int, *, sorted: bool = True) -> tuple[Tensor, Tensor]:

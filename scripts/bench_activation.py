@@ -35,7 +35,8 @@ import torch
 
 from synapse_pt.eval.reports.profile import op_breakdown
 from synapse_pt.nn import Hyperparams, activation_adjacency
-from synapse_pt.retrieval.spreading import STORAGE, SynapseParams, activation_layer
+from synapse_pt.retrieval.settings import STORAGE, SynapseParams
+from synapse_pt.retrieval.spreading import activation_layer
 
 
 def _sync(device: torch.device) -> None:

@@ -80,7 +80,8 @@ def one_retrieval(num_nodes: int, batch: int, paths: list[str], repeats: int, se
     """Time one size in this process (run as a child: its peak memory is its own). On CUDA the
     calls are synchronised and the peak is the device's (``max_memory_allocated``)."""
     from synapse_pt.nn import Hyperparams
-    from synapse_pt.retrieval.spreading import STORAGE, SynapseParams, activation_layer
+    from synapse_pt.retrieval.settings import STORAGE, SynapseParams
+    from synapse_pt.retrieval.spreading import activation_layer
 
     edge_index, edge_weight = synthetic_memory(num_nodes, seed)
     g = torch.Generator().manual_seed(seed + 1)

@@ -39,7 +39,7 @@ from synapse_pt.commands.build import composed_memory
 from synapse_pt.eval.reports.profile import op_breakdown, primitive_seconds
 from synapse_pt.eval.tuning.grid import auto_chunk, draw_configs, sweep_table
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 
 def main() -> None:

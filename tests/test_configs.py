@@ -284,7 +284,7 @@ def test_synapse_memory_gets_every_param():
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_hyperparameters_pass_validation(experiment):
-    from synapse_pt.retrieval.spreading import SynapseParams
+    from synapse_pt.retrieval.settings import SynapseParams
 
     cfg = make_cfg(f"experiment={experiment}")
     if cfg.memory._target_.endswith("SynapseMemory"):

@@ -25,11 +25,10 @@ from synapse_pt.retrieval.bm25 import BM25Index
 from synapse_pt.retrieval.dense import cosine_scores
 from synapse_pt.retrieval.items import SEMANTIC, RetrievedItem
 from synapse_pt.retrieval.search_space import SPACE, choices, ranges
-from synapse_pt.retrieval.settings import PAPER_FIELDS, READING_FIELDS, STORAGE
+from synapse_pt.retrieval.settings import PAPER_FIELDS, READING_FIELDS, STORAGE, SynapseParams
 from synapse_pt.retrieval.spreading import (
     RankedBatch,
     SynapseInputs,
-    SynapseParams,
     SynapseSignals,
     Triggers,
     query_triggers,

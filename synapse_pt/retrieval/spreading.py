@@ -18,9 +18,8 @@ from synapse_pt.retrieval.dense import cosine_scores, own_graph_mask
 from synapse_pt.retrieval.scoring import gate, rank, retrieval_confidence, triple_score
 from synapse_pt.retrieval.settings import STORAGE, SynapseParams
 
-__all__ = ["STORAGE", "RankedBatch", "SynapseInputs", "SynapseParams", "SynapseSignals",
-           "Triggers", "activation_layer", "query_triggers", "synapse_retrieve",
-           "synapse_signals"]
+__all__ = ["RankedBatch", "SynapseInputs", "SynapseSignals", "Triggers", "activation_layer",
+           "query_triggers", "synapse_retrieve", "synapse_signals"]
 
 def activation_layer(params: SynapseParams, frontier: str, frontier_density: float
                      ) -> ActivationDynamics:

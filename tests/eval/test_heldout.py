@@ -17,7 +17,7 @@ from synapse_pt.eval.tuning.heldout import (
     make_folds,
     summary_table,
 )
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 

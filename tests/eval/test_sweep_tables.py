@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from synapse_pt.eval.tuning.grid import RANGES, chunk_bounds, draw_configs, merge_tables
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 
 def test_grid_is_reproducible_starts_at_the_paper_defaults_and_stays_in_range() -> None:

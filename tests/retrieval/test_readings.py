@@ -7,7 +7,8 @@ import torch
 
 from synapse_pt.graph.pagerank import rescale_pagerank
 from synapse_pt.retrieval.anchors import initial_energy
-from synapse_pt.retrieval.spreading import SynapseInputs, SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.settings import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseInputs, synapse_retrieve
 
 COS = torch.tensor([[0.9], [0.4], [-0.2], [0.1]])
 BM25 = torch.tensor([[0.0], [2.0], [4.0], [1.0]])

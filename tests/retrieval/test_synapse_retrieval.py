@@ -15,7 +15,8 @@ from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.models.hashing import HashingEncoder
 from synapse_pt.retrieval.anchors import initial_energy
 from synapse_pt.retrieval.scoring import gate, retrieval_confidence, triple_score
-from synapse_pt.retrieval.spreading import SynapseInputs, SynapseParams, synapse_retrieve
+from synapse_pt.retrieval.settings import SynapseParams
+from synapse_pt.retrieval.spreading import SynapseInputs, synapse_retrieve
 
 
 def test_initial_energy_dense_and_bm25_only_anchors():

@@ -27,7 +27,7 @@ from synapse_pt.eval.qa.pipeline import blind
 from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index
 from synapse_pt.memory.synapse import SynapseMemory
 from synapse_pt.retrieval.search_space import SPACE, ranges
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 __all__ = ["BUFFERS", "CPU_BLOCK_CELLS", "DEPTH", "RANGES", "auto_chunk", "available_bytes",
            "chunk_bounds", "draw_configs", "merge_tables", "sweep_table"]

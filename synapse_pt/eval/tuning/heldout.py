@@ -40,7 +40,7 @@ from synapse_pt.eval.qa.scorers.retrieval import evidence_recall_from_index, roc
 from synapse_pt.memory.base import MemorySystem
 from synapse_pt.memory.declare import SearchSpace
 from synapse_pt.memory.synapse import SynapseMemory
-from synapse_pt.retrieval.spreading import SynapseParams
+from synapse_pt.retrieval.settings import SynapseParams
 
 KS = (5, 10, 30)
 
