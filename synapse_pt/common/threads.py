@@ -26,13 +26,24 @@ import atexit
 import contextlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 AUTO = "auto"
-_setting: int | str = AUTO
-_registered: Path | None = None
+
+
+@dataclass
+class ThisProcess:
+    """This process's ``threads`` setting and its job file while it is registered."""
+
+    setting: int | str = AUTO
+    registered: Path | None = None
+
+
+#: the one process this module speaks for
+THIS_PROCESS = ThisProcess()
 
 
 def jobs_dir() -> Path:
@@ -88,23 +99,21 @@ def live_jobs() -> int:
 
 def register_job() -> None:
     """Count this process among the live jobs until it exits (idempotent)."""
-    global _registered
-    if _registered is not None:
+    if THIS_PROCESS.registered is not None:
         return
     folder = jobs_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    _registered = folder / f"{os.getpid()}.job"
-    _registered.touch()
+    THIS_PROCESS.registered = folder / f"{os.getpid()}.job"
+    THIS_PROCESS.registered.touch()
     atexit.register(unregister_job)
 
 
 def unregister_job() -> None:
     """Stop counting this process (called at exit)."""
-    global _registered
-    if _registered is not None:
+    if THIS_PROCESS.registered is not None:
         with contextlib.suppress(FileNotFoundError):
-            _registered.unlink()
-        _registered = None
+            THIS_PROCESS.registered.unlink()
+        THIS_PROCESS.registered = None
 
 
 def parse_threads(value: int | str) -> int | str:
@@ -125,18 +134,17 @@ def parse_threads(value: int | str) -> int | str:
 def configure(value: int | str = AUTO) -> int:
     """Set this process's ``threads`` setting, register it as a job under ``auto``, and apply
     the count to PyTorch's intra-op pool; returns the count."""
-    global _setting
-    _setting = parse_threads(value)
-    if _setting == AUTO:
+    THIS_PROCESS.setting = parse_threads(value)
+    if THIS_PROCESS.setting == AUTO:
         register_job()
     return apply()
 
 
 def threads_now() -> int:
     """The thread count the setting gives now (``auto``: :math:`\\max(1, C // J)`)."""
-    if _setting == AUTO:
+    if THIS_PROCESS.setting == AUTO:
         return max(1, usable_cores() // live_jobs())
-    return int(_setting)
+    return int(THIS_PROCESS.setting)
 
 
 def apply() -> int:

@@ -23,7 +23,7 @@ def jobs(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     yield tmp_path
     threads.unregister_job()
-    monkeypatch.setattr(threads, "_setting", threads.AUTO)
+    monkeypatch.setattr(threads.THIS_PROCESS, "setting", threads.AUTO)
     torch.set_num_threads(before)
 
 
