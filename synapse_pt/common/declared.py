@@ -85,9 +85,10 @@ class Setting:
         """The key as the user writes it (``memory.params.S``)."""
         return f"memory.{self.key}"
 
-    def allowed(self) -> str:
+    def allowed(self, null: bool = True) -> str:
         """The allowed values in words (``>= 0``, ``[0, 1]``, ``an integer >= 1``, ...), ``or
-        null`` where null is allowed."""
+        null`` where null is allowed and ``null`` (an error about a value that is not null says
+        what the value may be, as the checks before the declaration did)."""
         if self.kind == "choice":
             words = f"one of {list(self.choices or ())}"
         elif self.kind == "flag":
@@ -97,7 +98,7 @@ class Setting:
         else:
             bounds = self.bounds()
             words = bounds if self.kind == "number" else f"an integer {bounds}"
-        return f"{words} or null" if self.optional else words
+        return f"{words} or null" if self.optional and null else words
 
     def bounds(self) -> str:
         """``[lo, hi]``, ``(lo, hi]``, ``>= lo``, ``> lo``, ``<= hi`` or ``any``."""
@@ -137,17 +138,17 @@ def check(declared: Setting, value: Any) -> None:
         return
     if kind == "choice":
         if isinstance(value, torch.Tensor) or value not in (declared.choices or ()):
-            raise ConfigError(f"{key} must be {declared.allowed()}, got {value!r}")
+            raise ConfigError(f"{key} must be {declared.allowed(False)}, got {value!r}")
     elif kind == "flag":
         if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be {declared.allowed()}, got {value!r}")
+            raise ConfigError(f"{key} must be {declared.allowed(False)}, got {value!r}")
     elif kind == "text":
         if not isinstance(value, str | os.PathLike):
-            raise ConfigError(f"{key} must be {declared.allowed()}, got {value!r}")
+            raise ConfigError(f"{key} must be {declared.allowed(False)}, got {value!r}")
     elif kind == "integer":
         if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
                 or declared.outside(value, value)):
-            raise ConfigError(f"{key} must be {declared.allowed()}, got {value!r}")
+            raise ConfigError(f"{key} must be {declared.allowed(False)}, got {value!r}")
     else:
         _check_number(declared, value)
 
@@ -163,7 +164,7 @@ def _check_number(declared: Setting, value: Any) -> None:
     if declared.outside(float(t.min()), float(t.max())):
         shown = value if t.numel() == 1 else (f"values in [{float(t.min()):g}, "
                                               f"{float(t.max()):g}]")
-        raise ConfigError(f"{key} must be {declared.allowed()}, got {shown}")
+        raise ConfigError(f"{key} must be {declared.allowed(False)}, got {shown}")
 
 
 def _float64(value: Any) -> torch.Tensor | None:
