@@ -1,15 +1,18 @@
-"""Write what SYNAPSE's settings' declaration says into the two files that show it (issue 60).
+"""Write what the settings' declarations say into the two files that show them (issue 60).
 
     python scripts/settings_doc.py            # rewrite both files from the declaration
     python scripts/settings_doc.py --check    # exit 1 naming each file that is stale
 
-The declaration is :data:`synapse_pt.retrieval.settings.SETTINGS` (each field of
-``SynapseParams``: type, default, allowed values, meaning, search entry). It writes:
+The declarations are :data:`synapse_pt.retrieval.settings.SETTINGS` (each field of
+``SynapseParams``: type, default, allowed values, meaning, search entry) and those of the other
+settings groups (:data:`GROUPS`: the graph builder's, GAAMA's, Membox's). It writes:
 
 * the ``params:`` and ``readings:`` blocks of ``configs/memory/synapse.yaml`` (between the two
   marker lines; the rest of that file is hand-written): each default with its meaning;
-* ``docs/settings.md``: the table of every setting (key, type, default, allowed, searched,
-  meaning), the rules between settings and who searches what.
+* ``docs/settings.md``: the table of every SYNAPSE retrieval setting (key, type, default,
+  allowed, searched, meaning), the rules between settings and who searches what; then one table
+  per group of :data:`GROUPS` (key, type, default, allowed, meaning). Their YAML defaults are
+  hand-written and checked equal to the declarations by the test.
 
 ``tests/retrieval/test_settings.py`` fails while either file differs from what this writes now.
 """
@@ -24,6 +27,10 @@ from pathlib import Path
 
 import yaml
 
+from synapse_pt.common.declared import settings_of
+from synapse_pt.graph.consolidation import Consolidation, Maintenance
+from synapse_pt.memory.gaama import settings as gaama
+from synapse_pt.memory.membox import settings as membox
 from synapse_pt.retrieval.search_space import SPACE
 from synapse_pt.retrieval.settings import CROSS_RULES, SETTINGS, Choice, Range, Setting
 
@@ -42,7 +49,26 @@ NODE_HEADERS = {
     "readings": ("Retrieval: what the paper leaves open (SPEC §1.5), each default the literal "
                  "reading or ours where the paper is silent (study: experiments/readings.md)"),
 }
-TYPES = {"number": "float", "integer": "int", "flag": "bool", "choice": "str"}
+TYPES = {"number": "float", "integer": "int", "flag": "bool", "choice": "str", "text": "str"}
+
+#: the other settings groups, each a table of docs/settings.md: (heading, the config file whose
+#: YAML sets their defaults, the node of that file holding them (``None``: its top level), the
+#: groups, what the table says of them, the rules between their settings)
+GROUPS = (
+    ("The graph builder (`memory=synapse`)", "synapse.yaml", "graph",
+     (Consolidation, Maintenance),
+     "`Consolidation` and `Maintenance` in `synapse_pt/graph/consolidation.py` (SPEC §1.1).",
+     ()),
+    ("GAAMA (`memory=gaama`)", "gaama.yaml", None, (gaama.Retrieval, gaama.Build),
+     "`Retrieval` and `Build` in `synapse_pt/memory/gaama/settings.py`; values the public "
+     "code's (gaama `2d992f7`) unless marked ours.",
+     ("`memory.replies=code` needs `memory.prompts=upstream` (it reads GAAMA's own reply "
+      "form)",)),
+    ("Membox (`memory=membox`)", "membox.yaml", None, (membox.Retrieval, membox.Build),
+     "`Retrieval` and `Build` in `synapse_pt/memory/membox/settings.py`; values the code's "
+     "(`membox.py`) unless marked ours.",
+     ("`1 <= memory.min_keywords <= memory.max_keywords`",)),
+)
 
 
 def yaml_value(value: object) -> str:
@@ -107,17 +133,27 @@ def searched(declared: Setting) -> str:
 
 def allowed(declared: Setting) -> str:
     """The allowed values in a table cell."""
+    null = ", `null`" if declared.optional else ""
     if declared.kind == "choice":
-        return ", ".join(f"`{v}`" for v in declared.choices or ())
+        return ", ".join(f"`{v}`" for v in declared.choices or ()) + null
     if declared.kind == "flag":
         return "`true`, `false`"
+    if declared.kind == "text":
+        return "a text" + (" or `null`" if declared.optional else "")
     return declared.allowed().removeprefix("an integer ")
 
 
-DOC_TEMPLATE = """# SYNAPSE's retrieval settings
+DOC_TEMPLATE = """# Settings
 
-<!-- written by scripts/settings_doc.py from synapse_pt/retrieval/settings.py: edit there and rerun
-it -->
+<!-- written by scripts/settings_doc.py from the declarations (synapse_pt/retrieval/settings.py,
+synapse_pt/graph/consolidation.py, synapse_pt/memory/gaama/settings.py,
+synapse_pt/memory/membox/settings.py): edit there and rerun it -->
+
+Every setting below is declared once, with `setting(...)` of `synapse_pt/common/declared.py`:
+its type, default, allowed values and meaning; the tables are read from there, and a test checks
+each YAML default equal to its declaration.
+
+## SYNAPSE's retrieval settings
 
 Every setting of SYNAPSE's retrieval (SPEC §1.2, and the readings of §1.5) is declared once, as a
 field of `SynapseParams` in `synapse_pt/retrieval/settings.py`; this table, the defaults in
@@ -139,7 +175,7 @@ Rules between settings, checked after each setting's own:
 (`python -m synapse_pt.sweep`) draws the uniform ranges; the held-out search
 (`scripts/tune_heldout.py`) combines the choices and draws the ranges but `tau_gate`, which it
 calibrates per fold; Optuna (`-m hparams_search=synapse_optuna`) searches every entry.
-"""
+{groups}"""
 
 
 def doc_text() -> str:
@@ -148,7 +184,28 @@ def doc_text() -> str:
             f"{cell(allowed(s))} | {cell(searched(s))} | {cell(s.meaning)} |"
             for s in SETTINGS.values()]
     rules = [f"- {rule}" for rule in CROSS_RULES]
-    return DOC_TEMPLATE.format(rows="\n".join(rows), rules="\n".join(rules))
+    return DOC_TEMPLATE.format(rows="\n".join(rows), rules="\n".join(rules),
+                               groups="".join(group_table(*g) for g in GROUPS))
+
+
+def type_of(declared: Setting) -> str:
+    """The setting's type in a table cell (``int or null``)."""
+    return TYPES[declared.kind] + (" or null" if declared.optional else "")
+
+
+def group_table(heading: str, config: str, node: str | None, classes: Sequence[type],
+                about: str, rules: Sequence[str]) -> str:
+    """One settings group's section of ``docs/settings.md``: its table and its rules."""
+    rows = [f"| `{s.config_key}` | {type_of(s)} | `{yaml_value(s.default)}` | "
+            f"{cell(allowed(s))} | {cell(s.meaning)} |"
+            for cls in classes for s in settings_of(cls).values()]
+    where = f"the `{node}:` node of " if node else ""
+    text = (f"\n## {heading}\n\n{about} Defaults set in {where}`configs/memory/{config}`.\n\n"
+            "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
+            + "\n".join(rows) + "\n")
+    if rules:
+        text += "\nRules between settings:\n\n" + "\n".join(f"- {r}" for r in rules) + "\n"
+    return text
 
 
 def stale() -> list[Path]:

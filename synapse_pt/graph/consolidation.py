@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from synapse_pt.common import groups
+from synapse_pt.common.declared import check_fields, setting
 from synapse_pt.common.progress import Progress
 from synapse_pt.data.schema import Dialogue, Turn
 
@@ -67,87 +68,87 @@ def windows_of(turns: Sequence[Turn], size: int) -> list[list[Turn]]:
     return [list(turns[i:i + size]) for i in range(0, len(turns), size)]
 
 
+_G = "graph"  # the config node: memory.graph.<name>
+
+
 @dataclass(frozen=True)
 class Consolidation:
     r"""Steps 1-5 of :class:`GraphBuilder`: the window and how its nodes and edges are made.
 
-    ``window`` is :math:`N`, turns per consolidation window (default 5); ``tau_dup`` the merge
-    threshold :math:`\tau_{dup}` (default 0.92); ``rho`` the temporal decay :math:`\rho` (default
-    0.01 per ``time_unit``); ``time_unit`` the unit of :math:`\Delta\tau` in the temporal weight:
-    ``"hours"`` (default; the paper is silent), ``"seconds"``, ``"minutes"``, ``"days"`` or
-    ``"weeks"``; ``association_weighting`` ``"similarity"`` (default, the paper's formula) or
-    ``"cooccurrence"``.
+    Each field a declared setting of ``memory.graph`` (:mod:`synapse_pt.common.declared`; the
+    table: docs/settings.md).
     """
 
-    window: int = 5
-    tau_dup: float = 0.92
-    rho: float = 0.01
-    time_unit: str = "hours"
-    association_weighting: str = "similarity"
+    window: int = setting(
+        _G, 5, "N: consolidate (extract concepts, add abstraction/association edges) every N "
+               "turns, from the window of those N turns (paper: N = 5)",
+        low=1)
+    tau_dup: float = setting(
+        _G, 0.92, "tau_dup: merge a new concept into a semantic node with cosine >= tau_dup "
+                  "(paper)",
+        low=-1.0, high=1.0)
+    rho: float = setting(
+        _G, 0.01, "rho: temporal edge weight w = exp(-rho * |tau_{t+1} - tau_t|), per time_unit "
+                  "(paper)",
+        low=0.0)
+    time_unit: str = setting(
+        _G, "hours", "unit of |tau_{t+1} - tau_t| in the temporal weight: the paper gives none; "
+                     "hours (ours)",
+        choices=tuple(HOURS_PER_UNIT))
+    association_weighting: str = setting(
+        _G, "similarity", "association edge weight: similarity (the paper's cosine formula for "
+                          "semantic edges) | cooccurrence (ours, 1 - 2^-count; "
+                          "experiments/extractors.md)",
+        choices=ASSOCIATION_WEIGHTINGS)
 
     def __post_init__(self) -> None:
-        _require([
-            (self.window >= 1, f"window must be >= 1, got {self.window}"),
-            (-1.0 <= self.tau_dup <= 1.0, f"tau_dup must lie in [-1, 1], got {self.tau_dup}"),
-            (self.rho >= 0, f"rho must be >= 0, got {self.rho}"),
-            (self.time_unit in HOURS_PER_UNIT,
-             f"time_unit must be one of {sorted(HOURS_PER_UNIT)}, got {self.time_unit!r}"),
-            (self.association_weighting in ASSOCIATION_WEIGHTINGS,
-             f"association_weighting must be one of {ASSOCIATION_WEIGHTINGS}, "
-             f"got {self.association_weighting!r}"),
-        ])
+        check_fields(self)
 
 
 @dataclass(frozen=True)
 class Maintenance:
     r"""Step 6 of :class:`GraphBuilder`: in-edge cap, dormancy, collection and PageRank.
 
-    ``max_in_edges``: keep at most this many incoming edges per node, highest weight first, ties
-    to the older edge (default 15; ``None`` disables). ``dormancy_eps``: :math:`\epsilon`: a node
-    is *activated* in a window when it is created in it or an edge touching it is added or
-    reinforced in it with weight :math:`\ge \epsilon` (default 0.01; the paper's "activation" has
-    no query at ingestion time, so edge growth stands in for it). ``dormancy_windows``: :math:`W`:
-    a node not activated for this many consecutive windows is dormant, i.e. collectable (default
-    10). ``max_nodes``: cap on active nodes; only when exceeded are dormant nodes collected,
-    lowest cached PageRank first, until ``collect_to`` of the cap holds or no dormant node is left
-    (a soft cap; default 10,000; ``None`` disables). ``collect_to``: the low-water mark of a
-    collection, a fraction of ``max_nodes`` in (0, 1]: ``1.0`` collects only the excess (the
-    literal reading: at the cap every window collects and recomputes PageRank); the default
-    ``0.95`` collects down to 95 % of the cap, so one collection makes room for the next ~500
-    nodes (about 60 windows of the LLM-free builder) and ingestion costs the same per turn at the
-    cap as below it. The paper says dormant nodes *may* be collected and gives no schedule;
-    LoCoMo-10's graphs (at most 1,260 nodes) never reach the cap, so no LoCoMo figure depends on
-    it. ``pagerank_damping``: PageRank damping (default 0.85).
+    Each field a declared setting of ``memory.graph`` (:mod:`synapse_pt.common.declared`; the
+    table: docs/settings.md). More on each: a node is *activated* in a window when it is created
+    in it or an edge touching it is added or reinforced in it with weight
+    :math:`\ge \epsilon` (``dormancy_eps``; the paper's "activation" has no query at ingestion
+    time, so edge growth stands in for it). Collection happens only when ``max_nodes`` is
+    exceeded: dormant nodes go, lowest cached PageRank first, until ``collect_to`` of the cap
+    holds or no dormant node is left (a soft cap). ``collect_to = 1.0`` collects only the excess
+    (the literal reading: at the cap every window collects and recomputes PageRank); the default
+    ``0.95`` makes room for the next ~500 nodes (about 60 windows of the LLM-free builder), so
+    ingestion costs the same per turn at the cap as below it. The paper says dormant nodes *may*
+    be collected and gives no schedule; LoCoMo-10's graphs (at most 1,260 nodes) never reach the
+    cap, so no LoCoMo figure depends on it.
     """
 
-    max_in_edges: int | None = 15
-    dormancy_eps: float = 0.01
-    dormancy_windows: int = 10
-    max_nodes: int | None = 10_000
-    collect_to: float = 0.95
-    pagerank_damping: float = 0.85
+    max_in_edges: int | None = setting(
+        _G, 15, "keep at most this many incoming edges per node, highest weight first, ties to "
+                "the older edge (paper: 15); null: no cap",
+        low=1)
+    dormancy_eps: float = setting(
+        _G, 0.01, "eps: a node is activated in a window when it is created in it or an edge "
+                  "touching it is added or reinforced with weight >= eps (paper)",
+        low=0.0)
+    dormancy_windows: int = setting(
+        _G, 10, "W: windows without activation before a node is dormant, i.e. collectable "
+                "(paper)",
+        low=1)
+    max_nodes: int | None = setting(
+        _G, 10_000, "active graph cap: above it dormant nodes are collected, lowest PageRank "
+                    "first (paper); null: no cap",
+        low=1)
+    collect_to: float = setting(
+        _G, 0.95, "a collection brings the active graph down to this share of max_nodes; 1.0 "
+                  "collects only the excess (literal). The paper gives no schedule; ours",
+        above=0.0, high=1.0)
+    pagerank_damping: float = setting(
+        _G, 0.85, "PageRank damping: the paper is silent; the usual value (ours)",
+        above=0.0, below=1.0)
 
     def __post_init__(self) -> None:
-        _require([
-            (self.max_in_edges is None or self.max_in_edges >= 1,
-             f"max_in_edges must be >= 1 or None, got {self.max_in_edges}"),
-            (self.dormancy_eps >= 0, f"dormancy_eps must be >= 0, got {self.dormancy_eps}"),
-            (self.dormancy_windows >= 1,
-             f"dormancy_windows must be >= 1, got {self.dormancy_windows}"),
-            (self.max_nodes is None or self.max_nodes >= 1,
-             f"max_nodes must be >= 1 or None, got {self.max_nodes}"),
-            (0.0 < self.collect_to <= 1.0,
-             f"collect_to must lie in (0, 1], got {self.collect_to}"),
-            (0.0 < self.pagerank_damping < 1.0,
-             f"pagerank_damping must lie in (0, 1), got {self.pagerank_damping}"),
-        ])
-
-
-def _require(checks: list[tuple[bool, str]]) -> None:
-    """Raise the first failed check's message as ``GraphBuilder``'s."""
-    for ok, msg in checks:
-        if not ok:
-            raise ValueError(f"GraphBuilder: {msg}")
+        check_fields(self)
 
 
 def split_settings(consolidation: Consolidation | None, maintenance: Maintenance | None,

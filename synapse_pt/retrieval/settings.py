@@ -2,7 +2,8 @@
 
 Every field of :class:`SynapseParams` is a setting of the config node ``memory.params`` (the
 paper's hyperparameters, SPEC §1.2) or ``memory.readings`` (what SPEC §1.5 leaves open, and our
-defaults where the paper is silent), declared by :func:`setting` in one place: its type (the
+defaults where the paper is silent), declared by :func:`setting` in one place (the mechanism,
+shared with the other settings groups, is :mod:`synapse_pt.common.declared`): its type (the
 field's annotation), its default, its allowed range or choices, its one-line meaning and, where
 a search varies it, its search :class:`Range` or :class:`Choice`. Everything reads that
 declaration (:data:`SETTINGS`):
@@ -22,11 +23,12 @@ Why plain dataclass fields and not Hydra's structured configs: experiments/archi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
+from synapse_pt.common.declared import Choice, Range, Setting, check, setting, settings_of
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.graph.pagerank import PAGERANK_SCALES
 from synapse_pt.nn import INHIBITION_SCHEDULES
@@ -43,117 +45,6 @@ INHIBITION_SCOPES = ("all", "neighbourhood")
 #: how the activation layer stores its activations unless told (``memory.engine.frontier`` and
 #: ``frontier_density``: :mod:`synapse_pt.nn.frontier`; never what it computes)
 STORAGE: dict[str, Any] = {"frontier": "auto", "frontier_density": 0.05}
-
-
-@dataclass(frozen=True)
-class Range:
-    """A continuous hyperparameter's search range, drawn uniformly in ``[low, high]``."""
-
-    low: float
-    high: float
-    meaning: str = ""
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A discrete setting's search values (in this order: a search's grid)."""
-
-    values: tuple
-    meaning: str = ""
-
-
-#: the kinds of setting, by the annotation of their field: a number (a float, or a ``[B]`` tensor
-#: of one value per query column in a batched sweep), an integer, a flag, one of named choices
-KINDS = {"Scalar": "number", "int": "integer", "bool": "flag", "str": "choice"}
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One declared setting: ``memory.<node>.<name>``, its ``kind`` (:data:`KINDS`), ``default``,
-    allowed values (``low``/``high`` bounds of a number or integer, ``None``: unbounded;
-    ``choices`` of a choice), one-line ``meaning`` and the ``search`` entry of the searches that
-    vary it (``None``: none does). ``name``, ``kind`` and ``default`` come from the field."""
-
-    node: str
-    meaning: str
-    low: float | None = None
-    high: float | None = None
-    choices: tuple | None = None
-    search: Range | Choice | None = None
-    name: str = ""
-    kind: str = ""
-    default: Any = None
-
-    @property
-    def key(self) -> str:
-        """The key under ``memory`` (``params.S``): what a search and a run override name."""
-        return f"{self.node}.{self.name}"
-
-    def allowed(self) -> str:
-        """The allowed values in words (``>= 0``, ``[0, 1]``, ``an integer >= 1``, ...)."""
-        if self.kind == "choice":
-            return f"one of {list(self.choices or ())}"
-        if self.kind == "flag":
-            return "true or false"
-        bounds = _bounds(self.low, self.high)
-        return bounds if self.kind == "number" else f"an integer {bounds}"
-
-
-def _bounds(lo: float | None, hi: float | None) -> str:
-    """``[lo, hi]``, ``>= lo``, ``<= hi`` or ``any``."""
-    if lo is not None and hi is not None:
-        return f"[{lo:g}, {hi:g}]"
-    return f">= {lo:g}" if lo is not None else f"<= {hi:g}" if hi is not None else "any"
-
-
-def setting(node: str, default: Any, meaning: str, *, low: float | None = None,
-            high: float | None = None, choices: tuple | None = None,
-            search: Range | Choice | None = None) -> Any:
-    """The dataclass field of a :class:`Setting` of config node ``node`` (``"params"`` or
-    ``"readings"``) with its ``default``."""
-    return field(default=default, metadata={"setting": Setting(
-        node=node, meaning=meaning, low=low, high=high, choices=choices, search=search)})
-
-
-def check(declared: Setting, value: Any) -> None:
-    """``value`` is allowed for ``declared``, else a :class:`ConfigError` of one line naming the
-    key (``memory.params.beta must be >= 0, got -1``)."""
-    key, kind = f"memory.{declared.key}", declared.kind
-    if kind == "choice":
-        if isinstance(value, torch.Tensor) or value not in (declared.choices or ()):
-            raise ConfigError(f"{key} must be one of {list(declared.choices or ())}, got "
-                              f"{value!r}")
-    elif kind == "flag":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be true or false, got {value!r}")
-    elif kind == "integer":
-        lo, hi = declared.low, declared.high
-        if (isinstance(value, bool) or not isinstance(value, int)
-                or (lo is not None and value < lo) or (hi is not None and value > hi)):
-            raise ConfigError(f"{key} must be {declared.allowed()}, got {value!r}")
-    else:
-        _check_number(key, declared.low, declared.high, value)
-
-
-def _check_number(key: str, lo: float | None, hi: float | None, value: Any) -> None:
-    """A finite number, or a non-empty tensor of them, within ``[lo, hi]``."""
-    t = None if isinstance(value, str) or value is None else _float64(value)
-    if t is None:
-        raise ConfigError(f"{key} must be a number, got {value!r}")
-    if t.numel() == 0 or not torch.isfinite(t).all():
-        raise ConfigError(f"{key} must be finite, got {value!r}")
-    if (lo is not None and float(t.min()) < lo) or (hi is not None and float(t.max()) > hi):
-        shown = value if t.numel() == 1 else (f"values in [{float(t.min()):g}, "
-                                              f"{float(t.max()):g}]")
-        raise ConfigError(f"{key} must be {_bounds(lo, hi)}, got {shown}")
-
-
-def _float64(value: Any) -> torch.Tensor | None:
-    """``value`` as a float64 tensor, or ``None`` where it is not numbers (a list of words)."""
-    try:
-        return torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
 
 
 #: the rules between settings, checked after each setting's own (their words: docs/settings.md)
@@ -322,19 +213,13 @@ class SynapseParams:
 
 
 def _declared() -> dict[str, Setting]:
-    """Each field's :class:`Setting`, completed from the field (name, kind, default) and checked:
-    an annotation of :data:`KINDS`, choices exactly for a ``str``, an allowed default (the search
-    entries are checked by :func:`synapse_pt.retrieval.search_space.declare`)."""
-    out = {}
-    for f in fields(SynapseParams):
-        declared = replace(f.metadata["setting"], name=f.name, kind=KINDS.get(str(f.type), ""),
-                           default=f.default)
-        if (declared.node not in (_P, _R) or not declared.kind
-                or (declared.kind == "choice") != bool(declared.choices)):
-            raise TypeError(f"SynapseParams.{f.name}: a setting of params or readings, annotated "
-                            f"one of {list(KINDS)}, with choices exactly when it is a str")
-        check(declared, declared.default)
-        out[f.name] = declared
+    """Each field's :class:`Setting` (:func:`synapse_pt.common.declared.settings_of`), each of node
+    params or readings (the search entries are checked by
+    :func:`synapse_pt.retrieval.search_space.declare`)."""
+    out = settings_of(SynapseParams)
+    for name, s in out.items():
+        if s.node not in (_P, _R) or s.optional or s.kind == "text":
+            raise TypeError(f"SynapseParams.{name}: a setting of params or readings, never null")
     return out
 
 

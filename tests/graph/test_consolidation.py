@@ -200,7 +200,7 @@ def test_invalid_configuration_is_named():
     with pytest.raises(ValueError, match="time_unit"):
         _builder([], time_unit="fortnights")
     for bad in (0.0, 1.5):
-        with pytest.raises(ValueError, match=r"collect_to must lie in \(0, 1\]"):
+        with pytest.raises(ValueError, match=r"^memory\.graph\.collect_to must be \(0, 1\], got "):
             _builder([], collect_to=bad)
     with pytest.raises(TypeError, match=r"unknown settings \['windw'\]"):
         _builder([], windw=3)
@@ -213,7 +213,7 @@ def test_flat_settings_land_in_their_groups():
     assert builder.consolidation == Consolidation(window=3, tau_dup=0.8, rho=0.5)
     assert builder.maintenance == Maintenance(max_nodes=7, collect_to=0.5)
     assert _builder([]).consolidation == Consolidation()
-    with pytest.raises(ValueError, match="GraphBuilder: window must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^memory\.graph\.window must be an integer >= 1, got 0$"):
         _builder([], consolidation=Consolidation(window=3), window=0)
 
 

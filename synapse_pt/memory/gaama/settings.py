@@ -5,14 +5,14 @@ key is a field of one group. Values are the public code's (gaama ``2d992f7``) un
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from synapse_pt.common import groups
+from synapse_pt.common.declared import check_fields, choice_sets, int_minimums, setting
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.graph.ppr import HUB_DAMPENING
 
-from ..base import require_choice, require_int
 from .llm_build import PROMPT_SOURCES
 from .replies import REPLIES
 
@@ -25,62 +25,65 @@ BUDGET_PARAMS = ("max_completion_tokens", "max_tokens")
 #: question's conversation, at most ``knn``; the seeds are the best of that set) or
 #: ``"conversation"`` (ours, issue 53: the ``knn`` nearest of the question's conversation)
 NEAREST_RULES = ("conversation", "store")
-CHOICES = {"hub_dampening": HUB_DAMPENING, "graph_only_cosine": ("real", "zero"),
-           "nearest": NEAREST_RULES, "prompts": PROMPT_SOURCES, "replies": (None, *REPLIES),
-           "budget_param": BUDGET_PARAMS}
-# a pack budget of 0 packs none of that kind; below 0 is a mistake (memory.max_facts=-1)
-INT_MINIMUMS = {"seeds": 1, "depth": 0, "max_iter": 1, "hub_degree": 1, "knn": 1, "max_facts": 0,
-                "max_reflections": 0, "max_skills": 0, "max_episodes": 0, "max_words": 1,
-                "concepts_per_episode": 1, "chunk_tokens": 1, "reflections_per_group": 1,
-                "max_tokens": 1, "seed": 0}
-
-
-def _check(group: object) -> None:
-    """Names, choices and integer minimums of a group's fields (``None`` allowed where the field
-    may be null); floats made floats."""
-    for f in fields(group):  # type: ignore[arg-type]
-        value = getattr(group, f.name)
-        if f.name in CHOICES:
-            require_choice(f.name, value, CHOICES[f.name])
-        elif f.name in INT_MINIMUMS and value is not None:
-            object.__setattr__(group, f.name, require_int(f.name, value, INT_MINIMUMS[f.name]))
-        elif f.type == "float":
-            object.__setattr__(group, f.name, float(value))
 
 
 @dataclass(frozen=True)
 class Retrieval:
-    """Seeds, candidates, PageRank, score and pack (module docstring of :mod:`.memory`).
-
-    ``hub_dampening``: ``"code"`` (x hub_degree/degree for nodes above ``hub_degree``, then
-    re-normalised, which cancels), ``"effective"`` or ``"off"``. ``graph_only_cosine``: a
-    candidate outside the nearest set keeps similarity 0 (``"zero"``, the code's) or its real one
-    (``"real"``, ours). ``knn``: the nearest set's size, ``None`` for the code's rule
-    (:attr:`k_nearest`). The budgets: no skills here, but theirs counts in the trim and ``knn``.
+    """Seeds, candidates, PageRank, score and pack (module docstring of :mod:`.memory`): each
+    field a declared setting ``memory.<name>`` (:mod:`synapse_pt.common.declared`; the table:
+    docs/settings.md). The budgets: no skills here, but theirs counts in the trim and ``knn``.
     """
 
-    seeds: int = 40
-    depth: int = 2
-    alpha: float = 0.6  # PageRank continuation (restart 0.4)
-    max_iter: int = 100
-    tol: float = 1e-6
-    edge_weight: float = 0.8
-    reflection_edge_weight: float = 0.5  # DERIVED_FROM_FACT
-    hub_dampening: str = "code"
-    hub_degree: int = 50
-    cosine_weight: float = 1.0
-    ppr_weight: float = 0.1
-    graph_only_cosine: str = "zero"
-    knn: int | None = None
-    nearest: str = "store"
-    max_facts: int = 60
-    max_reflections: int = 20
-    max_skills: int = 5
-    max_episodes: int = 80
-    max_words: int = 1000
+    seeds: int = setting(
+        "", 40, "top nodes of any kind by cosine (code)", low=1)
+    depth: int = setting(
+        "", 2, "candidate neighbourhood depth (code)", low=0)
+    alpha: float = setting(
+        "", 0.6, "PageRank continuation, restart 1 - alpha = 0.4 (code)")
+    max_iter: int = setting(
+        "", 100, "PageRank iterations at most (code)", low=1)
+    tol: float = setting(
+        "", 1e-6, "PageRank L1 tolerance (code)")
+    edge_weight: float = setting(
+        "", 0.8, "weight of every edge type here (code)")
+    reflection_edge_weight: float = setting(
+        "", 0.5, "weight of DERIVED_FROM_FACT edges; none LLM-free (code)")
+    hub_dampening: str = setting(
+        "", "code", "code: x hub_degree/degree for nodes above hub_degree, then re-normalised, "
+                    "which cancels | effective | off",
+        choices=HUB_DAMPENING)
+    hub_degree: int = setting(
+        "", 50, "the degree above which a node is a hub (code)", low=1)
+    cosine_weight: float = setting(
+        "", 1.0, "score = cosine_weight cos/max cos + ppr_weight PPR/max PPR (code)")
+    ppr_weight: float = setting(
+        "", 0.1, "the score's PageRank weight (code)")
+    graph_only_cosine: str = setting(
+        "", "zero", "a candidate found only through the graph, outside its nearest set: zero "
+                    "(the code's, similarity 0) | real (its real similarity, ours)",
+        choices=("real", "zero"))
+    knn: int | None = setting(
+        "", None, "the nearest set's size; null: the code's max(2 * pack budgets, 2 * seeds) "
+                  "= 330", low=1)
+    nearest: str = setting(
+        "", "store", "where the nearest set and the seeds come from: store (the code's: the "
+                     "max(2 knn, 20) nearest over every ingested conversation, then the "
+                     "question's) | conversation (ours, issue 53: the knn nearest of its own)",
+        choices=NEAREST_RULES)
+    max_facts: int = setting(
+        "", 60, "pack budget of facts (code)", low=0)
+    max_reflections: int = setting(
+        "", 20, "pack budget of reflections (code)", low=0)
+    max_skills: int = setting(
+        "", 5, "pack budget of skills: no skills here; counts in the trim's and knn's total "
+               "(code)", low=0)
+    max_episodes: int = setting(
+        "", 80, "pack budget of episodes (code)", low=0)
+    max_words: int = setting(
+        "", 1000, "the pack is trimmed to this many words (code)", low=1)
 
     def __post_init__(self) -> None:
-        _check(self)
+        check_fields(self)
 
     @property
     def k_nearest(self) -> int:
@@ -93,39 +96,46 @@ class Retrieval:
 
 @dataclass(frozen=True)
 class Build:
-    """The graph build. ``concepts_per_episode`` (GAAMA's prompt: 1-3) caps the LLM-free build's
-    concepts per episode (the LLM build keeps every concept of a reply, as the code); the rest is
-    the LLM build's (:mod:`.build`): ``chunk_tokens`` per request, the context threshold
-    ``context_cosine`` on the code's (1 + cos) / 2 scale, ``reflections_per_group`` (the count
-    our prompt asks for in each chunk's reflection request),
-    ``prompts`` (``"upstream"``: GAAMA's files from ``upstream_path``; ``"ours"``),
-    ``max_tokens`` (``None``: the code's 8,000 / 4,000, ours 768), ``replies`` (how replies are
-    read and asked again, :mod:`.replies`; ``None``: ``"code"`` under ``prompts="upstream"``,
-    ``"repair"`` under ``"ours"``), and the sampling sent with every request: ``temperature``
-    and ``seed`` (``None``: not sent, the API's defaults, as the code's
-    ``adapters/openai_llm.py`` 51-57), ``budget_param`` (the name ``max_tokens`` is sent
-    under)."""
+    """The graph build: each field a declared setting ``memory.<name>``
+    (:mod:`synapse_pt.common.declared`; the table: docs/settings.md). ``concepts_per_episode``
+    is the LLM-free build's; the rest the LLM build's (:mod:`.build`)."""
 
-    concepts_per_episode: int = 3
-    chunk_tokens: int = 500
-    context_cosine: float = 0.75
-    reflections_per_group: int = 3
-    prompts: str = "upstream"
-    upstream_path: str | None = None
-    max_tokens: int | None = None
-    replies: str | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    budget_param: str = "max_completion_tokens"
+    concepts_per_episode: int = setting(
+        "", 3, "LLM-free build: concepts per episode (GAAMA's prompt asks for 1-3); the LLM "
+               "build keeps every concept of a reply, as the code", low=1)
+    chunk_tokens: int = setting(
+        "", 500, "turns per extraction request, at most this many tokens (code)", low=1)
+    context_cosine: float = setting(
+        "", 0.75, "known concepts and older messages in a chunk's context: similarity >= this "
+                  "on the code's (1 + cos) / 2 scale (code)")
+    reflections_per_group: int = setting(
+        "", 3, "reflections our prompt asks for per chunk (ours; prompts=ours only)", low=1)
+    prompts: str = setting(
+        "", "upstream", "the build's prompts: upstream (GAAMA's files from upstream_path) | "
+                        "ours (our wording and reply form)",
+        choices=PROMPT_SOURCES)
+    upstream_path: str | None = setting(
+        "", None, "the folder of GAAMA's pinned prompt files (null: found as "
+                  "eval.upstream_path)")
+    max_tokens: int | None = setting(
+        "", None, "completion budget of an extraction request; null: the prompt set's (the "
+                  "code's 8,000 / 4,000 under upstream, 768 under ours)", low=1)
+    replies: str | None = setting(
+        "", None, "how replies are read and asked again: code | repair (ours); null: code "
+                  "under prompts=upstream, repair under prompts=ours",
+        choices=REPLIES)
+    temperature: float | None = setting(
+        "", None, "sampling temperature of every build request; null: not sent, the API's "
+                  "default (as the code)")
+    seed: int | None = setting(
+        "", None, "sampling seed of every build request; null: not sent (as the code)", low=0)
+    budget_param: str = setting(
+        "", "max_completion_tokens", "the name max_tokens is sent under (the code's "
+                                     "max_completion_tokens) | max_tokens",
+        choices=BUDGET_PARAMS)
 
     def __post_init__(self) -> None:
-        _check(self)
-        if self.temperature is not None:
-            if isinstance(self.temperature, bool) or not isinstance(self.temperature,
-                                                                      (int, float)):
-                raise ConfigError(f"memory.temperature must be a number or null, got "
-                                  f"{self.temperature!r}")
-            object.__setattr__(self, "temperature", float(self.temperature))
+        check_fields(self)
         if self.replies == "code" and self.prompts != "upstream":
             raise ConfigError("memory.replies=code reads and re-asks in GAAMA's own reply form, "
                               "which memory.prompts=ours does not ask for: set "
@@ -144,6 +154,12 @@ class Build:
         ChatRequest` fields)."""
         return {"temperature": self.temperature, "seed": self.seed,
                 "budget_param": self.budget_param}
+
+
+#: the rules the settings name and the least value of each count (the declaration's), which
+#: :meth:`~synapse_pt.memory.base.MemorySystem.configure_retrieval` checks a sweep's change by
+CHOICES = choice_sets(Retrieval, Build)
+INT_MINIMUMS = int_minimums(Retrieval, Build)
 
 
 def split_settings(retrieval: Retrieval | None, build: Build | None,

@@ -1,8 +1,7 @@
 """Membox's settings in two frozen groups, as GAAMA's (:mod:`synapse_pt.memory.gaama.settings`):
 retrieval (:class:`Retrieval`) and build (:class:`Build`). The config keeps them flat
 (``memory.k``, ``memory.boundary_threshold``): each key is a field of one group. Values are the
-code's (``membox.py``) unless marked ours; the meaning of each is in
-:class:`~synapse_pt.memory.membox.memory.MemboxMemory`."""
+code's (``membox.py``) unless marked ours."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from synapse_pt.common import groups
-from synapse_pt.common.errors import ConfigError
+from synapse_pt.common.declared import check_fields, setting
 
-from ..base import require_choice, require_int
 from .llm_build import BUDGET_PARAMS, PARSES, PROMPT_SOURCES, VERIFY_PARSES
 
 MODES = ("compact", "trace")
@@ -21,63 +19,76 @@ MODES = ("compact", "trace")
 
 @dataclass(frozen=True)
 class Retrieval:
-    """``mode``: ``"compact"`` (boxes only) or ``"trace"`` (boxes + trace events; the code's
-    default); ``k``: boxes per question (code: 5)."""
+    """Boxes per question and what is shown of them: each field a declared setting
+    ``memory.<name>`` (:mod:`synapse_pt.common.declared`; the table: docs/settings.md)."""
 
-    mode: str = "trace"
-    k: int = 5
+    mode: str = setting(
+        "", "trace", "trace: boxes and the first trace of each (the code's default) | compact "
+                     "(boxes only)",
+        choices=MODES)
+    k: int = setting(
+        "", 5, "boxes per question (code)", low=1)
 
     def __post_init__(self) -> None:
-        require_int("k", self.k, 1)
-        require_choice("mode", self.mode, MODES)
+        check_fields(self)
 
 
 @dataclass(frozen=True)
 class Build:
-    """The LLM-free build (``boundary_threshold``, ``trace_threshold``, ``min_keywords``,
-    ``max_keywords``, ``min_event_words``) and the LLM build's requests (``prompts``,
-    ``upstream_path``, ``max_tokens``, ``loom_max_tokens``, the reply readings
-    ``verify_parse``, ``box_parse``, ``chain_parse`` and the sampling ``temperature``,
-    ``seed``, ``budget_param``)."""
+    """The LLM-free build (``boundary_threshold`` to ``min_event_words``) and the LLM build's
+    requests (the rest): each field a declared setting ``memory.<name>``
+    (:mod:`synapse_pt.common.declared`; the table: docs/settings.md)."""
 
-    boundary_threshold: float = 0.4
-    trace_threshold: float = 0.5
-    min_keywords: int = 3
-    max_keywords: int = 8
-    min_event_words: int = 4
-    max_tokens: int | None = None
-    loom_max_tokens: int | None = None
-    prompts: str = "upstream"
-    upstream_path: str | None = None
-    verify_parse: str = "strict"
-    box_parse: str | None = None
-    chain_parse: str | None = None
-    temperature: float | None = 0.0
-    seed: int | None = None
-    budget_param: str | None = None
+    boundary_threshold: float = setting(
+        "", 0.4, "LLM-free Topic Loom: cut where a turn's cosine to the two before it drops "
+                 "below this (ours; the code asks an LLM)")
+    trace_threshold: float = setting(
+        "", 0.5, "Trace Weaver: an event joins a trace when its best cosine to it is >= this "
+                 "(code)")
+    min_keywords: int = setting(
+        "", 3, "keywords per box at least, LLM-free build (the code's prompt: 3-8)", low=1)
+    max_keywords: int = setting(
+        "", 8, "keywords per box at most, LLM-free build (the code's prompt: 3-8)", low=1)
+    min_event_words: int = setting(
+        "", 4, "a sentence with fewer content words is no event (ours)", low=0)
+    max_tokens: int | None = setting(
+        "", None, "completion budget of a box extraction, verification or chain grouping; "
+                  "null: the prompts' own (upstream 16,384, ours 512)", low=1)
+    loom_max_tokens: int | None = setting(
+        "", None, "completion budget of a Topic Loom decision; null: the prompts' own "
+                  "(upstream 16,384, ours 8)", low=1)
+    prompts: str = setting(
+        "", "upstream", "the LLM build's prompts: upstream (the code's, read from membox.py) | "
+                        "ours (our wordings with a system message)",
+        choices=PROMPT_SOURCES)
+    upstream_path: str | None = setting(
+        "", None, "the folder holding membox/membox.py (null: found as eval.upstream_path)")
+    verify_parse: str = setting(
+        "", "strict", "a verification reply read strict (the code's json.loads, asked once) | "
+                      "fenced (ours: fenced JSON, one repair round)",
+        choices=VERIFY_PARSES)
+    box_parse: str | None = setting(
+        "", None, "a box reply read strict (the code's) | fenced (ours); null: strict under "
+                  "prompts=upstream, fenced under ours",
+        choices=PARSES)
+    chain_parse: str | None = setting(
+        "", None, "a chain reply read strict (the code's) | fenced (ours); null: strict under "
+                  "prompts=upstream, fenced under ours",
+        choices=PARSES)
+    temperature: float | None = setting(
+        "", 0.0, "sampling temperature of every build request (the code's 0); null: not sent")
+    seed: int | None = setting(
+        "", None, "sampling seed of every build request; null: not sent (the code's)", low=0)
+    budget_param: str | None = setting(
+        "", None, "the name the budget is sent under: max_tokens | max_completion_tokens; "
+                  "null: none while the budgets are null (the code's), max_tokens once set",
+        choices=tuple(b for b in BUDGET_PARAMS if b is not None))
 
     def __post_init__(self) -> None:
-        require_int("min_event_words", self.min_event_words, 0)
-        for key in ("max_tokens", "loom_max_tokens"):
-            if getattr(self, key) is not None:
-                require_int(key, getattr(self, key), 1)
-        for key, allowed in (("prompts", PROMPT_SOURCES), ("verify_parse", VERIFY_PARSES),
-                             ("box_parse", (None, *PARSES)), ("chain_parse", (None, *PARSES)),
-                             ("budget_param", BUDGET_PARAMS)):
-            require_choice(key, getattr(self, key), allowed)
-        if self.seed is not None:
-            require_int("seed", self.seed, 0)
-        t = self.temperature
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))):
-            raise ConfigError(f"memory.temperature must be a number or null, got {t!r}")
+        check_fields(self)
         if not 1 <= self.min_keywords <= self.max_keywords:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{self.min_keywords}, {self.max_keywords}")
-        object.__setattr__(self, "boundary_threshold", float(self.boundary_threshold))
-        object.__setattr__(self, "trace_threshold", float(self.trace_threshold))
-        object.__setattr__(self, "min_keywords", int(self.min_keywords))
-        object.__setattr__(self, "max_keywords", int(self.max_keywords))
-        object.__setattr__(self, "min_event_words", int(self.min_event_words))
 
 
 def split_settings(retrieval: Retrieval | None, build: Build | None,
