@@ -56,8 +56,11 @@ def start(tmp_path: Path, args: list[str], pause: str) -> tuple[subprocess.Popen
     env = {**os.environ, "SYNAPSE_TEST_PAUSE": pause, "SYNAPSE_TEST_MARKER": str(marker),
            "PYTHONPATH": os.pathsep.join([str(hook), str(REPO_ROOT),
                                           os.environ.get("PYTHONPATH", "")])}
+    # Ctrl-C reaches a command run from a terminal: a shell's background job (`nohup ... &`)
+    # would start the suite, and so this child, with SIGINT ignored
     proc = subprocess.Popen([sys.executable, "-m", "synapse_pt.run", *args], cwd=REPO_ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not marker.exists():
         assert proc.poll() is None, proc.communicate()[1][-3000:]
