@@ -13,7 +13,7 @@ only the order of the search (:data:`ORDER`). Every search reads it:
   per fold for a target false rejection instead of drawing it;
 * Optuna (``configs/hparams_search/synapse_optuna.yaml``) searches every entry: its ``params``
   are this space in the sweeper's override syntax (``interval(low, high)``, ``choice(...)``),
-  checked equal to it by ``tests/retrieval/test_synapse_space.py``.
+  checked equal to it by ``tests/retrieval/test_search_space.py``.
 
 Where the three searches used to disagree, the choice and its reason are in
 experiments/architecture.md ("SYNAPSE's search space").
