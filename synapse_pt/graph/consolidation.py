@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -151,16 +151,6 @@ class Maintenance:
         check_fields(self)
 
 
-def split_settings(consolidation: Consolidation | None, maintenance: Maintenance | None,
-                   flat: Mapping[str, Any]) -> tuple[Consolidation, Maintenance]:
-    """The two groups from the flat config keys (``memory.graph.window=...``), over
-    ``consolidation`` / ``maintenance`` when given; a key of neither group is refused by name
-    (:func:`synapse_pt.common.groups.split_settings`)."""
-    first, second = groups.split_settings(
-        "GraphBuilder", ((Consolidation, consolidation), (Maintenance, maintenance)), flat)
-    return first, second
-
-
 class GraphBuilder:
     r"""Builds one :class:`MemoryGraph` per conversation (SPEC §1.1).
 
@@ -213,8 +203,8 @@ class GraphBuilder:
                  maintenance: Maintenance | None = None,
                  renderer: TurnRenderer | None = None,
                  device: str | torch.device = "cpu", **settings: Any) -> None:
-        self.consolidation, self.maintenance = split_settings(consolidation, maintenance,
-                                                              settings)
+        self.consolidation, self.maintenance = groups.split_settings(
+            "GraphBuilder", ((Consolidation, consolidation), (Maintenance, maintenance)), settings)
         self.encoder = encoder
         self.extractor = extractor
         self.renderer = renderer or TurnRenderer()
@@ -635,6 +625,6 @@ def find_edges(graph: MemoryGraph, src: Tensor, dst: Tensor, edge_type: int) -> 
     return out
 
 
-__all__ = ["GraphBuilder", "Consolidation", "Maintenance", "split_settings",
+__all__ = ["GraphBuilder", "Consolidation", "Maintenance",
            "hours_since_epoch", "temporal_weight", "cooccurrence_weight", "windows_of",
            "window_key", "find_edges", "HOURS_PER_UNIT", "ASSOCIATION_WEIGHTINGS"]

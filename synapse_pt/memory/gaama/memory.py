@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from synapse_pt.common import groups
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer
 from synapse_pt.data.schema import Dialogue, Question
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
@@ -43,7 +44,7 @@ from .graph import (  # noqa: F401  (FACT, REFLECTION: the node kinds, read by c
     llm_free_graph,
 )
 from .llm_build import GAAMAFailure
-from .settings import CHOICES, INT_MINIMUMS, Build, Retrieval, split_settings
+from .settings import CHOICES, INT_MINIMUMS, Build, Retrieval
 
 _RETRIEVAL = tuple(f.name for f in fields(Retrieval))
 
@@ -94,7 +95,8 @@ class GAAMAMemory(MemorySystem):
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu",
                  **settings: Any) -> None:
         self.llm = extractor_llm(extractor, "gaama")
-        self.retrieval, self.build = split_settings(retrieval, build, settings)
+        self.retrieval, self.build = groups.split_settings(
+            "GAAMAMemory", ((Retrieval, retrieval), (Build, build)), settings)
         self.encoder, self.extractor = encoder, extractor
         self.llm_build = None if self.llm is None else LLMBuild(self.llm, encoder, self.build)
         self.tau_gate = tau_gate

@@ -4,11 +4,9 @@ key is a field of one group. Values are the public code's (gaama ``2d992f7``) un
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synapse_pt.common import groups
 from synapse_pt.common.declared import check_fields, choice_sets, int_minimums, setting
 from synapse_pt.common.errors import ConfigError
 from synapse_pt.graph.ppr import HUB_DAMPENING
@@ -161,12 +159,3 @@ class Build:
 CHOICES = choice_sets(Retrieval, Build)
 INT_MINIMUMS = int_minimums(Retrieval, Build)
 
-
-def split_settings(retrieval: Retrieval | None, build: Build | None,
-                   flat: Mapping[str, Any]) -> tuple[Retrieval, Build]:
-    """The two groups from the flat config keys (``memory.seeds=...``), over ``retrieval`` /
-    ``build`` when given; a key of neither group is refused by name
-    (:func:`synapse_pt.common.groups.split_settings`)."""
-    first, second = groups.split_settings(
-        "GAAMAMemory", ((Retrieval, retrieval), (Build, build)), flat)
-    return first, second

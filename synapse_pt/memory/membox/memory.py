@@ -48,6 +48,7 @@ from typing import Any
 
 import torch
 
+from synapse_pt.common import groups
 from synapse_pt.data.render import DEFAULT_TURN_TEMPLATE, TurnRenderer, format_date
 from synapse_pt.data.schema import Dialogue, Question, Turn
 from synapse_pt.graph.extraction import ConceptExtractor, extractor_llm
@@ -75,7 +76,7 @@ from .llm_build import (
     chains_of_code,
     set_order,
 )
-from .settings import MODES, Build, Retrieval, split_settings
+from .settings import MODES, Build, Retrieval
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,8 @@ class MemboxMemory(MemorySystem):
                  turn_template: str = DEFAULT_TURN_TEMPLATE, device: str = "cpu",
                  **settings: Any) -> None:
         self.llm = extractor_llm(extractor, "membox")
-        retrieval, self.build = split_settings(retrieval, build, settings)
+        retrieval, self.build = groups.split_settings(
+            "MemboxMemory", ((Retrieval, retrieval), (Build, build)), settings)
         b = self.build
         # the LLM build's requests and readers (the upstream prompts read here: a run without
         # the files stops before its build); none for the LLM-free build

@@ -5,11 +5,8 @@ code's (``membox.py``) unless marked ours."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from synapse_pt.common import groups
 from synapse_pt.common.declared import check_fields, setting
 
 from .llm_build import BUDGET_PARAMS, PARSES, PROMPT_SOURCES, VERIFY_PARSES
@@ -90,12 +87,3 @@ class Build:
             raise ValueError(f"memory.min_keywords / max_keywords: need 1 <= min <= max, got "
                              f"{self.min_keywords}, {self.max_keywords}")
 
-
-def split_settings(retrieval: Retrieval | None, build: Build | None,
-                   flat: Mapping[str, Any]) -> tuple[Retrieval, Build]:
-    """The two groups from the flat config keys (``memory.k=...``), over ``retrieval`` /
-    ``build`` when given; a key of neither group is refused by name
-    (:func:`synapse_pt.common.groups.split_settings`)."""
-    first, second = groups.split_settings(
-        "MemboxMemory", ((Retrieval, retrieval), (Build, build)), flat)
-    return first, second
